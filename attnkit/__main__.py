@@ -1,0 +1,37 @@
+"""Command line: ``python -m attnkit <command> [options]``.
+
+Each command lives in its own module and exposes ``cli(argv) -> int``; modules
+are imported lazily so ``python -m attnkit --help`` stays instant.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS = {
+    "verify": ("attnkit.verify", "compare attnkit with HuggingFace, layer by layer"),
+    "bench": ("attnkit.bench", "benchmark attnkit against HuggingFace (ratios)"),
+    "entropy": ("attnkit.entropy", "attention entropy against context length"),
+    "ablate": ("attnkit.ablations", "run an ablation and report the loss change"),
+    "train-default": ("attnkit.train", "retrain the shipped attnkit-tiny model"),
+    "generate": ("attnkit.generate", "greedy generation with or without the KV cache"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in {"-h", "--help", "help"}:
+        print("usage: python -m attnkit <command> [options]\n\ncommands:")
+        for name, (_, text) in COMMANDS.items():
+            print(f"  {name:<14} {text}")
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"attnkit: unknown command {name!r}; try one of: {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[name][0])
+    return int(module.cli(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
