@@ -1,0 +1,634 @@
+"""Retrain the shipped ``attnkit-tiny`` model: ``python -m attnkit train-default``.
+
+attnkit-tiny is a 4-layer, 8-head, 256-wide GPT-2 (``transformers.GPT2LMHeadModel``)
+with a byte-level BPE tokenizer (vocab 8192) trained from scratch on text that
+ships with Debian packages, so the dashboard works fully offline. It is *not*
+OpenAI's GPT-2: no OpenAI weights or tokenizer files are used.
+
+Corpus (Debian 12 "bookworm" packages, read from the local file system)
+-----------------------------------------------------------------------
+==================== ================================================ ===================================
+apt package          paths read                                       licence (see /usr/share/doc/<pkg>/copyright)
+==================== ================================================ ===================================
+python3.11-doc       /usr/share/doc/python3.11/html/_sources/**/*.txt  PSF License Version 2 (Python docs)
+debian-reference-en  /usr/share/debian-reference/*.en.html              GPL-2+ (Osamu Aoki, Debian Reference)
+                     (= /usr/share/doc/debian-reference-en/docs),
+                     HTML tags stripped
+fortunes-min         /usr/share/games/fortunes/{fortunes,literature,    BSD-3-Clause (fortune-mod, UC Regents)
+                     riddles}
+fortunes-zh          /usr/share/games/fortunes/{chinese,tang300,        GPL-3.0+ (Yu Guanghui)
+                     song100}  (Chinese; ANSI colour codes stripped)
+==================== ================================================ ===================================
+
+The text is mostly English (Python documentation, Debian Reference, English
+fortunes) with some Chinese (fortunes-zh: Chinese fortunes, Tang and Song poems).
+Long files are cut into documents of at most ~4000 characters at paragraph
+boundaries; every fortune is one document. The documents are shuffled with the
+seed and every 50th document is held out as the validation split. Documents are
+joined with ``<|endoftext|>`` like GPT-2.
+
+Pipeline
+--------
+1. build the corpus (above), 2. train a byte-level BPE tokenizer with the
+``tokenizers`` library (GPT-2 ByteLevel pre-tokenizer, ``<|endoftext|>`` as
+bos/eos/unk) and save it so ``AutoTokenizer.from_pretrained`` gives a GPT-2 fast
+tokenizer, 3. train ``GPT2LMHeadModel`` with AdamW, linear warmup + cosine decay,
+batches of random 256-token windows from the training stream, 4. save with
+``save_pretrained(safe_serialization=True)``, evaluate on the whole validation
+split next to an add-one-smoothed unigram baseline, and write ``MODEL_CARD.md``.
+
+Everything is seeded (Python, NumPy-free, torch), so the same command on the same
+machine and library versions reproduces the same weights. Example::
+
+    python -m attnkit train-default --out attnkit/models/attnkit-tiny --steps 1800
+    python -m attnkit train-default --tiny-test --out /tmp/tiny   # seconds, for tests
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import math
+import os
+import random
+import re
+import sys
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "models" / "attnkit-tiny"
+EOT = "<|endoftext|>"
+VAL_EVERY = 50
+MAX_DOC_CHARS = 4000
+
+FORTUNES = "/usr/share/games/fortunes"
+SOURCES = [
+    # (apt package, licence, glob patterns, kind)
+    ("python3.11-doc", "PSF-2.0 (Python Software Foundation License Version 2)",
+     ["/usr/share/doc/python3.11/html/_sources/**/*.txt"], "text"),
+    ("debian-reference-en", "GPL-2+",
+     ["/usr/share/debian-reference/*.en.html"], "html"),
+    ("fortunes-min", "BSD-3-Clause",
+     [f"{FORTUNES}/fortunes", f"{FORTUNES}/literature", f"{FORTUNES}/riddles"], "fortune"),
+    ("fortunes-zh", "GPL-3.0+",
+     [f"{FORTUNES}/chinese", f"{FORTUNES}/tang300", f"{FORTUNES}/song100"], "fortune"),
+]
+
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+# --------------------------------------------------------------------------- corpus
+class _HTMLText(HTMLParser):
+    BLOCK = {"p", "div", "br", "li", "tr", "pre", "h1", "h2", "h3", "h4", "h5", "h6",
+             "dt", "dd", "table", "title", "blockquote"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.skip = 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag in {"script", "style"}:
+            self.skip += 1
+        elif tag in self.BLOCK:
+            self.parts.append("\n\n")
+
+    def handle_endtag(self, tag):
+        if tag in {"script", "style"}:
+            self.skip = max(0, self.skip - 1)
+        elif tag in self.BLOCK:
+            self.parts.append("\n\n")
+
+    def handle_data(self, data):
+        if not self.skip:
+            self.parts.append(data)
+
+
+def html_to_text(raw: str) -> str:
+    parser = _HTMLText()
+    parser.feed(raw)
+    text = "".join(parser.parts)
+    text = re.sub(r"[ \t\r\f\v]+\n", "\n", text)
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+def chunk(text: str, max_chars: int = MAX_DOC_CHARS) -> list[str]:
+    """Cut ``text`` into documents of at most ~max_chars at blank-line boundaries."""
+    docs, cur, size = [], [], 0
+    for para in re.split(r"\n\s*\n", text):
+        para = para.strip("\n")
+        if not para.strip():
+            continue
+        if cur and size + len(para) > max_chars:
+            docs.append("\n\n".join(cur))
+            cur, size = [], 0
+        cur.append(para)
+        size += len(para) + 2
+    if cur:
+        docs.append("\n\n".join(cur))
+    return docs
+
+
+def read_source(kind: str, path: str) -> list[str]:
+    raw = Path(path).read_text(encoding="utf-8", errors="replace")
+    if kind == "fortune":
+        raw = ANSI.sub("", raw)
+        return [d.strip("\n") for d in re.split(r"^%\s*$", raw, flags=re.M) if d.strip()]
+    if kind == "html":
+        return chunk(html_to_text(raw))
+    return chunk(raw)
+
+
+def collect_documents(corpus_file: str | None = None) -> list[tuple[str, str]]:
+    """(source, text) pairs in a fixed order. ``corpus_file``: one text file, documents
+    separated by blank lines (used by tests and for custom corpora)."""
+    if corpus_file:
+        text = Path(corpus_file).read_text(encoding="utf-8")
+        return [("custom", d) for d in chunk(text, max_chars=1)]
+    docs = []
+    for package, _licence, patterns, kind in SOURCES:
+        paths = sorted({p for pat in patterns for p in glob.glob(pat, recursive=True)})
+        for path in paths:
+            docs.extend((package, d) for d in read_source(kind, path))
+    return docs
+
+
+def build_corpus(seed: int, corpus_limit: int | None, corpus_file: str | None):
+    docs = collect_documents(corpus_file)
+    if not docs:
+        raise SystemExit("attnkit train: no corpus found (install the Debian packages "
+                         "listed in attnkit/train.py or pass --corpus-file)")
+    random.Random(seed).shuffle(docs)
+    if corpus_limit:
+        kept, total = [], 0
+        for d in docs:
+            if total >= corpus_limit:
+                break
+            kept.append(d)
+            total += len(d[1])
+        docs = kept
+    train = [d for i, d in enumerate(docs) if i % VAL_EVERY != VAL_EVERY - 1]
+    val = [d for i, d in enumerate(docs) if i % VAL_EVERY == VAL_EVERY - 1]
+    if not val:  # tiny corpora: still hold something out
+        val = [docs[-1]]
+        train = docs[:-1] or docs
+    return train, val
+
+
+# --------------------------------------------------------------------------- tokenizer
+def train_tokenizer(texts: list[str], vocab_size: int, out: Path, max_len: int = 256):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import GPT2TokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, min_frequency=2, special_tokens=[EOT],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
+    out.mkdir(parents=True, exist_ok=True)
+    hf = GPT2TokenizerFast(tokenizer_object=tok, bos_token=EOT, eos_token=EOT, unk_token=EOT,
+                           add_prefix_space=False, clean_up_tokenization_spaces=False,
+                           model_max_length=max_len)
+    hf.save_pretrained(str(out))
+    tok.model.save(str(out))  # vocab.json + merges.txt, like the original GPT-2 files
+    return load_tokenizer(out)
+
+
+def load_tokenizer(folder: Path):
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(str(folder))
+
+
+def round_trips(tokenizer, text: str) -> bool:
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    return tokenizer.decode(ids, clean_up_tokenization_spaces=False) == text
+
+
+ROUND_TRIP_SAMPLES = ["Attention lets every token look at its context.",
+                      "注意力机制让每个词看见上下文", "🙂🚀", "  two  spaces\tand\ttabs\n"]
+
+
+# --------------------------------------------------------------------------- model
+def encode_stream(tokenizer, docs: list[tuple[str, str]]):
+    import torch
+    eot = tokenizer.convert_tokens_to_ids(EOT)
+    enc = [e.ids for e in tokenizer.backend_tokenizer.encode_batch([d for _, d in docs],
+                                                                   add_special_tokens=False)]
+    ids = []
+    for e in enc:
+        ids.append(eot)
+        ids.extend(e)
+    ids.append(eot)
+    return torch.tensor(ids, dtype=torch.long)
+
+
+def unigram_baseline(train_ids, targets, vocab_size: int) -> float:
+    """Cross-entropy (nats/token) of an add-one-smoothed unigram model fit on train."""
+    import torch
+    counts = torch.bincount(train_ids, minlength=vocab_size).double() + 1.0
+    logp = counts.log() - counts.sum().log()
+    return float(-logp[targets].mean())
+
+
+def eval_windows(ids, block: int):
+    """Non-overlapping (input, target) windows covering the whole stream."""
+    n = (len(ids) - 1) // block
+    x = ids[: n * block].view(n, block)
+    y = ids[1: n * block + 1].view(n, block)
+    rest = len(ids) - 1 - n * block
+    extra = None
+    if rest > 0:
+        extra = (ids[n * block: n * block + rest].unsqueeze(0), ids[n * block + 1:].unsqueeze(0))
+    return x, y, extra
+
+
+def full_loss(model, ids, block: int, batch: int = 16) -> float:
+    import torch
+    import torch.nn.functional as F
+    x, y, extra = eval_windows(ids, block)
+    total, count = 0.0, 0
+    model.eval()
+    with torch.no_grad():
+        chunks = [(x[i:i + batch], y[i:i + batch]) for i in range(0, len(x), batch)]
+        if extra is not None:
+            chunks.append(extra)
+        for xb, yb in chunks:
+            logits = model(input_ids=xb).logits
+            total += float(F.cross_entropy(logits.flatten(0, 1), yb.flatten(), reduction="sum"))
+            count += yb.numel()
+    model.train()
+    return total / max(count, 1)
+
+
+def sample_batch(ids, batch: int, block: int, gen):
+    import torch
+    starts = torch.randint(0, len(ids) - block - 1, (batch,), generator=gen)
+    offs = torch.arange(block + 1)
+    w = ids[starts[:, None] + offs]
+    return w[:, :-1], w[:, 1:]
+
+
+def lr_at(step: int, total: int, warmup: int, peak: float, floor_frac: float = 0.1) -> float:
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    prog = min(1.0, (step - warmup) / max(1, total - warmup))
+    return peak * (floor_frac + (1 - floor_frac) * 0.5 * (1 + math.cos(math.pi * prog)))
+
+
+# --------------------------------------------------------------------------- head scores
+def head_scores(model, vocab_size: int, val_ids=None, seed: int = 0, batch: int = 8,
+                rep_len: int | None = None, bos_id: int | None = None):
+    """Per (layer, head): previous-token and induction scores (eager attention).
+
+    previous-token: mean over query positions i >= 1 of attention on i-1
+    (on validation text windows, or random tokens when ``val_ids`` is None).
+    induction: on random token sequences of length T repeated twice (after a BOS),
+    mean attention from each position i of the second copy onto i-T+1, the token
+    that followed the current token's earlier occurrence.
+    """
+    import torch
+    n_pos = model.config.n_positions
+    T = rep_len or (n_pos - 1) // 2
+    gen = torch.Generator().manual_seed(seed)
+    model.eval()
+    attn_impl = model.config._attn_implementation
+    model.set_attn_implementation("eager")
+    with torch.no_grad():
+        if val_ids is not None and len(val_ids) > n_pos + 1:
+            x, _ = sample_batch(val_ids, batch, n_pos, gen)
+        else:
+            x = torch.randint(0, vocab_size, (batch, n_pos), generator=gen)
+        att = model(input_ids=x, output_attentions=True).attentions  # L x [B,H,S,S]
+        prev = torch.stack([a.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=(0, 2)) for a in att])
+
+        low = 1 if bos_id == 0 else 0
+        seq = torch.randint(low, vocab_size, (batch, T), generator=gen)
+        parts = [seq, seq]
+        off = 0
+        if bos_id is not None:
+            parts.insert(0, torch.full((batch, 1), bos_id, dtype=torch.long))
+            off = 1
+        rep = torch.cat(parts, dim=1)
+        att = model(input_ids=rep, output_attentions=True).attentions
+        q = torch.arange(off + T, off + 2 * T)
+        k = q - T + 1
+        ind = torch.stack([a[:, :, q, k].mean(dim=(0, 2)) for a in att])
+    model.set_attn_implementation(attn_impl)
+    model.train()
+    return prev.tolist(), ind.tolist()
+
+
+def format_head_table(prev, ind) -> str:
+    lines = ["layer head  prev-token  induction"]
+    for layer, (pl, il) in enumerate(zip(prev, ind)):
+        for head, (p, i) in enumerate(zip(pl, il)):
+            lines.append(f"{layer:>5} {head:>4}  {p:>10.3f}  {i:>9.3f}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- model card
+def write_card(out: Path, info: dict) -> None:
+    src_rows = "\n".join(
+        f"| `{pkg}` | {', '.join('`' + p + '`' for p in pats)} | {lic} | {info['source_chars'].get(pkg, 0):,} |"
+        for pkg, lic, pats, _ in SOURCES)
+    if info.get("corpus_file"):
+        src_rows = f"| (custom) | `{info['corpus_file']}` | see file | {info['corpus_chars']:,} |"
+    c = info["config"]
+    card = f"""# attnkit-tiny
+
+A tiny GPT-2-architecture language model trained from scratch by
+`attnkit/train.py`, shipped inside the `attnkit` package so the dashboard works
+offline.
+
+**These are NOT OpenAI's GPT-2 weights.** No OpenAI weights, tokenizer or data were
+used: the model and its tokenizer were trained from random initialisation on the
+Debian package text listed below. It is a toy model for looking at attention
+patterns, not a useful language model.
+
+## Architecture
+
+`transformers.GPT2LMHeadModel`, `GPT2Config(n_layer={c['n_layer']}, n_head={c['n_head']},
+n_embd={c['n_embd']}, n_positions={c['n_positions']}, vocab_size={c['vocab_size']})`, dropout 0,
+tied input/output embeddings, GELU MLP (4x), pre-LayerNorm, learned positions.
+
+- parameters: {info['n_params']:,} (unique; {info['n_params_non_emb']:,} excluding token and position embeddings)
+- weights: `model.safetensors` (float32), config: `config.json`
+- tokenizer: byte-level BPE (GPT-2 style `ByteLevel` pre-tokenizer, no prefix space),
+  vocab {c['vocab_size']} incl. `{EOT}` (id {info['eot_id']}) used as bos/eos/unk and as the
+  document separator. Files: `tokenizer.json`, `vocab.json`, `merges.txt`,
+  `tokenizer_config.json`; `AutoTokenizer.from_pretrained` gives a GPT-2 fast tokenizer.
+  Byte-level, so any UTF-8 text (English, Chinese, emoji) round-trips exactly.
+
+## Training corpus
+
+Text shipped by Debian 12 packages, read from the local file system:
+
+| apt package | paths | licence (`/usr/share/doc/<pkg>/copyright`) | characters |
+|---|---|---|---|
+{src_rows}
+
+`debian-reference-en` HTML is converted to plain text (tags stripped); ANSI colour
+codes are removed from the fortunes. Long files are cut into documents of at most
+~{MAX_DOC_CHARS} characters at paragraph boundaries, each fortune is one document.
+Documents are shuffled (seed {info['seed']}) and every {VAL_EVERY}th is held out for validation.
+Mostly English (Python documentation, Debian Reference, fortunes) with some
+Chinese (fortunes-zh).
+
+- documents: {info['n_train_docs']:,} train / {info['n_val_docs']:,} validation
+- characters: {info['corpus_chars']:,}
+- tokens: {info['train_tokens']:,} train / {info['val_tokens']:,} validation
+
+## Training
+
+AdamW (betas 0.9/0.95, weight decay {info['weight_decay']} on matrices), peak LR {info['lr']},
+{info['warmup']} warmup steps then cosine decay to 10%, gradient clipping 1.0,
+batches of {info['batch']} random {c['n_positions']}-token windows, {info['steps']:,} steps,
+seed {info['seed']}, {info['threads']} CPU thread(s), float32.
+
+- tokens seen: {info['tokens_seen']:,} (about {info['epochs']:.2f} epochs of the training split)
+- wall time: {info['train_seconds'] / 60:.1f} min ({info['tokens_per_s']:,.0f} tokens/s on CPU)
+
+| cross-entropy (nats/token) | train | validation |
+|---|---|---|
+| attnkit-tiny | {info['final_train_loss']:.3f} | {info['final_val_loss']:.3f} |
+| unigram baseline (add-one smoothed train counts) | {info['unigram_train']:.3f} | {info['unigram_val']:.3f} |
+
+Model losses are measured at the end over the whole split in non-overlapping
+{c['n_positions']}-token windows; the unigram baseline is scored on exactly the same target tokens.
+Validation perplexity: {math.exp(info['final_val_loss']):.1f} (unigram: {math.exp(info['unigram_val']):.1f}).
+
+## Head structure
+
+_To be filled by `python -m attnkit heads --model attnkit-tiny`._
+
+## Reproduce
+
+```
+{info['command']}
+```
+
+Library versions used: torch {info['versions']['torch']}, transformers {info['versions']['transformers']},
+tokenizers {info['versions']['tokenizers']}, Python {info['versions']['python']}.
+The same command with the same versions and Debian package versions reproduces the weights
+(CPU float32; results may differ across CPUs or library versions at the last digits).
+"""
+    (out / "MODEL_CARD.md").write_text(card, encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- main
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m attnkit train-default", description=__doc__.split("\n")[0])
+    p.add_argument("--out", default=str(DEFAULT_OUT), help="output folder (default: the shipped model)")
+    p.add_argument("--steps", type=int, default=1800, help="optimizer steps (default 1800)")
+    p.add_argument("--minutes", type=float, default=None,
+                   help="instead of --steps: time the first steps and choose the step count to fit")
+    p.add_argument("--corpus-limit", type=int, default=None, help="max characters of corpus")
+    p.add_argument("--corpus-file", default=None, help="train on this text file instead of Debian text")
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--warmup", type=int, default=100)
+    p.add_argument("--weight-decay", type=float, default=0.1)
+    p.add_argument("--vocab-size", type=int, default=8192)
+    p.add_argument("--n-layer", type=int, default=4)
+    p.add_argument("--n-head", type=int, default=8)
+    p.add_argument("--n-embd", type=int, default=256)
+    p.add_argument("--n-positions", type=int, default=256)
+    p.add_argument("--eval-every", type=int, default=100)
+    p.add_argument("--tiny-test", action="store_true",
+                   help="tiny model/corpus/steps for a seconds-long end-to-end test")
+    p.add_argument("--score-only", action="store_true",
+                   help="only print head scores of the model already in --out")
+    a = p.parse_args(argv)
+    if a.tiny_test:
+        a.n_layer, a.n_head, a.n_embd, a.n_positions = 2, 2, 32, 32
+        a.vocab_size = min(a.vocab_size, 400)
+        a.steps, a.batch, a.warmup, a.eval_every = min(a.steps, 6), 4, 2, 3
+        a.corpus_limit = a.corpus_limit or 200_000
+        a.minutes = None
+    return a
+
+
+def reproduce_argv(argv: list[str], steps: int) -> list[str]:
+    """The given argv with --minutes/--steps replaced by the step count actually run."""
+    out, skip = [], False
+    for x in argv:
+        if skip:
+            skip = False
+            continue
+        if x in {"--minutes", "--steps"}:
+            skip = True
+            continue
+        if x.startswith(("--minutes=", "--steps=")):
+            continue
+        out.append(x)
+    return out + ["--steps", str(steps)]
+
+
+def cli(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    a = parse_args(argv)
+    import tokenizers
+    import torch
+    import transformers
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.set_num_threads(a.threads)
+    out = Path(a.out)
+    t_start = time.time()
+
+    if a.score_only:
+        model = GPT2LMHeadModel.from_pretrained(str(out), attn_implementation="eager")
+        tok = load_tokenizer(out)
+        prev, ind = head_scores(model, len(tok), seed=a.seed, bos_id=tok.convert_tokens_to_ids(EOT))
+        print(format_head_table(prev, ind))
+        return 0
+
+    random.seed(a.seed)
+    torch.manual_seed(a.seed)
+
+    train_docs, val_docs = build_corpus(a.seed, a.corpus_limit, a.corpus_file)
+    all_docs = train_docs + val_docs
+    source_chars: dict[str, int] = {}
+    for s, d in all_docs:
+        source_chars[s] = source_chars.get(s, 0) + len(d)
+    corpus_chars = sum(source_chars.values())
+    print(f"corpus: {len(train_docs)} train / {len(val_docs)} val documents, {corpus_chars:,} chars "
+          + ", ".join(f"{k}={v:,}" for k, v in source_chars.items()), flush=True)
+
+    t0 = time.time()
+    tok = train_tokenizer([d for _, d in train_docs], a.vocab_size, out, a.n_positions)
+    for s in ROUND_TRIP_SAMPLES:
+        if not round_trips(tok, s):
+            raise SystemExit(f"tokenizer does not round-trip {s!r}")
+    eot = tok.convert_tokens_to_ids(EOT)
+    train_ids = encode_stream(tok, train_docs)
+    val_ids = encode_stream(tok, val_docs)
+    V = len(tok)
+    print(f"tokenizer: {type(tok).__name__} vocab {V}, eot id {eot}; tokens {len(train_ids):,} train / "
+          f"{len(val_ids):,} val ({time.time() - t0:.1f}s)", flush=True)
+
+    block = a.n_positions
+    if len(val_ids) < block + 2:  # tiny corpora: borrow the tail of train for validation
+        val_ids = train_ids[-(block + 2):]
+    if len(train_ids) < block + 2:
+        raise SystemExit("corpus too small for the context length")
+
+    cfg = GPT2Config(n_layer=a.n_layer, n_head=a.n_head, n_embd=a.n_embd, n_positions=block,
+                     vocab_size=V, bos_token_id=eot, eos_token_id=eot,
+                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    model = GPT2LMHeadModel(cfg)
+    model.train()
+    n_params = sum(p.numel() for p in model.parameters())
+    n_params_non_emb = n_params - model.transformer.wte.weight.numel() - model.transformer.wpe.weight.numel()
+    print(f"model: {n_params:,} params ({n_params_non_emb:,} non-embedding)", flush=True)
+
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "wte" not in n and "wpe" not in n]
+    no_decay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "wte" not in n and "wpe" not in n)]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
+    gen = torch.Generator().manual_seed(a.seed)
+    eval_gen_seed = a.seed + 1
+    import torch.nn.functional as F
+
+    def quick_val() -> float:
+        g = torch.Generator().manual_seed(eval_gen_seed)
+        model.eval()
+        with torch.no_grad():
+            xb, yb = sample_batch(val_ids, 16, block, g)
+            loss = F.cross_entropy(model(input_ids=xb).logits.flatten(0, 1), yb.flatten())
+        model.train()
+        return float(loss)
+
+    total_steps = a.steps
+    timing_steps = 20
+    history = []
+    run_loss, run_n = 0.0, 0
+    t_train = time.time()
+    step = 0
+    while step < total_steps:
+        lr = lr_at(step, total_steps, a.warmup, a.lr)
+        for g_ in opt.param_groups:
+            g_["lr"] = lr
+        xb, yb = sample_batch(train_ids, a.batch, block, gen)
+        logits = model(input_ids=xb).logits
+        loss = F.cross_entropy(logits.flatten(0, 1), yb.flatten())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        run_loss += loss.item()
+        run_n += 1
+        if a.minutes is not None and step == timing_steps:
+            per_step = (time.time() - t_train) / timing_steps
+            budget = a.minutes * 60 - (time.time() - t_start)
+            total_steps = max(timing_steps + 1, int(budget / (per_step * 1.04)))
+            print(f"--minutes {a.minutes}: {per_step:.2f}s/step -> {total_steps} steps", flush=True)
+        if step % a.eval_every == 0 or step == total_steps or step == 1:
+            el = time.time() - t_train
+            vl = quick_val()
+            tr = run_loss / run_n
+            history.append({"step": step, "train_loss": tr, "val_loss": vl, "lr": lr, "seconds": el})
+            print(f"step {step:>5}/{total_steps} lr {lr:.2e} train {tr:.3f} val {vl:.3f} "
+                  f"{step * a.batch * block / el:,.0f} tok/s {el / 60:.1f} min", flush=True)
+            run_loss, run_n = 0.0, 0
+    train_seconds = time.time() - t_train
+    tokens_seen = total_steps * a.batch * block
+
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(out), safe_serialization=True)
+
+    print("final evaluation over the whole splits ...", flush=True)
+    val_loss = full_loss(model, val_ids, block)
+    g = torch.Generator().manual_seed(a.seed + 2)  # train: a fixed sample as large as val (cheap)
+    n_tr = min(len(train_ids) - 1, max(len(val_ids), 64 * block))
+    start = int(torch.randint(0, len(train_ids) - n_tr, (1,), generator=g)) if len(train_ids) > n_tr + 1 else 0
+    tr_slice = train_ids[start:start + n_tr + 1]
+    train_loss = full_loss(model, tr_slice, block)
+    _, vy, vextra = eval_windows(val_ids, block)
+    vt = torch.cat([vy.flatten()] + ([vextra[1].flatten()] if vextra else []))
+    _, ty, textra = eval_windows(tr_slice, block)
+    tt = torch.cat([ty.flatten()] + ([textra[1].flatten()] if textra else []))
+    uni_val = unigram_baseline(train_ids, vt, V)
+    uni_train = unigram_baseline(train_ids, tt, V)
+    print(f"final: train {train_loss:.4f} val {val_loss:.4f} | unigram train {uni_train:.4f} "
+          f"val {uni_val:.4f} (nats/token)", flush=True)
+
+    prev, ind = head_scores(model, V, val_ids=val_ids, seed=a.seed, bos_id=eot)
+    print("head scores (previous-token on validation text; induction on random repeated tokens):")
+    print(format_head_table(prev, ind), flush=True)
+
+    cmd = "python -m attnkit train-default " + " ".join(reproduce_argv(argv, total_steps))
+    info = {
+        "config": {"n_layer": a.n_layer, "n_head": a.n_head, "n_embd": a.n_embd,
+                   "n_positions": block, "vocab_size": V},
+        "n_params": n_params, "n_params_non_emb": n_params_non_emb, "eot_id": eot,
+        "source_chars": source_chars, "corpus_chars": corpus_chars, "corpus_file": a.corpus_file,
+        "n_train_docs": len(train_docs), "n_val_docs": len(val_docs),
+        "train_tokens": len(train_ids), "val_tokens": len(val_ids),
+        "seed": a.seed, "lr": a.lr, "warmup": a.warmup, "weight_decay": a.weight_decay,
+        "batch": a.batch, "steps": total_steps, "threads": a.threads,
+        "tokens_seen": tokens_seen, "epochs": tokens_seen / len(train_ids),
+        "train_seconds": train_seconds, "tokens_per_s": tokens_seen / train_seconds,
+        "final_train_loss": train_loss, "final_val_loss": val_loss,
+        "unigram_train": uni_train, "unigram_val": uni_val,
+        "command": cmd.strip(),
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
+                     "tokenizers": tokenizers.__version__, "python": sys.version.split()[0]},
+        "history": history, "head_scores": {"previous_token": prev, "induction": ind},
+    }
+    write_card(out, info)
+    (out / "training_log.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
+    print(f"saved to {out} ({time.time() - t_start:.0f}s total)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(cli())

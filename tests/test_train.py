@@ -1,0 +1,115 @@
+"""attnkit.train: end-to-end tiny run, HF loadability, exact tokenizer round-trips."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("tokenizers")
+transformers = pytest.importorskip("transformers")
+
+from attnkit import train  # noqa: E402
+
+SHIPPED = Path(train.__file__).resolve().parent / "models" / "attnkit-tiny"
+SAMPLES = [
+    "Attention lets every token look at its context.",
+    "注意力机制让每个词看见上下文",
+    "🙂🚀",
+    "mixed: def f(x):\n    return x  # 注意 🙂\n",
+]
+
+TINY_CORPUS = "\n\n".join(
+    [
+        "The quick brown fox jumps over the lazy dog.",
+        "Attention is a weighted average of value vectors.",
+        "def add(a, b):\n    return a + b",
+        "床前明月光，疑是地上霜。举头望明月，低头思故乡。",
+        "Every token attends to the tokens before it.",
+        "Emoji are bytes too 🙂🚀.",
+    ]
+    * 20
+)
+
+
+def assert_round_trips(tok) -> None:
+    for text in SAMPLES:
+        ids = tok.encode(text, add_special_tokens=False)
+        assert tok.decode(ids, clean_up_tokenization_spaces=False) == text, text
+
+
+def check_folder(folder: Path) -> None:
+    from transformers import AutoTokenizer, GPT2LMHeadModel
+
+    assert (folder / "model.safetensors").is_file()
+    assert not list(folder.glob("*.bin")) and not list(folder.glob("*.pt"))
+    for name in ("config.json", "tokenizer.json", "vocab.json", "merges.txt",
+                 "tokenizer_config.json", "MODEL_CARD.md"):
+        assert (folder / name).is_file(), name
+    model = GPT2LMHeadModel.from_pretrained(str(folder))
+    tok = AutoTokenizer.from_pretrained(str(folder))
+    assert tok.is_fast
+    assert "GPT2" in type(tok).__name__
+    assert tok.eos_token == tok.bos_token == "<|endoftext|>"
+    eot = tok.convert_tokens_to_ids("<|endoftext|>")
+    assert model.config.eos_token_id == model.config.bos_token_id == eot
+    assert model.config.vocab_size == len(tok)
+    assert_round_trips(tok)
+    import torch
+
+    ids = torch.tensor([tok.encode(SAMPLES[0] + SAMPLES[1])[: model.config.n_positions]])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits
+    assert logits.shape == (1, ids.shape[1], model.config.vocab_size)
+    assert torch.isfinite(logits).all()
+    assert "NOT OpenAI" in (folder / "MODEL_CARD.md").read_text(encoding="utf-8")
+
+
+def test_tiny_training_run_end_to_end(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(TINY_CORPUS, encoding="utf-8")
+    out = tmp_path / "model"
+    rc = train.cli(["--tiny-test", "--corpus-file", str(corpus), "--out", str(out), "--seed", "3"])
+    assert rc == 0
+    check_folder(out)
+    card = (out / "MODEL_CARD.md").read_text(encoding="utf-8")
+    assert "--steps 6" in card and "unigram" in card
+
+
+def test_tiny_training_is_reproducible(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(TINY_CORPUS, encoding="utf-8")
+    from safetensors.torch import load_file
+
+    weights = []
+    for run in ("a", "b"):
+        out = tmp_path / run
+        assert train.cli(["--tiny-test", "--corpus-file", str(corpus), "--out", str(out)]) == 0
+        weights.append(load_file(str(out / "model.safetensors")))
+    assert weights[0].keys() == weights[1].keys()
+    for k in weights[0]:
+        assert (weights[0][k] == weights[1][k]).all(), k
+
+
+def test_unigram_baseline_and_lr_schedule():
+    import torch
+
+    train_ids = torch.tensor([0, 1, 1, 2])
+    # counts + 1 = [2, 3, 2, 1] over 8 -> p(1) = 3/8
+    ce = train.unigram_baseline(train_ids, torch.tensor([1]), vocab_size=4)
+    assert ce == pytest.approx(-torch.log(torch.tensor(3 / 8)).item())
+    assert train.lr_at(0, 100, 10, 1.0) == pytest.approx(0.1)
+    assert train.lr_at(10, 100, 10, 1.0) == pytest.approx(1.0)
+    assert train.lr_at(100, 100, 10, 1.0) == pytest.approx(0.1)
+
+
+def test_reproduce_argv_replaces_minutes():
+    argv = ["--out", "x", "--minutes", "5", "--seed", "1"]
+    assert train.reproduce_argv(argv, 42) == ["--out", "x", "--seed", "1", "--steps", "42"]
+
+
+@pytest.mark.skipif(not (SHIPPED / "model.safetensors").is_file(), reason="shipped model absent")
+def test_shipped_model():
+    check_folder(SHIPPED)
+    total = sum(p.stat().st_size for p in SHIPPED.iterdir() if p.is_file())
+    assert total <= 25 * 1024 * 1024
