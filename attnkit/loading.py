@@ -1,0 +1,273 @@
+"""Loading GPT-2 family checkpoints: hub names, local folders, the shipped default.
+
+Always: HuggingFace ``GPT2LMHeadModel`` with eager attention (so its own
+attention weights can be compared with ours), float32, eval mode, safetensors
+only — a folder holding only a pickled ``pytorch_model.bin`` is refused, since
+unpickling runs arbitrary code.
+
+Every failure raises :class:`LoadError` with a one-line message meant for the user.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .weights import GPT2Weights, extract
+
+__all__ = [
+    "LoadError",
+    "Loaded",
+    "HUB_NAMES",
+    "SHIPPED",
+    "DEFAULT_HUB_MODEL",
+    "SHIPPED_MODEL",
+    "MODEL_CHOICES",
+    "load",
+    "resolve_device",
+    "default_model",
+    "hub_available",
+]
+
+SHIPPED_MODEL = "attnkit-tiny"
+DEFAULT_HUB_MODEL = "gpt2"
+#: Short names of the shipped checkpoints -> folders inside the package.
+SHIPPED = {SHIPPED_MODEL: Path(__file__).parent / "models" / SHIPPED_MODEL}
+#: GPT-2 family short names -> hub repositories.
+HUB_NAMES = {
+    "gpt2": "openai-community/gpt2",
+    "gpt2-medium": "openai-community/gpt2-medium",
+    "gpt2-large": "openai-community/gpt2-large",
+    "gpt2-xl": "openai-community/gpt2-xl",
+    "distilgpt2": "distilbert/distilgpt2",
+}
+MODEL_CHOICES = [SHIPPED_MODEL, *HUB_NAMES]
+
+
+class LoadError(Exception):
+    """A model or device could not be loaded; ``str(err)`` is a one-line explanation."""
+
+
+@dataclass
+class Loaded:
+    name: str                # what the user asked for
+    source: str              # folder or hub repository actually read
+    hf_model: object         # transformers GPT2LMHeadModel (eager, float32, eval)
+    tokenizer: object
+    weights: GPT2Weights     # views of hf_model's parameters
+    device: torch.device
+    notice: str | None = None  # something the user should be told (fallbacks)
+
+    @property
+    def config(self):
+        return self.weights.config
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text)
+
+    def token_strs(self, ids) -> list[str]:
+        """Readable token strings (GPT-2's byte-level 'Ġ' shown as a real leading space)."""
+        return [self.tokenizer.decode([int(i)]) for i in ids]
+
+
+# ----------------------------------------------------------------------------- devices
+
+def resolve_device(name: str | torch.device = "auto") -> torch.device:
+    """'auto' picks cuda, then mps, then cpu; an explicit device that is absent raises LoadError."""
+    name = str(name).strip().lower()
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if name == "cpu":
+        return torch.device("cpu")
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise LoadError(f"device {name!r} is not available: this PyTorch sees no CUDA GPU")
+        dev = torch.device(name)
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise LoadError(f"device {name!r} is not available: only {torch.cuda.device_count()} CUDA GPU(s)")
+        return dev
+    if name == "mps":
+        if not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+            raise LoadError("device 'mps' is not available on this machine")
+        return torch.device("mps")
+    raise LoadError(f"unknown device {name!r}; use auto, cpu, cuda or mps")
+
+
+# ----------------------------------------------------------------------------- hub
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _cached(repo: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover
+        return False
+    hit = try_to_load_from_cache(repo, "config.json")
+    return isinstance(hit, str) and os.path.exists(hit)
+
+
+def hub_available(repo: str, timeout: float = 3.0) -> bool:
+    """Whether the hub answers for ``repo`` within ``timeout`` seconds (False when HF_HUB_OFFLINE=1)."""
+    if _offline():
+        return False
+    result: list[bool] = []
+
+    def probe():
+        try:
+            from huggingface_hub import HfApi
+
+            HfApi().model_info(repo, timeout=timeout)
+            result.append(True)
+        except Exception:
+            result.append(False)
+
+    t = threading.Thread(target=probe, daemon=True)
+    t.start()
+    t.join(timeout + 0.5)     # the hard bound, whatever the HTTP stack does
+    return bool(result and result[0])
+
+
+def default_model(timeout: float = 3.0) -> tuple[str, str | None]:
+    """(name, notice): ``gpt2`` where it is cached or the hub answers, else the shipped model."""
+    repo = HUB_NAMES[DEFAULT_HUB_MODEL]
+    if _cached(repo) or hub_available(repo, timeout):
+        return DEFAULT_HUB_MODEL, None
+    why = "HF_HUB_OFFLINE is set" if _offline() else "the HuggingFace hub cannot be reached"
+    return SHIPPED_MODEL, (
+        f"Using the shipped model '{SHIPPED_MODEL}' (small, trained offline; not OpenAI's weights): "
+        f"'{DEFAULT_HUB_MODEL}' is not cached and {why}."
+    )
+
+
+# ----------------------------------------------------------------------------- folders
+
+def _looks_like_path(name: str) -> bool:
+    p = Path(name).expanduser()
+    return name.startswith((".", "~")) or p.is_absolute() or "\\" in name or p.exists()
+
+
+def _check_folder(path: Path) -> None:
+    if not path.exists():
+        raise LoadError(f"model folder not found: {path}")
+    if not path.is_dir():
+        raise LoadError(f"not a folder: {path} (give the folder that holds config.json)")
+    cfg_file = path / "config.json"
+    if not cfg_file.is_file():
+        raise LoadError(f"{path} has no config.json: not a HuggingFace checkpoint folder")
+    try:
+        cfg = json.loads(cfg_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise LoadError(f"{cfg_file} is not valid JSON ({e.__class__.__name__})") from None
+    kind = cfg.get("model_type") if isinstance(cfg, dict) else None
+    if kind != "gpt2":
+        raise LoadError(f"{path} holds a {kind or 'unknown'!r} model, not GPT-2 (config.json model_type must be 'gpt2')")
+    has_st = any(path.glob("*.safetensors"))
+    if not has_st:
+        pickles = [p.name for p in path.iterdir() if p.suffix in {".bin", ".pt", ".pth", ".ckpt", ".pkl"}]
+        if pickles:
+            raise LoadError(
+                f"{path} has only pickled weights ({', '.join(sorted(pickles))}); attnkit loads safetensors only, "
+                "because unpickling can run arbitrary code. Convert it once where you trust the file: "
+                "GPT2LMHeadModel.from_pretrained(folder).save_pretrained(folder, safe_serialization=True)"
+            )
+        raise LoadError(f"{path} has no model.safetensors")
+
+
+# ----------------------------------------------------------------------------- load
+
+def _source(name: str) -> tuple[str, bool]:
+    """(folder or repo id, is_local)."""
+    if name in SHIPPED:
+        return str(SHIPPED[name]), True
+    if name in HUB_NAMES:
+        return HUB_NAMES[name], False
+    if name in HUB_NAMES.values():
+        return name, False
+    if _looks_like_path(name):
+        return str(Path(name).expanduser()), True
+    if name.count("/") == 1 and all(name.split("/")):
+        return name, False           # some other hub repository, e.g. a fine-tuned GPT-2
+    raise LoadError(
+        f"unknown model {name!r}: choose one of {', '.join(MODEL_CHOICES)}, a hub id (owner/name) or a local folder"
+    )
+
+
+def load(name_or_path: str, device: str | torch.device = "auto") -> Loaded:
+    """Load a GPT-2 family checkpoint and its tokenizer on ``device``."""
+    from transformers import AutoConfig, AutoTokenizer, GPT2LMHeadModel
+
+    name = str(name_or_path).strip()
+    if not name:
+        raise LoadError("no model given")
+    dev = resolve_device(device)
+    source, local = _source(name)
+    kwargs = {}
+    if local:
+        _check_folder(Path(source))
+        kwargs["local_files_only"] = True
+    else:
+        if not _cached(source):
+            if _offline():
+                raise LoadError(f"{name!r} is not in the local HuggingFace cache and HF_HUB_OFFLINE is set")
+            if not hub_available(source):
+                also = " (and there is no local folder of that name)" if "/" in name else ""
+                raise LoadError(f"{name!r} is not cached and the HuggingFace hub cannot be reached{also}")
+        else:
+            kwargs["local_files_only"] = _offline() or not hub_available(source, 2.0)
+        try:
+            cfg = AutoConfig.from_pretrained(source, **kwargs)
+        except Exception as e:
+            raise LoadError(f"could not read the config of {name!r}: {e.__class__.__name__}") from None
+        if cfg.model_type != "gpt2":
+            raise LoadError(f"{name!r} is a {cfg.model_type!r} model, not GPT-2")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        model = GPT2LMHeadModel.from_pretrained(
+            source, attn_implementation="eager", dtype=torch.float32, use_safetensors=True, **kwargs
+        )
+        notice = None
+        if local and not _has_tokenizer(Path(source)):
+            tokenizer, notice = _fallback_tokenizer(model.config.vocab_size, Path(source))
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
+    except LoadError:
+        raise
+    except Exception as e:
+        msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
+        raise LoadError(f"could not load {name!r}: {e.__class__.__name__}: {msg}") from None
+    model.eval().to(dev)
+    return Loaded(name=name, source=source, hf_model=model, tokenizer=tokenizer, weights=extract(model),
+                  device=dev, notice=notice)
+
+
+def _has_tokenizer(path: Path) -> bool:
+    return (path / "tokenizer.json").is_file() or (path / "vocab.json").is_file()
+
+
+def _fallback_tokenizer(vocab_size: int, path: Path):
+    """A folder without tokenizer files (e.g. weights saved on their own): borrow one that fits."""
+    from transformers import AutoTokenizer
+
+    for repo in (HUB_NAMES[DEFAULT_HUB_MODEL],):
+        if vocab_size >= 50257 and _cached(repo):
+            return (AutoTokenizer.from_pretrained(repo, local_files_only=True),
+                    f"{path} has no tokenizer files; using GPT-2's tokenizer from the local cache.")
+    shipped = SHIPPED[SHIPPED_MODEL]
+    if _has_tokenizer(shipped):
+        tok = AutoTokenizer.from_pretrained(str(shipped), local_files_only=True)
+        if len(tok) <= vocab_size:
+            return tok, (f"{path} has no tokenizer files; text is tokenized with the {SHIPPED_MODEL} tokenizer "
+                         f"({len(tok)} tokens), whose ids all exist in this model's vocabulary of {vocab_size}.")
+    raise LoadError(f"{path} has no tokenizer files (tokenizer.json or vocab.json + merges.txt)")

@@ -1,0 +1,174 @@
+"""Proof that attnkit *is* GPT-2: run HuggingFace and attnkit on the same ids and compare.
+
+Per layer: the block's output (residual stream) and the attention pattern of every
+head; then the final LayerNorm output and the logits. Tolerances (float32):
+
+* patterns:      max |Δ| ≤ 1e-5 (absolute; patterns lie in [0, 1])
+* logits:        max |Δ| ≤ 1e-4 (absolute)
+* hidden states: max |Δ| / max |h| ≤ 1e-5 (relative to the layer's largest entry:
+  GPT-2's residual stream holds entries in the thousands)
+
+``python -m attnkit verify --model NAME_OR_DIR --device cpu|cuda [--text ...] [--json OUT]``
+exits 1 when any comparison is out of tolerance.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from .model import run
+
+__all__ = ["TOL_PATTERN", "TOL_LOGITS", "TOL_HIDDEN_REL", "LayerDiff", "Report", "compare", "cli", "DEFAULT_TEXT"]
+
+TOL_PATTERN = 1e-5
+TOL_LOGITS = 1e-4
+TOL_HIDDEN_REL = 1e-5
+DEFAULT_TEXT = (
+    "The animal didn't cross the street because it was too tired. "
+    "Attention lets every token look back at the tokens before it."
+)
+
+
+@dataclass
+class LayerDiff:
+    layer: int
+    hidden_abs: float   # max |Δ| of the block output
+    hidden_max: float   # max |h| of HF's block output
+    hidden_rel: float   # hidden_abs / hidden_max
+    pattern_abs: float  # max |Δ| over all heads' patterns
+
+    @property
+    def ok(self) -> bool:
+        return self.hidden_rel <= TOL_HIDDEN_REL and self.pattern_abs <= TOL_PATTERN
+
+
+@dataclass
+class Report:
+    model: str
+    device: str
+    n_tokens: int
+    layers: list[LayerDiff]
+    ln_final_rel: float
+    logits_abs: float
+    versions: dict = field(default_factory=dict)
+    tolerances: dict = field(default_factory=lambda: {
+        "pattern_abs": TOL_PATTERN, "logits_abs": TOL_LOGITS, "hidden_rel": TOL_HIDDEN_REL})
+
+    @property
+    def ok(self) -> bool:
+        return (all(l.ok for l in self.layers) and self.logits_abs <= TOL_LOGITS
+                and self.ln_final_rel <= TOL_HIDDEN_REL)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["ok"] = self.ok
+        for row, l in zip(d["layers"], self.layers):
+            row["ok"] = l.ok
+        return d
+
+    def table(self) -> str:
+        lines = [f"model {self.model} on {self.device}, {self.n_tokens} tokens",
+                 f"{'layer':>5}  {'hidden max|Δ|':>13}  {'max|h|':>9}  {'relative':>9}  {'pattern max|Δ|':>14}  ok"]
+        for l in self.layers:
+            lines.append(f"{l.layer:>5}  {l.hidden_abs:13.3e}  {l.hidden_max:9.3g}  {l.hidden_rel:9.2e}  "
+                         f"{l.pattern_abs:14.3e}  {'yes' if l.ok else 'NO'}")
+        lines.append(f"ln_final relative max|Δ| {self.ln_final_rel:.2e} (≤ {TOL_HIDDEN_REL:g})")
+        lines.append(f"logits max|Δ| {self.logits_abs:.3e} (≤ {TOL_LOGITS:g})")
+        lines.append(f"tolerances: patterns ≤ {TOL_PATTERN:g} abs, hidden ≤ {TOL_HIDDEN_REL:g} rel, "
+                     f"logits ≤ {TOL_LOGITS:g} abs")
+        lines.append("PASS" if self.ok else "FAIL")
+        return "\n".join(lines)
+
+
+def versions(device) -> dict:
+    import transformers
+
+    v = {"torch": torch.__version__, "transformers": transformers.__version__,
+         "python": platform.python_version(), "machine": platform.machine()}
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        v["gpu"] = torch.cuda.get_device_name(dev)
+    return v
+
+
+@torch.inference_mode()
+def compare(hf_model, weights, ids, *, name: str = "") -> Report:
+    """Run both implementations on ``ids`` (1-D or [1, T]) and measure the differences."""
+    ids = torch.as_tensor(ids, dtype=torch.long, device=weights.device).reshape(1, -1)
+    if hf_model.config._attn_implementation != "eager":
+        hf_model.config._attn_implementation = "eager"
+    blocks = hf_model.transformer.h
+    outs: dict[int, torch.Tensor] = {}
+    handles = [
+        b.register_forward_hook(lambda mod, inp, out, l=l: outs.__setitem__(l, out[0] if isinstance(out, tuple) else out))
+        for l, b in enumerate(blocks)
+    ]
+    try:
+        ref = hf_model(ids, output_hidden_states=True, output_attentions=True, use_cache=False)
+    finally:
+        for h in handles:
+            h.remove()
+    if not ref.attentions or ref.attentions[0] is None:
+        raise RuntimeError("HF returned no attention weights: the model must use attn_implementation='eager'")
+    ours = run(weights, ids, capture=("pattern", "resid_post", "ln_final"))
+    rows = []
+    for l in range(weights.config.n_layers):
+        h_ref = outs[l].float()
+        diff = (ours["resid_post", l] - h_ref).abs().max().item()
+        hmax = h_ref.abs().max().item()
+        rows.append(LayerDiff(
+            layer=l, hidden_abs=diff, hidden_max=hmax, hidden_rel=diff / max(hmax, 1e-30),
+            pattern_abs=(ours["pattern", l] - ref.attentions[l]).abs().max().item(),
+        ))
+    lnf_ref = ref.hidden_states[-1]
+    lnf_rel = (ours["ln_final"] - lnf_ref).abs().max().item() / max(lnf_ref.abs().max().item(), 1e-30)
+    return Report(
+        model=name, device=str(weights.device), n_tokens=int(ids.shape[1]), layers=rows,
+        ln_final_rel=lnf_rel, logits_abs=(ours.logits - ref.logits).abs().max().item(),
+        versions=versions(weights.device),
+    )
+
+
+def cli(argv=None) -> int:
+    from .loading import LoadError, load
+
+    p = argparse.ArgumentParser(prog="python -m attnkit verify", description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default=None, help="hub name (gpt2, distilgpt2, …), attnkit-tiny or a local folder "
+                                                 "(default: gpt2 if reachable, else the shipped model)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, mps or auto (default: cpu)")
+    p.add_argument("--text", default=DEFAULT_TEXT, help="text to run on")
+    p.add_argument("--tokens", type=int, default=None,
+                   help="instead of --text, this many random token ids (e.g. the full context, 1024)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", dest="json_out", default=None, help="write the report as JSON here")
+    a = p.parse_args(argv)
+    if a.model is None:
+        from .loading import default_model
+
+        a.model, notice = default_model()
+        if notice:
+            print(notice, file=sys.stderr)
+    try:
+        m = load(a.model, a.device)
+    except LoadError as e:
+        print(f"attnkit verify: {e}", file=sys.stderr)
+        return 2
+    if a.tokens:
+        n = min(a.tokens, m.config.n_ctx)
+        ids = torch.randint(0, m.config.d_vocab, (n,), generator=torch.Generator().manual_seed(a.seed))
+    else:
+        ids = torch.tensor(m.encode(a.text)[: m.config.n_ctx])
+        if ids.numel() == 0:
+            print("attnkit verify: the text has no tokens", file=sys.stderr)
+            return 2
+    rep = compare(m.hf_model, m.weights, ids.to(m.device), name=a.model)
+    print(rep.table())
+    if a.json_out:
+        with open(a.json_out, "w", encoding="utf-8") as f:
+            json.dump(rep.to_dict(), f, indent=2)
+    return 0 if rep.ok else 1
