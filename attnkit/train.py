@@ -7,10 +7,13 @@ OpenAI's GPT-2: no OpenAI weights or tokenizer files are used.
 
 Corpus (Debian 12 "bookworm" packages, read from the local file system)
 -----------------------------------------------------------------------
+Versions used for the shipped model: python3.11-doc 3.11.2-6+deb12u9,
+debian-reference-en 2.100, fortunes-min 1:1.99.1-7.3, fortunes-zh 2.98.
+
 ==================== ================================================ ===================================
 apt package          paths read                                       licence (see /usr/share/doc/<pkg>/copyright)
 ==================== ================================================ ===================================
-python3.11-doc       /usr/share/doc/python3.11/html/_sources/**/*.txt  PSF License Version 2 (Python docs)
+python3.11-doc       /usr/share/doc/python3.11/html/_sources/**/*.txt  Python License (PSF License Version 2)
 debian-reference-en  /usr/share/debian-reference/*.en.html              GPL-2+ (Osamu Aoki, Debian Reference)
                      (= /usr/share/doc/debian-reference-en/docs),
                      HTML tags stripped
@@ -65,13 +68,13 @@ MAX_DOC_CHARS = 4000
 FORTUNES = "/usr/share/games/fortunes"
 SOURCES = [
     # (apt package, licence, glob patterns, kind)
-    ("python3.11-doc", "PSF-2.0 (Python Software Foundation License Version 2)",
+    ("python3.11-doc", "Python License (PSF License Version 2)",
      ["/usr/share/doc/python3.11/html/_sources/**/*.txt"], "text"),
-    ("debian-reference-en", "GPL-2+",
+    ("debian-reference-en", "GPL-2+ (Osamu Aoki)",
      ["/usr/share/debian-reference/*.en.html"], "html"),
-    ("fortunes-min", "BSD-3-Clause",
+    ("fortunes-min", "BSD-3-Clause (Regents of the University of California)",
      [f"{FORTUNES}/fortunes", f"{FORTUNES}/literature", f"{FORTUNES}/riddles"], "fortune"),
-    ("fortunes-zh", "GPL-3.0+",
+    ("fortunes-zh", "GPL-3.0+ (Yu Guanghui)",
      [f"{FORTUNES}/chinese", f"{FORTUNES}/tang300", f"{FORTUNES}/song100"], "fortune"),
 ]
 
@@ -331,9 +334,21 @@ def format_head_table(prev, ind) -> str:
 
 
 # --------------------------------------------------------------------------- model card
+def package_versions() -> dict[str, str]:
+    import subprocess
+    try:
+        res = subprocess.run(["dpkg-query", "-W", "-f=${Package} ${Version}\\n"] + [s[0] for s in SOURCES],
+                             capture_output=True, text=True, timeout=20)
+        return dict(line.split(" ", 1) for line in res.stdout.splitlines() if " " in line)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+
+
 def write_card(out: Path, info: dict) -> None:
+    vers = info.get("package_versions", {})
     src_rows = "\n".join(
-        f"| `{pkg}` | {', '.join('`' + p + '`' for p in pats)} | {lic} | {info['source_chars'].get(pkg, 0):,} |"
+        f"| `{pkg}` {vers.get(pkg, '')} | {', '.join('`' + p + '`' for p in pats)} | {lic} | "
+        f"{info['source_chars'].get(pkg, 0):,} |"
         for pkg, lic, pats, _ in SOURCES)
     if info.get("corpus_file"):
         src_rows = f"| (custom) | `{info['corpus_file']}` | see file | {info['corpus_chars']:,} |"
@@ -367,7 +382,7 @@ tied input/output embeddings, GELU MLP (4x), pre-LayerNorm, learned positions.
 
 Text shipped by Debian 12 packages, read from the local file system:
 
-| apt package | paths | licence (`/usr/share/doc/<pkg>/copyright`) | characters |
+| apt package, version | paths | licence (`/usr/share/doc/<pkg>/copyright`) | characters |
 |---|---|---|---|
 {src_rows}
 
@@ -397,8 +412,9 @@ seed {info['seed']}, {info['threads']} CPU thread(s), float32.
 | attnkit-tiny | {info['final_train_loss']:.3f} | {info['final_val_loss']:.3f} |
 | unigram baseline (add-one smoothed train counts) | {info['unigram_train']:.3f} | {info['unigram_val']:.3f} |
 
-Model losses are measured at the end over the whole split in non-overlapping
-{c['n_positions']}-token windows; the unigram baseline is scored on exactly the same target tokens.
+Model losses are measured after training in non-overlapping {c['n_positions']}-token windows over
+the whole validation split and over a fixed {info['train_eval_tokens']:,}-token slice of the training
+split; the unigram baseline is scored on exactly the same target tokens.
 Validation perplexity: {math.exp(info['final_val_loss']):.1f} (unigram: {math.exp(info['unigram_val']):.1f}).
 
 ## Head structure
@@ -610,7 +626,8 @@ def cli(argv=None) -> int:
         "config": {"n_layer": a.n_layer, "n_head": a.n_head, "n_embd": a.n_embd,
                    "n_positions": block, "vocab_size": V},
         "n_params": n_params, "n_params_non_emb": n_params_non_emb, "eot_id": eot,
-        "source_chars": source_chars, "corpus_chars": corpus_chars, "corpus_file": a.corpus_file,
+        "source_chars": source_chars, "package_versions": package_versions(),
+        "train_eval_tokens": int(tt.numel()), "corpus_chars": corpus_chars, "corpus_file": a.corpus_file,
         "n_train_docs": len(train_docs), "n_val_docs": len(val_docs),
         "train_tokens": len(train_ids), "val_tokens": len(val_ids),
         "seed": a.seed, "lr": a.lr, "warmup": a.warmup, "weight_decay": a.weight_decay,
