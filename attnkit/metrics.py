@@ -1,0 +1,128 @@
+"""Numbers read off attention patterns: entropy per position, and per-head scores.
+
+Patterns are ``[..., T, S]`` (query rows, key columns), usually a layer's
+``[B, H, T, T]`` or all layers stacked ``[L, B, H, T, T]`` from ``Trace.stack('pattern')``.
+Every score is a fraction of attention mass in [0, 1] unless said otherwise.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+__all__ = [
+    "entropy", "normalised_entropy", "first_token_mass", "diagonal_mass", "head_scores",
+    "induction_scores", "induction_on_text", "HEAD_STATS", "repeated_random_tokens",
+]
+
+#: The head statistics offered by :func:`head_scores`, with a short description.
+HEAD_STATS = {
+    "mean entropy": "mean over query positions i ≥ 1 of −Σ_j a_ij·ln a_ij, divided by ln(i+1) (1 = uniform)",
+    "previous-token": "mean attention of position i on i−1",
+    "first-token": "mean attention on position 0 (the sink), over i ≥ 1",
+    "self": "mean attention of position i on itself, over i ≥ 1",
+    "mean distance": "mean over i of Σ_j a_ij·(i−j), in tokens",
+    "duplicate-token": "mean attention on earlier copies of the current token (positions that have one)",
+    "induction": "mean attention on the token after an earlier copy of the current token (A B … A → B)",
+}
+
+
+def entropy(pattern: torch.Tensor) -> torch.Tensor:
+    """H_i = −Σ_j a_ij·ln a_ij in nats (0·ln 0 = 0): ``[..., T, S] -> [..., T]``."""
+    p = pattern.double() if pattern.dtype in (torch.float16, torch.bfloat16) else pattern
+    return -torch.special.xlogy(p, p).sum(-1)
+
+
+def normalised_entropy(pattern: torch.Tensor) -> torch.Tensor:
+    """H_i / ln(n_i) with n_i = visible keys of query i (i+1 under the causal mask without cache).
+
+    1 means uniform over the visible keys, 0 one-hot. Position 0 (one key, no spread) is NaN.
+    """
+    T, S = pattern.shape[-2:]
+    n = torch.arange(S - T + 1, S + 1, device=pattern.device, dtype=torch.float64)
+    h = entropy(pattern).double() / torch.log(n)
+    return torch.where(n > 1, h, torch.full_like(h, math.nan)).to(pattern.dtype if pattern.is_floating_point() else torch.float32)
+
+
+def first_token_mass(pattern: torch.Tensor) -> torch.Tensor:
+    """a_i0: attention on the first position, ``[..., T, S] -> [..., T]``."""
+    return pattern[..., 0]
+
+
+def diagonal_mass(pattern: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    """a_{i, i+offset} for every query that has such a key ([..., T − |offset|]); offset −1 = previous token."""
+    return torch.diagonal(pattern, offset=offset, dim1=-2, dim2=-1)
+
+
+def _mean_rows(values: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """Mean over the query positions selected by boolean ``rows`` [T] of values [..., T] (NaN if none)."""
+    if rows.sum() == 0:
+        return torch.full(values.shape[:-1], math.nan, dtype=values.dtype, device=values.device)
+    return values[..., rows].mean(-1)
+
+
+def _same_token(ids: torch.Tensor) -> torch.Tensor:
+    """[T, T] bool: j < i and ids[j] == ids[i]."""
+    ids = ids.reshape(-1)
+    T = ids.shape[0]
+    eq = ids[:, None] == ids[None, :]
+    return eq & torch.ones(T, T, dtype=torch.bool, device=ids.device).tril(-1)
+
+
+def induction_on_text(pattern: torch.Tensor, ids) -> torch.Tensor:
+    """Attention from i to j+1 for every earlier copy j of token i (A B … A → B), mean over such i."""
+    ids = torch.as_tensor(ids, device=pattern.device).reshape(-1)
+    same = _same_token(ids)
+    target = torch.zeros_like(same)
+    target[:, 1:] = same[:, :-1]              # key j+1 for each earlier copy j
+    target &= torch.ones_like(same).tril(-1)  # j+1 must still be in the past
+    mass = (pattern * target.to(pattern.dtype)).sum(-1)
+    return _mean_rows(mass, target.any(-1))
+
+
+def head_scores(pattern: torch.Tensor, ids=None) -> dict[str, torch.Tensor]:
+    """Every statistic of :data:`HEAD_STATS` for patterns ``[..., T, T]`` -> tensors ``[...]``.
+
+    ``ids`` (the tokens) are needed for duplicate-token and induction; without them those are NaN.
+    """
+    T = pattern.shape[-1]
+    p = pattern.float()
+    later = torch.arange(T, device=p.device) >= 1
+    out = {
+        "mean entropy": torch.nanmean(normalised_entropy(p)[..., 1:], -1) if T > 1 else _nan(p),
+        "previous-token": diagonal_mass(p, -1).mean(-1) if T > 1 else _nan(p),
+        "first-token": _mean_rows(first_token_mass(p), later),
+        "self": _mean_rows(diagonal_mass(p, 0), later),
+        "mean distance": (p * (torch.arange(T, device=p.device)[:, None] - torch.arange(T, device=p.device)[None, :])
+                          .clamp(min=0).to(p.dtype)).sum(-1).mean(-1),
+    }
+    if ids is not None:
+        same = _same_token(torch.as_tensor(ids, device=p.device))
+        out["duplicate-token"] = _mean_rows((p * same.to(p.dtype)).sum(-1), same.any(-1))
+        out["induction"] = induction_on_text(p, ids)
+    else:
+        out["duplicate-token"] = out["induction"] = _nan(p)
+    return out
+
+
+def _nan(p: torch.Tensor) -> torch.Tensor:
+    return torch.full(p.shape[:-2], math.nan, device=p.device)
+
+
+def repeated_random_tokens(n: int, vocab: int, seed: int = 0, batch: int = 4, low: int = 0) -> torch.Tensor:
+    """[batch, 2n]: n random tokens, then the same n again (the standard induction test input)."""
+    g = torch.Generator().manual_seed(seed)
+    half = torch.randint(low, vocab, (batch, n), generator=g)
+    return torch.cat([half, half], dim=1)
+
+
+def induction_scores(weights, n: int = 50, batch: int = 4, seed: int = 0) -> torch.Tensor:
+    """[L, H] induction score: on repeated random tokens, mean attention from position i in the
+    second half to i − n + 1 (the token that followed the first copy of token i)."""
+    from .model import run
+
+    n = min(n, weights.config.n_ctx // 2)
+    ids = repeated_random_tokens(n, weights.config.d_vocab, seed=seed, batch=batch).to(weights.device)
+    pats = run(weights, ids, capture=["pattern"]).stack("pattern")      # [L, B, H, 2n, 2n]
+    diag = torch.diagonal(pats, offset=-(n - 1), dim1=-2, dim2=-1)      # a_{i, i-n+1}, i = n-1 … 2n-1
+    return diag[..., 1:].mean(dim=(-1, 1))                              # queries i ≥ n, mean over batch

@@ -1,0 +1,334 @@
+"""Shared Streamlit widgets: the sidebar (model, device, prompt), cached loads and runs, exports.
+
+The only module of the package that imports Streamlit. Pages stay thin::
+
+    ctx = ui.sidebar()                 # None (with a message shown) when nothing can run yet
+    if ctx is None: st.stop()
+    tr = ui.trace(ctx, capture=("pattern",))
+
+Caching: models with ``st.cache_resource`` (one copy per (model, device), shared by
+every browser session, read-only); runs with ``st.cache_resource`` too, keyed by
+(model, device, token ids, captures), at most ``TRACE_CACHE_ENTRIES`` kept, least
+recently used evicted first, and dropped after ``TRACE_TTL_S`` seconds. Traces are
+shared read-only between sessions: no page may modify a Trace in place.
+"""
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, field
+
+import pandas as pd
+import streamlit as st
+import torch
+
+from . import prompts as P
+from .loading import MODEL_CHOICES, SHIPPED_MODEL, Loaded, LoadError, default_model, load, resolve_device
+from .model import Trace, run
+
+__all__ = ["Context", "sidebar", "trace", "traces_for_all", "cached_model", "show_error", "setup_page",
+           "download_buttons", "token_labels", "show_tokens", "TRACE_CACHE_ENTRIES"]
+
+TRACE_CACHE_ENTRIES = 8
+TRACE_TTL_S = 3600
+LOCAL = "Local folder…"
+DEFAULT_PROMPT = "The animal didn't cross the street because it was too tired."
+# Session keys kept across pages (Streamlit forgets widget state when a page does not draw it).
+_KEEP = ("ak_model", "ak_folder", "ak_device", "ak_source", "ak_text", "ak_column", "ak_pick")
+
+
+@dataclass
+class Context:
+    """What the sidebar resolved: the model and the prompt(s) to run on."""
+
+    model: Loaded
+    model_name: str
+    device: str
+    prompts: list[str]
+    index: int | None              # the chosen prompt, None for "all prompts"
+    notices: list[str] = field(default_factory=list)
+
+    @property
+    def all_selected(self) -> bool:
+        return self.index is None
+
+    @property
+    def text(self) -> str:
+        return self.prompts[self.index or 0]
+
+    def encode(self, text: str) -> tuple[list[int], int]:
+        """(token ids cut to the model's context, number of tokens dropped)."""
+        return P.truncate(_encode(self.model, text), self.model.config.n_ctx)
+
+    @property
+    def ids(self) -> list[int]:
+        return self.encode(self.text)[0]
+
+    @property
+    def dropped(self) -> int:
+        return self.encode(self.text)[1]
+
+    @property
+    def tokens(self) -> list[str]:
+        return self.model.token_strs(self.ids)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.model_name, self.device)
+
+
+def _encode(model: Loaded, text: str) -> list[int]:
+    return model.encode(text[: P.MAX_PROMPT_CHARS])
+
+
+def setup_page(title: str, icon: str = "🔍"):
+    st.set_page_config(page_title=f"{title} · attnkit", page_icon=icon, layout="wide")
+    st.title(title)
+
+
+def show_error(err: Exception | str):
+    """A one-line message, never a traceback."""
+    st.error(str(err), icon="⚠️")
+
+
+# ----------------------------------------------------------------------------- caches
+
+@st.cache_resource(show_spinner=False, ttl=600)
+def _default_model() -> tuple[str, str | None]:
+    return default_model(timeout=3.0)
+
+
+@st.cache_resource(show_spinner=False, max_entries=3)
+def cached_model(name: str, device: str) -> Loaded:
+    return load(name, device)
+
+
+@st.cache_resource(show_spinner=False, max_entries=TRACE_CACHE_ENTRIES, ttl=TRACE_TTL_S)
+def _cached_trace(name: str, device: str, ids: tuple[int, ...], capture: tuple[str, ...],
+                  layers: tuple[int, ...] | None) -> Trace:
+    m = cached_model(name, device)
+    return run(m.weights, list(ids), capture=capture, layers=layers)
+
+
+def trace(ctx: Context, capture=("pattern",), ids: list[int] | None = None, layers=None) -> Trace:
+    """The (cached) attnkit run of the current prompt, or of ``ids``. Treat it as read-only."""
+    ids = ctx.ids if ids is None else ids
+    return _cached_trace(ctx.model_name, ctx.device, tuple(int(i) for i in ids), tuple(sorted(set(capture))),
+                         None if layers is None else tuple(layers))
+
+
+def traces_for_all(ctx: Context, fn, label: str = "Running the prompts"):
+    """Apply ``fn(ids) -> value`` to every prompt of the set, with a progress bar; returns the values.
+
+    One-token prompts are skipped (nothing to attend over) and counted in the message.
+    """
+    out, skipped = [], 0
+    bar = st.progress(0.0, text=label)
+    for i, text in enumerate(ctx.prompts):
+        ids, _ = ctx.encode(text)
+        if len(ids) < 2:
+            skipped += 1
+        else:
+            out.append(fn(ids))
+        bar.progress((i + 1) / len(ctx.prompts), text=f"{label}: {i + 1}/{len(ctx.prompts)}")
+    bar.empty()
+    if skipped:
+        st.caption(f"{skipped} prompt(s) with fewer than 2 tokens were skipped.")
+    return out
+
+
+# ----------------------------------------------------------------------------- sidebar
+
+def _keep_state():
+    for k in _KEEP:
+        if k in st.session_state:
+            st.session_state[k] = st.session_state[k]
+
+
+def _pick_model() -> tuple[str | None, str]:
+    default, notice = _default_model()
+    options = list(MODEL_CHOICES) + [LOCAL]
+    if "ak_model" not in st.session_state:
+        st.session_state["ak_model"] = default
+    choice = st.selectbox(
+        "Model", options, key="ak_model",
+        format_func=lambda o: f"{o} (shipped, offline)" if o == SHIPPED_MODEL else o,
+        help="GPT-2 family checkpoints from the HuggingFace hub (or its local cache), the small model shipped "
+             "with attnkit, or a local folder holding config.json + model.safetensors.",
+    )
+    if notice and choice == default == SHIPPED_MODEL:
+        st.info(notice, icon="ℹ️")
+    if choice == LOCAL:
+        folder = st.text_input("Folder", key="ak_folder", placeholder="/path/to/checkpoint")
+        choice = folder.strip() or None
+    device = st.selectbox("Device", ["auto", "cpu", "cuda"], key="ak_device")
+    return choice, device
+
+
+def _read_prompts() -> tuple[list[str] | None, int | None, list[str]]:
+    """(prompts, chosen index or None for all, warnings); prompts None when there is nothing valid."""
+    source = st.radio("Prompt", ["Type", "Upload"], key="ak_source", horizontal=True)
+    if source == "Type":
+        if "ak_text" not in st.session_state:
+            st.session_state["ak_text"] = DEFAULT_PROMPT
+        text = st.text_area("Text", key="ak_text", height=140, label_visibility="collapsed",
+                            max_chars=P.MAX_PROMPT_CHARS)
+        try:
+            return [P.check_text(text)], 0, []
+        except P.PromptError as e:
+            show_error(e)
+            return None, None, []
+    up = st.file_uploader("Upload .txt/.md (one prompt) or .csv/.jsonl (many)", type=list(P.EXTENSIONS),
+                          key="ak_upload")
+    if up is not None:                       # keep it: Streamlit drops uploads when the page changes
+        st.session_state["ak_upload_data"] = (up.name, up.getvalue())
+    stored = st.session_state.get("ak_upload_data")
+    if stored is None:
+        st.caption("No file yet.")
+        return None, None, []
+    name, data = stored
+    if up is None:
+        st.caption(f"Using the earlier upload **{_plain(name)}** ({len(data):,} bytes).")
+    try:
+        table = P.read_upload(name, data)
+        column = None
+        if table.columns:
+            guess = next((c for c in table.columns if c.lower() in {"text", "prompt", "content"}), table.columns[0])
+            if st.session_state.get("ak_column") not in table.columns:
+                st.session_state["ak_column"] = guess
+            column = st.selectbox("Column / field", table.columns, key="ak_column")
+        prompts, warnings = P.prompts_from(table, column)
+    except P.PromptError as e:
+        show_error(e)
+        return None, None, []
+    options = ["all"] + list(range(len(prompts))) if len(prompts) > 1 else [0]
+    if st.session_state.get("ak_pick") not in options:
+        st.session_state["ak_pick"] = options[0] if len(options) == 1 else 0
+    pick = st.selectbox(
+        "Which prompt", options, key="ak_pick",
+        format_func=lambda o: f"all {len(prompts)} prompts (aggregate views)" if o == "all"
+        else f"{o + 1}: {_preview(prompts[o])}",
+    )
+    return prompts, None if pick == "all" else int(pick), warnings
+
+
+def _preview(text: str, n: int = 50) -> str:
+    t = " ".join(text.split())
+    return t if len(t) <= n else t[: n - 1] + "…"
+
+
+def _plain(text: str) -> str:
+    """Text to put inside Markdown, with Markdown/HTML syntax escaped."""
+    out = []
+    for c in text:
+        out.append("\\" + c if c in "\\`*_{}[]()#+-.!|<>~" else c)
+    return "".join(out)
+
+
+def sidebar() -> Context | None:
+    """Draw the sidebar; return the resolved Context, or None after showing why nothing can run."""
+    _keep_state()
+    with st.sidebar:
+        name, device = _pick_model()
+        prompts, index, warnings = _read_prompts()
+        for w in warnings:
+            st.warning(w, icon="⚠️")
+    if not name:
+        st.info("Enter the path of a local checkpoint folder in the sidebar.")
+        return None
+    notices = []
+    try:
+        dev = str(resolve_device(device))
+    except LoadError as e:
+        notices.append(f"{e}; running on the CPU instead.")
+        dev = "cpu"
+    try:
+        with st.spinner(f"Loading {name} …"):
+            model = cached_model(name, dev)
+    except LoadError as e:
+        show_error(e)
+        return None
+    except Exception as e:                   # never a traceback in the page
+        show_error(f"Could not load {name}: {e.__class__.__name__}: {str(e)[:200]}")
+        return None
+    if model.notice:
+        notices.append(model.notice)
+    for n in notices:
+        st.warning(n, icon="⚠️")
+    if prompts is None:
+        st.info("Give a prompt in the sidebar to start.")
+        return None
+    ctx = Context(model=model, model_name=name, device=dev, prompts=prompts, index=index, notices=notices)
+    if not ctx.all_selected:
+        ids, dropped = ctx.encode(ctx.text)
+        if dropped:
+            st.warning(f"The prompt has {len(ids) + dropped:,} tokens; the model's context is "
+                       f"{model.config.n_ctx:,}, so the last {dropped:,} tokens were dropped.", icon="✂️")
+    return ctx
+
+
+# ----------------------------------------------------------------------------- tokens and exports
+
+def visible(tok: str) -> str:
+    """A token with its spaces and line breaks made visible (GPT-2 tokens often start with a space)."""
+    return tok.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥") or "∅"
+
+
+def token_labels(tokens: list[str]) -> list[str]:
+    """Unique axis labels 'position:token' (tokens repeat; positions don't)."""
+    return [f"{i}:{visible(t)}" for i, t in enumerate(tokens)]
+
+
+def show_tokens(ctx: Context, ids: list[int] | None = None):
+    ids = ctx.ids if ids is None else ids
+    toks = ctx.model.token_strs(ids)
+    st.dataframe(pd.DataFrame({"position": range(len(ids)), "id": ids, "token": [visible(t) for t in toks]}),
+                 hide_index=True, width="stretch", height=min(400, 38 + 35 * len(ids)))
+
+
+def _meta_frame(df: pd.DataFrame, meta: dict) -> pd.DataFrame:
+    df = df.copy()
+    for k, v in meta.items():
+        df[k] = v
+    return df
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _render(spec_json: str, fmt: str) -> bytes:
+    import vl_convert as vlc
+
+    if fmt == "svg":
+        return vlc.vegalite_to_svg(spec_json).encode("utf-8")
+    return vlc.vegalite_to_png(spec_json, scale=2)
+
+
+def download_buttons(df: pd.DataFrame, chart=None, stem: str = "attnkit", meta: dict | None = None, key: str = ""):
+    """CSV of the numbers (with model/prompt metadata columns), PNG and SVG of the chart."""
+    meta = meta or {}
+    cols = st.columns(3)
+    cols[0].download_button("CSV", _meta_frame(df, meta).to_csv(index=False).encode("utf-8"),
+                            file_name=f"{stem}.csv", mime="text/csv", key=f"csv-{key}{stem}")
+    if chart is None:
+        return
+    try:
+        spec = chart.to_json()
+        cols[1].download_button("PNG", lambda: _render(spec, "png"), file_name=f"{stem}.png",
+                                mime="image/png", key=f"png-{key}{stem}", on_click="ignore")
+        cols[2].download_button("SVG", lambda: _render(spec, "svg"), file_name=f"{stem}.svg",
+                                mime="image/svg+xml", key=f"svg-{key}{stem}", on_click="ignore")
+    except Exception as e:                   # exports must never break the page
+        cols[1].caption(f"picture export unavailable ({e.__class__.__name__})")
+
+
+def meta_for(ctx: Context, **extra) -> dict:
+    return {"model": ctx.model_name, "prompt": "all prompts" if ctx.all_selected else ctx.text[:500], **extra}
+
+
+def json_bytes(obj) -> bytes:
+    return json.dumps(obj, indent=2, default=float).encode("utf-8")
+
+
+def tensor_csv(t: torch.Tensor) -> bytes:
+    buf = io.StringIO()
+    pd.DataFrame(t.detach().cpu().float().numpy()).to_csv(buf, index=False)
+    return buf.getvalue().encode("utf-8")

@@ -1,0 +1,50 @@
+import math
+
+import torch
+
+from attnkit.metrics import entropy, head_scores, induction_on_text, induction_scores, normalised_entropy
+
+
+def uniform_causal(T):
+    return torch.tril(torch.ones(T, T)) / torch.arange(1, T + 1)[:, None]
+
+
+def test_uniform_is_one_and_onehot_is_zero():
+    T = 9
+    h = normalised_entropy(uniform_causal(T))
+    assert math.isnan(h[0])
+    torch.testing.assert_close(h[1:], torch.ones(T - 1), rtol=0, atol=1e-6)
+    torch.testing.assert_close(entropy(uniform_causal(T)), torch.log(torch.arange(1, T + 1.0)), rtol=0, atol=1e-6)
+    onehot = torch.eye(T)
+    assert (normalised_entropy(onehot)[1:] == 0).all() and (entropy(onehot) == 0).all()
+
+
+def test_head_scores_on_hand_made_patterns():
+    T = 6
+    prev = torch.zeros(T, T)
+    prev[0, 0] = 1
+    prev[torch.arange(1, T), torch.arange(0, T - 1)] = 1
+    s = head_scores(prev)
+    assert s["previous-token"] == 1 and s["self"] == 0 and s["mean distance"] == 5 / 6
+    sink = torch.zeros(T, T)
+    sink[:, 0] = 1
+    s = head_scores(sink)
+    assert s["first-token"] == 1 and s["previous-token"] == 1 / 5   # only query 1's previous token is 0
+
+
+def test_duplicate_and_induction_on_text():
+    ids = [5, 7, 9, 5, 7]   # A B C A B: at position 3 (A) an induction head looks at 1 (B)
+    p = torch.zeros(5, 5)
+    p[torch.arange(5), torch.arange(5)] = 1
+    p[3] = 0
+    p[3, 1] = 1
+    p[4] = 0
+    p[4, 2] = 1     # position 4 (B): the token after the earlier B is C at 2
+    assert induction_on_text(p, ids) == 1
+    s = head_scores(p, ids)
+    assert s["duplicate-token"] == 0 and s["induction"] == 1
+
+
+def test_induction_scores_shape(odd):
+    sc = induction_scores(odd.weights, n=20, batch=2)
+    assert sc.shape == (3, 6) and ((sc >= 0) & (sc <= 1)).all()
