@@ -69,9 +69,37 @@ class Loaded:
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text)
 
+    def token_bytes(self, ids) -> list[bytes]:
+        """The exact bytes of each token (GPT-2's BPE works on bytes: one emoji can span tokens)."""
+        dec = _byte_decoder()
+        out = []
+        for tok in self.tokenizer.convert_ids_to_tokens([int(i) for i in ids]):
+            tok = tok or ""
+            out.append(bytes(dec[c] for c in tok) if all(c in dec for c in tok) else tok.encode("utf-8"))
+        return out
+
     def token_strs(self, ids) -> list[str]:
-        """Readable token strings (GPT-2's byte-level 'Ġ' shown as a real leading space)."""
-        return [self.tokenizer.decode([int(i)]) for i in ids]
+        """Readable tokens: UTF-8 text, with bytes of a character split across tokens shown as \\xNN."""
+        return [b.decode("utf-8", errors="backslashreplace") for b in self.token_bytes(ids)]
+
+
+_BYTE_DECODER: dict | None = None
+
+
+def _byte_decoder() -> dict:
+    """GPT-2's printable stand-ins for bytes ('Ġ' is a space) -> the byte values."""
+    global _BYTE_DECODER
+    if _BYTE_DECODER is None:
+        bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+        cs = bs[:]
+        n = 0
+        for b in range(256):
+            if b not in bs:
+                bs.append(b)
+                cs.append(256 + n)
+                n += 1
+        _BYTE_DECODER = {chr(c): b for b, c in zip(bs, cs)}
+    return _BYTE_DECODER
 
 
 # ----------------------------------------------------------------------------- devices

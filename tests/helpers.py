@@ -47,3 +47,25 @@ def make_checkpoint(folder: Path, seed: int = 0, tokenizer: bool = True, **confi
     if tokenizer:
         make_tokenizer(folder)
     return folder
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def apptest(page: str, model_dir=None, text: str | None = None, timeout: float = 120, **state):
+    """An AppTest of ``page`` ('app.py' or 'pages/….py') with the sidebar preset to a local model folder.
+
+    Without ``model_dir`` the page uses its default model (the shipped attnkit-tiny when offline).
+    Extra keyword arguments are put into session_state before the first run.
+    """
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / page), default_timeout=timeout)
+    if model_dir is not None:
+        at.session_state["ak_model"] = "Local folder…"
+        at.session_state["ak_folder"] = str(model_dir)
+    if text is not None:
+        at.session_state["ak_text"] = text
+    for k, v in state.items():
+        at.session_state[k] = v
+    return at
