@@ -13,8 +13,8 @@ COMMANDS = {
     "bench": ("attnkit.bench", "benchmark attnkit against HuggingFace (ratios)"),
     "entropy": ("attnkit.entropy", "attention entropy against context length"),
     "ablate": ("attnkit.ablations", "run an ablation and report the loss change"),
+    "heads": ("attnkit.metrics", "per-head scores: previous-token, first-token, induction…"),
     "train-default": ("attnkit.train", "retrain the shipped attnkit-tiny model"),
-    "generate": ("attnkit.generate", "greedy generation with or without the KV cache"),
 }
 
 

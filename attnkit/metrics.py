@@ -126,3 +126,74 @@ def induction_scores(weights, n: int = 50, batch: int = 4, seed: int = 0) -> tor
     pats = run(weights, ids, capture=["pattern"]).stack("pattern")      # [L, B, H, 2n, 2n]
     diag = torch.diagonal(pats, offset=-(n - 1), dim1=-2, dim2=-1)      # a_{i, i-n+1}, i = n-1 … 2n-1
     return diag[..., 1:].mean(dim=(-1, 1))                              # queries i ≥ n, mean over batch
+
+
+def head_table(weights, ids, induction_n: int = 50):
+    """Per-head scores as rows (layer, head, stat…): on ``ids`` plus induction on repeated random tokens."""
+    import pandas as pd
+
+    from .model import run
+
+    pats = run(weights, ids, capture=["pattern"]).stack("pattern")[:, 0]        # [L, H, T, T]
+    scores = head_scores(pats, ids)
+    ind = induction_scores(weights, n=induction_n)
+    L, H = ind.shape
+    rows = []
+    for l in range(L):
+        for h in range(H):
+            row = {"layer": l, "head": h}
+            row.update({k: float(v[l, h]) for k, v in scores.items()})
+            row["induction (random repeats)"] = float(ind[l, h])
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def cli(argv=None) -> int:
+    """``python -m attnkit heads --model M [--text-file F] [--markdown]``: per-head scores."""
+    import argparse
+    import sys
+    from pathlib import Path
+
+    from .loading import LoadError, load
+    from .prompts import PromptError, decode_text, truncate
+
+    p = argparse.ArgumentParser(prog="python -m attnkit heads", description="per-head attention scores")
+    p.add_argument("--model", default="attnkit-tiny")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--text-file", default=None, help="UTF-8 text (default: a built-in English paragraph)")
+    p.add_argument("--induction-n", type=int, default=50, help="length of the random half that is repeated")
+    p.add_argument("--top", type=int, default=5, help="show the best heads per score")
+    p.add_argument("--markdown", action="store_true", help="print Markdown tables")
+    a = p.parse_args(argv)
+    try:
+        m = load(a.model, a.device)
+        text = decode_text(Path(a.text_file).read_bytes(), a.text_file) if a.text_file else _DEFAULT_TEXT
+    except (LoadError, PromptError, OSError) as e:
+        print(f"attnkit heads: {e}", file=sys.stderr)
+        return 2
+    ids, dropped = truncate(m.encode(text), m.config.n_ctx)
+    df = head_table(m.weights, ids, a.induction_n)
+    print(f"model {a.model}: {len(ids)} tokens of text" + (f" ({dropped} dropped)" if dropped else "")
+          + f"; induction on {a.induction_n} random tokens repeated twice (4 sequences)")
+    show = ["previous-token", "first-token", "self", "duplicate-token", "induction", "induction (random repeats)"]
+    for stat in show:
+        best = df.nlargest(a.top, stat)[["layer", "head", stat]]
+        print(f"\nbest heads by {stat}:")
+        print(_markdown(best) if a.markdown else best.to_string(index=False, float_format="%.3f"))
+    return 0
+
+
+def _markdown(df) -> str:
+    fmt = [lambda v: f"{v:.3f}" if isinstance(v, float) else str(v)]
+    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
+    lines += ["| " + " | ".join(fmt[0](v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+_DEFAULT_TEXT = (
+    "The animal didn't cross the street because it was too tired. Python is a programming language that "
+    "lets you work quickly and integrate systems more effectively. The quick brown fox jumps over the lazy "
+    "dog. A list is a mutable sequence; a tuple is an immutable sequence. When the interpreter reads a "
+    "module, it executes the statements in it, and the names it defines become attributes of the module. "
+    "Debian is a free operating system, developed by thousands of volunteers. "
+) * 3

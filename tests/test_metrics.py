@@ -48,3 +48,12 @@ def test_duplicate_and_induction_on_text():
 def test_induction_scores_shape(odd):
     sc = induction_scores(odd.weights, n=20, batch=2)
     assert sc.shape == (3, 6) and ((sc >= 0) & (sc <= 1)).all()
+
+
+def test_heads_cli(odd_dir, capsys):
+    from attnkit.__main__ import main
+
+    assert main(["heads", "--model", str(odd_dir), "--top", "3", "--markdown"]) == 0
+    out = capsys.readouterr().out
+    assert "best heads by previous-token" in out and "| layer | head | previous-token |" in out
+    assert main(["heads", "--model", str(odd_dir / "missing")]) == 2
