@@ -14,8 +14,11 @@ shared read-only between sessions: no page may modify a Trace in place.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import logging
+import os
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -79,6 +82,18 @@ class Context:
 
 def _encode(model: Loaded, text: str) -> list[int]:
     return model.encode(text[: P.MAX_PROMPT_CHARS])
+
+
+@contextlib.contextmanager
+def guard(view: str):
+    """Run a page body; an unexpected error becomes a short message, and the session (prompt, uploads,
+    selections) stays as it was. The traceback goes to the server log, not the page."""
+    try:
+        yield
+    except Exception as e:                  # st.stop()/st.rerun() raise BaseExceptions and pass through
+        logging.getLogger("attnkit").exception("%s failed", view)
+        st.error(f"{view} could not be computed: {e.__class__.__name__}: {str(e)[:300]}. "
+                 "Your prompt, uploads and selections are kept; change the input and try again.", icon="⚠️")
 
 
 def setup_page(title: str, icon: str = "🔍"):
@@ -146,8 +161,14 @@ def _keep_state():
 
 
 def _pick_model() -> tuple[str | None, str]:
-    default, notice = _default_model()
     options = list(MODEL_CHOICES) + [LOCAL]
+    forced = os.environ.get("ATTNKIT_MODEL", "").strip()     # e.g. ATTNKIT_MODEL=./my-ckpt streamlit run app.py
+    if forced:
+        default, notice = (forced if forced in options else LOCAL), None
+        if forced not in options:
+            st.session_state.setdefault("ak_folder", forced)
+    else:
+        default, notice = _default_model()
     if "ak_model" not in st.session_state:
         st.session_state["ak_model"] = default
     choice = st.selectbox(
