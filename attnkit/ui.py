@@ -6,11 +6,12 @@ The only module of the package that imports Streamlit. Pages stay thin::
     if ctx is None: st.stop()
     tr = ui.trace(ctx, capture=("pattern",))
 
-Caching: models with ``st.cache_resource`` (one copy per (model, device), shared by
-every browser session, read-only); runs with ``st.cache_resource`` too, keyed by
-(model, device, token ids, captures), at most ``TRACE_CACHE_ENTRIES`` kept, least
-recently used evicted first, and dropped after ``TRACE_TTL_S`` seconds. Traces are
-shared read-only between sessions: no page may modify a Trace in place.
+Caching: models with ``st.cache_resource`` (one copy per (model, device), at most 3,
+shared by every browser session, read-only). Runs (Traces) in one process-wide LRU
+cache keyed by (model, device, token ids, captures, layers) with a memory budget of
+``ATTNKIT_TRACE_CACHE_MB`` (default 2048 MB): when the captured tensors of all kept
+runs exceed it, the least recently used runs are evicted (the newest is always kept).
+Traces are shared read-only between sessions: no page may modify a Trace in place.
 """
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ import io
 import json
 import logging
 import os
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -30,10 +33,9 @@ from .loading import MODEL_CHOICES, SHIPPED_MODEL, Loaded, LoadError, default_mo
 from .model import Trace, run
 
 __all__ = ["Context", "sidebar", "trace", "traces_for_all", "cached_model", "show_error", "setup_page",
-           "download_buttons", "token_labels", "show_tokens", "TRACE_CACHE_ENTRIES"]
+           "download_buttons", "token_labels", "show_tokens", "TRACE_CACHE_MB", "TraceCache"]
 
-TRACE_CACHE_ENTRIES = 8
-TRACE_TTL_S = 3600
+TRACE_CACHE_MB = float(os.environ.get("ATTNKIT_TRACE_CACHE_MB", "2048"))
 LOCAL = "Local folder…"
 DEFAULT_PROMPT = "The animal didn't cross the street because it was too tired."
 # Session keys kept across pages (Streamlit forgets widget state when a page does not draw it).
@@ -118,18 +120,47 @@ def cached_model(name: str, device: str) -> Loaded:
     return load(name, device)
 
 
-@st.cache_resource(show_spinner=False, max_entries=TRACE_CACHE_ENTRIES, ttl=TRACE_TTL_S)
-def _cached_trace(name: str, device: str, ids: tuple[int, ...], capture: tuple[str, ...],
-                  layers: tuple[int, ...] | None) -> Trace:
-    m = cached_model(name, device)
-    return run(m.weights, list(ids), capture=capture, layers=layers)
+class TraceCache:
+    """A thread-safe LRU of Traces bounded by the bytes of their tensors."""
+
+    def __init__(self, budget_mb: float):
+        self.budget = budget_mb * 2**20
+        self.items: OrderedDict = OrderedDict()
+        self.bytes = 0
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def nbytes(tr: Trace) -> int:
+        return tr.logits.nbytes + sum(t.nbytes for t in tr.captures.values())
+
+    def get(self, key, make):
+        with self.lock:
+            if key in self.items:
+                self.items.move_to_end(key)
+                return self.items[key][0]
+        value = make()                       # outside the lock: other sessions keep going
+        size = self.nbytes(value)
+        with self.lock:
+            if key not in self.items:
+                self.items[key] = (value, size)
+                self.bytes += size
+            while self.bytes > self.budget and len(self.items) > 1:
+                _, (_, freed) = self.items.popitem(last=False)
+                self.bytes -= freed
+        return value
+
+
+_TRACES = TraceCache(TRACE_CACHE_MB)
 
 
 def trace(ctx: Context, capture=("pattern",), ids: list[int] | None = None, layers=None) -> Trace:
     """The (cached) attnkit run of the current prompt, or of ``ids``. Treat it as read-only."""
-    ids = ctx.ids if ids is None else ids
-    return _cached_trace(ctx.model_name, ctx.device, tuple(int(i) for i in ids), tuple(sorted(set(capture))),
-                         None if layers is None else tuple(layers))
+    ids = tuple(int(i) for i in (ctx.ids if ids is None else ids))
+    capture = tuple(sorted(set(capture)))
+    layers = None if layers is None else tuple(layers)
+    model = ctx.model
+    return _TRACES.get((ctx.model_name, ctx.device, ids, capture, layers),
+                       lambda: run(model.weights, list(ids), capture=capture, layers=layers))
 
 
 def traces_for_all(ctx: Context, fn, label: str = "Running the prompts"):
