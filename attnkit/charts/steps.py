@@ -1,0 +1,149 @@
+"""Charts for the step-by-step and verification pages (Altair, no Streamlit)."""
+from __future__ import annotations
+
+import math
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import torch
+
+__all__ = ["matrix_frame", "matrix_chart", "weights_chart", "kv_rows_chart", "verify_frame", "verify_chart",
+           "LOG_FLOOR", "MAX_CELLS"]
+
+#: Largest matrix drawn one mark per cell (larger ones are windowed by the page).
+MAX_CELLS = 64 * 64
+#: Differences of exactly 0 cannot sit on a log axis; they are drawn at this floor.
+LOG_FLOOR = 1e-12
+
+
+def _fmt(v: float, digits: int) -> str:
+    if math.isinf(v):
+        return "−∞" if v < 0 else "∞"
+    return f"{v:.{digits}f}"
+
+
+def matrix_frame(M, rows: list[str] | None = None, cols: list[str] | None = None, digits: int = 3) -> pd.DataFrame:
+    """Long form of a matrix: row, col, value (None for ±∞), text, plus the row/column order."""
+    a = M.detach().double().cpu().numpy() if isinstance(M, torch.Tensor) else np.asarray(M, dtype=float)
+    R, C = a.shape
+    rows = rows or [str(i) for i in range(R)]
+    cols = cols or [str(j) for j in range(C)]
+    recs = []
+    for i in range(R):
+        for j in range(C):
+            v = float(a[i, j])
+            recs.append({"row": rows[i], "col": cols[j], "i": i, "j": j,
+                         "value": v if math.isfinite(v) else None, "text": _fmt(v, digits)})
+    return pd.DataFrame(recs)
+
+
+def matrix_chart(M, rows: list[str] | None = None, cols: list[str] | None = None, title: str = "",
+                 digits: int = 3, text: bool = True, scheme: str = "blues", size: int = 36,
+                 diverging: bool = False) -> alt.Chart:
+    """Heatmap of a small matrix with the numbers written in the cells (−∞ cells grey)."""
+    df = matrix_frame(M, rows, cols, digits)
+    R, C = df["i"].max() + 1, df["j"].max() + 1
+    if R * C > MAX_CELLS:
+        raise ValueError(f"{R}×{C} is too large to draw cell by cell (max {MAX_CELLS} cells)")
+    row_order = list(dict.fromkeys(df["row"]))
+    col_order = list(dict.fromkeys(df["col"]))
+    finite = df["value"].dropna()
+    if diverging and len(finite):
+        m = float(finite.abs().max()) or 1.0
+        scale = alt.Scale(scheme="redblue", domain=[-m, m], reverse=True)
+    else:
+        scale = alt.Scale(scheme=scheme)
+    base = alt.Chart(df, title=title).encode(
+        x=alt.X("col:N", sort=col_order, title="key", axis=alt.Axis(labelAngle=-45)),
+        y=alt.Y("row:N", sort=row_order, title="query"),
+    )
+    cells = base.mark_rect().encode(
+        color=alt.condition("isValid(datum.value)", alt.Color("value:Q", scale=scale, title="value"),
+                            alt.value("#d9d9d9")),
+        tooltip=[alt.Tooltip("row:N", title="query"), alt.Tooltip("col:N", title="key"),
+                 alt.Tooltip("text:N", title="value")],
+    )
+    layers = [cells]
+    if text:
+        layers.append(base.mark_text(fontSize=11).encode(text="text:N"))
+    return alt.layer(*layers).properties(width=max(120, size * C), height=max(80, size * R))
+
+
+def weights_chart(df: pd.DataFrame, query: int, title: str = "") -> alt.Chart:
+    """The softmax weight of every visible key (bars up to 256 keys, a line beyond)."""
+    n = len(df)
+    tooltip = ["position:Q"] + (["token:N"] if "token" in df else []) + [
+        alt.Tooltip("weight:Q", format=".4f"), alt.Tooltip("q·k·scale:Q", format=".4f")]
+    base = alt.Chart(df[[c for c in ("position", "token", "weight", "q·k·scale") if c in df]], title=title)
+    x = alt.X("position:Q", title=f"key position (query {query})", scale=alt.Scale(domain=[-0.5, n - 0.5]))
+    mark = base.mark_bar(size=max(1, min(20, 600 // max(n, 1)))) if n <= 256 else base.mark_area(opacity=0.7)
+    return mark.encode(x=x, y=alt.Y("weight:Q", title="softmax weight"), tooltip=tooltip).properties(
+        width="container", height=180)
+
+
+def kv_rows_chart(steps: pd.DataFrame) -> alt.Chart:
+    """At each decoding step, which K/V rows the cached run reuses and which it computes."""
+    recs = []
+    for _, r in steps.iterrows():
+        s, L, fed = int(r["step"]), int(r["predicts position"]), int(r["fed (cache)"])
+        if L - fed > 0:
+            recs.append({"step": s, "from": 0, "to": L - fed, "rows": "reused from the cache",
+                         "range": f"0..{L - fed - 1}"})
+        recs.append({"step": s, "from": L - fed, "to": L, "rows": "computed this step",
+                     "range": f"{L - fed}..{L - 1}"})
+    df = pd.DataFrame(recs)
+    return alt.Chart(df, title="K/V rows per step (with the cache)").mark_bar(height=12).encode(
+        x=alt.X("from:Q", title="K/V row (position)"), x2="to:Q",
+        y=alt.Y("step:O", title="step"),
+        color=alt.Color("rows:N", scale=alt.Scale(domain=["reused from the cache", "computed this step"],
+                                                   range=["#9ecae1", "#e6550d"]), title=None),
+        tooltip=["step:O", "rows:N", "range:N"],
+    ).properties(width="container", height=max(80, 22 * len(steps)))
+
+
+QUANTITIES = {
+    "hidden_rel": "hidden state (relative)",
+    "pattern_abs": "attention pattern",
+    "logits_abs": "logits",
+    "ln_final_rel": "final LayerNorm (relative)",
+}
+
+
+def verify_frame(report: dict, run_label: str = "") -> pd.DataFrame:
+    """Long form of ``Report.to_dict()``: one row per (layer or 'final', quantity)."""
+    recs = []
+    tol = report["tolerances"]
+    for row in report["layers"]:
+        for q, tkey in (("hidden_rel", "hidden_rel"), ("pattern_abs", "pattern_abs")):
+            recs.append({"layer": str(row["layer"]), "quantity": QUANTITIES[q], "max |Δ|": row[q],
+                         "tolerance": tol[tkey], "run": run_label})
+    recs.append({"layer": "final", "quantity": QUANTITIES["ln_final_rel"], "max |Δ|": report["ln_final_rel"],
+                 "tolerance": tol["hidden_rel"], "run": run_label})
+    recs.append({"layer": "final", "quantity": QUANTITIES["logits_abs"], "max |Δ|": report["logits_abs"],
+                 "tolerance": tol["logits_abs"], "run": run_label})
+    df = pd.DataFrame(recs)
+    df["ok"] = df["max |Δ|"] <= df["tolerance"]
+    df["plotted"] = df["max |Δ|"].clip(lower=LOG_FLOOR)
+    return df
+
+
+def verify_chart(df: pd.DataFrame, title: str = "attnkit vs HuggingFace") -> alt.Chart:
+    """Log-scale max |Δ| per layer and quantity, each quantity's tolerance as a dashed rule."""
+    order = [str(l) for l in sorted({int(x) for x in df["layer"] if x != "final"})] + ["final"]
+    colors = alt.Scale(domain=list(QUANTITIES.values()), range=["#1f77b4", "#ff7f0e", "#d62728", "#2ca02c"])
+    shape = alt.Shape("run:N", title="device") if df["run"].nunique() > 1 else alt.value("circle")
+    points = alt.Chart(df).mark_point(filled=True, size=70).encode(
+        x=alt.X("layer:N", sort=order, title="layer"),
+        y=alt.Y("plotted:Q", scale=alt.Scale(type="log"), title=f"max |Δ| (0 drawn at {LOG_FLOOR:g})"),
+        color=alt.Color("quantity:N", scale=colors, title=None),
+        shape=shape,
+        tooltip=["run:N", "layer:N", "quantity:N", alt.Tooltip("max |Δ|:Q", format=".3e"),
+                 alt.Tooltip("tolerance:Q", format=".0e"), "ok:N"],
+    )
+    tol = df.drop_duplicates("quantity")[["quantity", "tolerance"]]
+    rules = alt.Chart(tol).mark_rule(strokeDash=[6, 4]).encode(
+        y="tolerance:Q", color=alt.Color("quantity:N", scale=colors, title=None),
+        tooltip=["quantity:N", alt.Tooltip("tolerance:Q", format=".0e", title="tolerance")],
+    )
+    return alt.layer(rules, points, title=title).properties(width="container", height=320)

@@ -1,0 +1,382 @@
+"""One head of one layer, one query token, walked through step by step.
+
+Everything here is computed with the functions of :mod:`attnkit.attention` that
+:func:`attnkit.model.run` itself calls, on the layer's real input, so that each
+number equals the corresponding capture of a :class:`~attnkit.model.Trace`::
+
+    x̂ = ln_1(x)                      ln1          rows 0..i (the tokens query i can see)
+    q, k, v = project(x̂, W, b)       q, k, v
+    s = scores(q, k, scale)          scores       (q·k, then ×scale = ÷√d_head)
+    s + M                            causal_mask / apply_mask (−∞ on future keys)
+    a = softmax(s + M)               pattern
+    z = mix(a, v)                    z
+    merge(z, W_O, b_O)               attn_out     = Σ_h z_h·W_O[h] + b_O
+
+Also: the seeds' worked examples (the 4×4 causal softmax and the three-token demo),
+the KV-cache comparison and the X·Xᵀ-versus-q·kᵀ symmetry argument. No Streamlit here.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+
+from . import attention as A
+from .model import KVCache, _layer_norm, as_ids, generate, run
+from .weights import GPT2Weights, ModelConfig
+
+__all__ = [
+    "HeadSteps", "head_steps", "trace_differences", "key_frame", "vector_frame", "heads_frame",
+    "SEED_SCORES", "SEED_X", "seed_causal_4x4", "seed_three_tokens",
+    "forward_flops", "KVDemo", "kv_cache_demo",
+    "symmetry_stats", "xx_vs_qk",
+]
+
+COMPACT_DIMS = 8
+
+
+# ----------------------------------------------------------------------------- one head, one query
+
+@dataclass
+class HeadSteps:
+    """The walk-through of (layer, head, query). Key-indexed tensors cover keys 0..query only
+    (the future keys are masked to −∞ and get weight exactly 0); ``mask_row``/``masked_row``
+    cover every position 0..T−1 so the −∞ entries can be shown."""
+
+    layer: int
+    head: int
+    query: int
+    n_tokens: int
+    scale: float
+    x_hat: torch.Tensor        # [i+1, d]   ln_1 output of the visible tokens
+    q: torch.Tensor            # [e]
+    k: torch.Tensor            # [i+1, e]
+    v: torch.Tensor            # [i+1, e]
+    dots: torch.Tensor         # [i+1]      q·k_j
+    scaled: torch.Tensor       # [i+1]      q·k_j · scale
+    mask_row: torch.Tensor     # [T]        0 or −∞
+    masked_row: torch.Tensor   # [T]        scaled + mask (−∞ beyond the query)
+    weights: torch.Tensor      # [i+1]      softmax
+    z: torch.Tensor            # [e]        Σ_j a_j v_j
+    head_out: torch.Tensor     # [d]        z·W_O[head]
+    z_all: torch.Tensor        # [H, e]     every head's z at this query
+    head_outs: torch.Tensor    # [H, d]     every head's z_h·W_O[h]
+    b_O: torch.Tensor          # [d]
+    attn_out: torch.Tensor     # [d]        merge(z_all, W_O, b_O)
+
+    @property
+    def d_head(self) -> int:
+        return self.q.shape[-1]
+
+    @property
+    def weight_sum(self) -> float:
+        return float(self.weights.sum())
+
+    @property
+    def concat(self) -> torch.Tensor:
+        """concat_h(z_h) [H·e], the vector that meets W_O."""
+        return self.z_all.reshape(-1)
+
+    @property
+    def sum_of_heads(self) -> torch.Tensor:
+        """Σ_h z_h·W_O[h] + b_O, computed head by head (equals :attr:`attn_out` up to rounding)."""
+        return self.head_outs.sum(0) + self.b_O
+
+
+@torch.inference_mode()
+def head_steps(weights: GPT2Weights, ids, layer: int, head: int, query: int,
+               resid_pre: torch.Tensor | None = None) -> HeadSteps:
+    """Compute the steps of ``head`` in ``layer`` for query position ``query``.
+
+    ``resid_pre``: the layer's input x [T, d] or [1, T, d] (e.g. ``trace["resid_pre", layer]``);
+    when omitted, the model is run up to that layer to get it.
+    """
+    cfg = weights.config
+    ids = as_ids(ids, weights.device)
+    if ids.shape[0] != 1:
+        raise ValueError("head_steps takes one sequence")
+    T = ids.shape[1]
+    if not 0 <= layer < cfg.n_layers:
+        raise ValueError(f"layer {layer} out of range 0..{cfg.n_layers - 1}")
+    if not 0 <= head < cfg.n_heads:
+        raise ValueError(f"head {head} out of range 0..{cfg.n_heads - 1}")
+    if not 0 <= query < T:
+        raise ValueError(f"query position {query} out of range 0..{T - 1}")
+    if resid_pre is None:
+        resid_pre = run(weights, ids, capture=("resid_pre",), layers=[layer])["resid_pre", layer]
+    x = resid_pre.reshape(1, T, cfg.d_model)[:, : query + 1]
+    lw = weights.layers[layer]
+    x_hat = _layer_norm(x, lw.ln1_w, lw.ln1_b, cfg.layer_norm_eps)            # [1, i+1, d]
+    q = A.project(x_hat, lw.W_Q, lw.b_Q)[:, :, query:]                         # [1, H, 1, e]
+    k = A.project(x_hat, lw.W_K, lw.b_K)                                       # [1, H, i+1, e]
+    v = A.project(x_hat, lw.W_V, lw.b_V)
+    scale = cfg.attn_scale(layer)
+    dots = A.scores(q, k, 1.0)                                                 # [1, H, 1, i+1]
+    scaled = A.scores(q, k, scale)
+    mask_row = A.causal_mask(T, device=x.device, dtype=x.dtype)[query]          # [T]
+    # the model adds the full row of M; beyond the query it is −∞ whatever the score
+    masked_vis = A.apply_mask(scaled, mask_row[: query + 1])
+    pattern = A.softmax(masked_vis)                                            # [1, H, 1, i+1]
+    z = A.mix(pattern, v)                                                      # [1, H, 1, e]
+    attn_out = A.merge(z, lw.W_O, lw.b_O)[0, 0]                                # [d]
+    z_all = z[0, :, 0]                                                         # [H, e]
+    head_outs = torch.einsum("he,hed->hd", z_all, lw.W_O)
+    masked_row = torch.full((T,), float("-inf"), dtype=x.dtype, device=x.device)
+    masked_row[: query + 1] = masked_vis[0, head, 0]
+    own = lambda t: t.detach().clone()                                         # noqa: E731 (no views kept)
+    return HeadSteps(
+        layer=layer, head=head, query=query, n_tokens=T, scale=scale,
+        x_hat=own(x_hat[0]), q=own(q[0, head, 0]), k=own(k[0, head]), v=own(v[0, head]),
+        dots=own(dots[0, head, 0]), scaled=own(scaled[0, head, 0]), mask_row=own(mask_row),
+        masked_row=masked_row, weights=own(pattern[0, head, 0]), z=own(z[0, head, 0]),
+        head_out=own(head_outs[head]), z_all=own(z_all), head_outs=head_outs, b_O=own(lw.b_O),
+        attn_out=own(attn_out),
+    )
+
+
+TRACE_CAPTURES = ("ln1", "q", "k", "v", "scores", "pattern", "z", "attn_out")
+
+
+def trace_differences(st: HeadSteps, trace) -> pd.DataFrame:
+    """max |step value − the model's capture| for each step, from a Trace holding ``TRACE_CAPTURES``
+    of ``st.layer`` (e.g. ``run(weights, ids, capture="all")``)."""
+    l, h, i = st.layer, st.head, st.query
+    pairs = {
+        "x̂ = ln_1(x)": (st.x_hat, trace["ln1", l][0, : i + 1]),
+        "q": (st.q, trace["q", l][0, h, i]),
+        "k": (st.k, trace["k", l][0, h, : i + 1]),
+        "v": (st.v, trace["v", l][0, h, : i + 1]),
+        "q·k·scale (scores)": (st.scaled, trace["scores", l][0, h, i, : i + 1]),
+        "softmax weights (pattern)": (st.weights, trace["pattern", l][0, h, i, : i + 1]),
+        "future weights (pattern)": (torch.zeros(st.n_tokens - i - 1), trace["pattern", l][0, h, i, i + 1:]),
+        "z": (st.z, trace["z", l][0, h, i]),
+        "attn_out = merge(z)": (st.attn_out, trace["attn_out", l][0, i]),
+        "Σ_h z_h·W_O[h] + b_O": (st.sum_of_heads, trace["attn_out", l][0, i]),
+    }
+    rows = []
+    for name, (a, b) in pairs.items():
+        a, b = a.detach().cpu().float(), b.detach().cpu().float()
+        rows.append({"step": name, "entries": b.numel(),
+                     "max |Δ|": float((a - b).abs().max()) if b.numel() else 0.0,
+                     "max |capture|": float(b.abs().max()) if b.numel() else 0.0})
+    return pd.DataFrame(rows)
+
+
+def _compact(prefix: str, t: torch.Tensor, n: int = COMPACT_DIMS) -> dict:
+    t = t.detach().float().cpu()
+    cols = {f"{prefix}[{j}]": t[..., j].tolist() for j in range(min(n, t.shape[-1]))}
+    cols[f"|{prefix}|"] = t.norm(dim=-1).tolist()
+    return cols
+
+
+def key_frame(st: HeadSteps, tokens: list[str] | None = None, top_k: int | None = None,
+              dims: int = COMPACT_DIMS) -> pd.DataFrame:
+    """One row per visible key: q·k, ÷√d, mask, weight, and the first ``dims`` entries of k and v.
+
+    ``top_k``: keep the keys with the largest weights (sorted by weight); None keeps all, in order.
+    """
+    n = st.query + 1
+    df = pd.DataFrame({
+        "position": range(n),
+        **({"token": tokens[:n]} if tokens is not None else {}),
+        "q·k": st.dots.float().cpu().tolist(),
+        "q·k·scale": st.scaled.float().cpu().tolist(),
+        "mask": st.mask_row[:n].float().cpu().tolist(),
+        "weight": st.weights.float().cpu().tolist(),
+        **_compact("k", st.k, dims),
+        **_compact("v", st.v, dims),
+    })
+    if top_k is not None:
+        df = df.sort_values("weight", ascending=False, kind="stable").head(top_k)
+    return df
+
+
+def vector_frame(st: HeadSteps, which: str, tokens: list[str] | None = None) -> pd.DataFrame:
+    """Full values of ``which`` in 'x_hat', 'k', 'v' (one row per visible token) or 'q', 'z', 'head_out'."""
+    t = getattr(st, which).detach().float().cpu()
+    if t.dim() == 1:
+        t = t.unsqueeze(0)
+        pos = [st.query]
+    else:
+        pos = list(range(t.shape[0]))
+    df = pd.DataFrame(t.numpy(), columns=[f"{which}[{j}]" for j in range(t.shape[1])])
+    df.insert(0, "position", pos)
+    if tokens is not None:
+        df.insert(1, "token", [tokens[p] for p in pos])
+    return df
+
+
+def heads_frame(st: HeadSteps, dims: int = COMPACT_DIMS) -> pd.DataFrame:
+    """Per head: |z_h| and its contribution z_h·W_O[h] (first ``dims`` entries and norm)."""
+    return pd.DataFrame({
+        "head": range(st.z_all.shape[0]),
+        "|z_h|": st.z_all.float().norm(dim=-1).cpu().tolist(),
+        **_compact("z_h·W_O[h]", st.head_outs, dims),
+    })
+
+
+# ----------------------------------------------------------------------------- the seeds' examples
+
+#: The seed's 4×4 score matrix: every row [1, 2, 3, 4].
+SEED_SCORES = [[1.0, 2.0, 3.0, 4.0]] * 4
+#: The seed's three tokens ("猫", "坐", "垫子上"), 4 dimensions each, used directly as Q, K and V.
+SEED_X = [[0.8, 0.1, 0.2, 0.5], [0.3, 0.9, 0.1, 0.4], [0.2, 0.4, 0.7, 0.1]]
+
+
+def seed_causal_4x4(dtype=torch.float64) -> dict[str, torch.Tensor]:
+    """scores [1,2,3,4] per row, + causal M, softmax (seed: rows 1 / .269 .731 / … / .032 .087 .237 .644)."""
+    s = torch.tensor(SEED_SCORES, dtype=dtype)
+    M = A.causal_mask(4, dtype=dtype)
+    masked = A.apply_mask(s, M)
+    return {"scores": s, "mask": M, "masked": masked, "pattern": A.softmax(masked)}
+
+
+def seed_three_tokens(causal: bool, dtype=torch.float64) -> dict[str, torch.Tensor]:
+    """The seed's demo ``attention(X, X, X)``: Q = K = V = X, scores = X·Xᵀ/√d_k with d_k = 4
+    (the seed's ``np.sqrt(d_k)``, so ÷2); the seed runs it without a mask, here also with one."""
+    X = torch.tensor(SEED_X, dtype=dtype)
+    out, pattern, masked = A.attention(X, X, X, causal=causal, scale=1 / math.sqrt(X.shape[-1]))
+    return {"X": X, "scores": A.scores(X, X, 1 / math.sqrt(X.shape[-1])), "masked": masked,
+            "pattern": pattern, "output": out}
+
+
+# ----------------------------------------------------------------------------- KV cache
+
+def forward_flops(cfg: ModelConfig, n_new: int, n_keys: int) -> int:
+    """Matrix-product FLOPs (2 per multiply-add) of one forward pass feeding ``n_new`` positions
+    that attend over ``n_keys`` keys: Q/K/V and output projections, q·kᵀ, pattern·v, the MLP and
+    the unembedding (attnkit computes logits for every fed position). LayerNorm, softmax and the
+    activation are ignored (they are O(n·d), not O(n·d²))."""
+    d, L = cfg.d_model, cfg.n_layers
+    per_layer = 2 * n_new * d * 3 * d + 2 * n_new * n_keys * d * 2 + 2 * n_new * d * d + 2 * n_new * d * cfg.d_mlp * 2
+    return L * per_layer + 2 * n_new * d * cfg.d_vocab
+
+
+@dataclass
+class KVDemo:
+    prompt_len: int
+    tokens_cached: list[int]
+    tokens_full: list[int]
+    seconds_cached: list[float]
+    seconds_full: list[float]
+    max_logit_diff: float        # max |Δ| of the next-token logits, cached vs recomputed
+    max_kv_diff: float           # max |Δ| of the cache's K/V rows vs a full run on the final sequence
+    steps: pd.DataFrame          # per step: positions fed, K/V rows reused / computed, FLOPs, seconds
+
+    @property
+    def tokens_match(self) -> bool:
+        return self.tokens_cached == self.tokens_full
+
+    def summary(self) -> pd.DataFrame:
+        s = self.steps
+        return pd.DataFrame({
+            "mode": ["with KV cache", "without cache"],
+            "seconds": [sum(self.seconds_cached), sum(self.seconds_full)],
+            "positions fed": [int(s["fed (cache)"].sum()), int(s["fed (no cache)"].sum())],
+            "K/V rows computed": [int(s["K/V rows computed (cache)"].sum()),
+                                  int(s["K/V rows computed (no cache)"].sum())],
+            "GFLOP": [s["GFLOP (cache)"].sum(), s["GFLOP (no cache)"].sum()],
+        })
+
+
+@torch.inference_mode()
+def kv_cache_demo(weights: GPT2Weights, ids, n_new: int) -> KVDemo:
+    """Greedy-generate ``n_new`` tokens with and without the KV cache and account for both.
+
+    Step s (0-based) predicts the token at position T+s from the T+s tokens so far. With the cache,
+    step 0 feeds the whole prompt (computing K/V rows 0..T−1) and every later step feeds one token,
+    reusing rows 0..T+s−2 and computing row T+s−1; without it every step recomputes all T+s rows.
+    """
+    cfg = weights.config
+    seq = as_ids(ids, weights.device)
+    T = seq.shape[1]
+    if n_new < 1:
+        raise ValueError("generate at least one token")
+    gen_c = generate(weights, seq, n_new, use_cache=True)
+    gen_f = generate(weights, seq, n_new, use_cache=False)
+    logit_diff = max(float((a - b).abs().max()) for a, b in zip(gen_c.step_logits, gen_f.step_logits))
+    # Replay with an explicit cache to read its rows, then compare them with a fresh full run.
+    cache = KVCache()
+    full = torch.cat([seq, torch.tensor([gen_c.tokens], device=seq.device)], dim=1)
+    lengths = []
+    run(weights, seq, cache=cache)
+    lengths.append(cache.length)
+    for t in gen_c.tokens[:-1]:
+        run(weights, [[t]], cache=cache)
+        lengths.append(cache.length)
+    ref = run(weights, full[:, : cache.length], capture=("k", "v"))
+    kv_diff = max(max(float((cache.keys[l] - ref["k", l]).abs().max()),
+                      float((cache.values[l] - ref["v", l]).abs().max())) for l in range(cfg.n_layers))
+    rows = []
+    for s in range(n_new):
+        L = T + s
+        fed_c = T if s == 0 else 1
+        rows.append({
+            "step": s,
+            "predicts position": L,
+            "cache rows after": lengths[s],
+            "fed (cache)": fed_c,
+            "K/V rows reused (cache)": 0 if s == 0 else L - 1,
+            "reused rows": "—" if s == 0 else f"0..{L - 2}",
+            "K/V rows computed (cache)": fed_c,
+            "new rows": f"0..{L - 1}" if s == 0 else f"{L - 1}",
+            "fed (no cache)": L,
+            "K/V rows computed (no cache)": L,
+            "GFLOP (cache)": forward_flops(cfg, fed_c, L) / 1e9,
+            "GFLOP (no cache)": forward_flops(cfg, L, L) / 1e9,
+            "seconds (cache)": gen_c.step_seconds[s],
+            "seconds (no cache)": gen_f.step_seconds[s],
+        })
+    return KVDemo(prompt_len=T, tokens_cached=gen_c.tokens, tokens_full=gen_f.tokens,
+                  seconds_cached=gen_c.step_seconds, seconds_full=gen_f.step_seconds,
+                  max_logit_diff=logit_diff, max_kv_diff=kv_diff, steps=pd.DataFrame(rows))
+
+
+# ----------------------------------------------------------------------------- why W_Q ≠ W_K
+
+def symmetry_stats(S: torch.Tensor) -> dict[str, float]:
+    """For a square score matrix S [T, T] (before the mask):
+
+    * asymmetry ‖S − Sᵀ‖_F / ‖S‖_F (0 for a symmetric matrix such as X·Xᵀ);
+    * diagonal share: fraction of queries i whose largest *visible* score (keys j ≤ i) is their own key j = i;
+    * diagonal ratio: mean of the diagonal over the mean |off-diagonal| entry of the visible (lower) triangle.
+    """
+    S = S.detach().double()
+    T = S.shape[-1]
+    asym = float((S - S.T).norm() / S.norm().clamp_min(1e-300))
+    low = torch.tril(torch.ones(T, T, dtype=torch.bool, device=S.device))
+    vis = S.masked_fill(~low, float("-inf"))
+    diag_share = float((vis.argmax(-1) == torch.arange(T, device=S.device)).double().mean())
+    off = torch.tril(torch.ones_like(low), -1)
+    off_mean = float(S[off].abs().mean()) if T > 1 else float("nan")
+    return {"asymmetry": asym, "diagonal share": diag_share,
+            "diagonal ratio": float(S.diagonal().mean()) / off_mean if T > 1 and off_mean > 0 else float("nan")}
+
+
+@torch.inference_mode()
+def xx_vs_qk(weights: GPT2Weights, ids, layer: int, head: int,
+             resid_pre: torch.Tensor | None = None) -> dict:
+    """The seed's X·Xᵀ argument on a real prompt: x̂·x̂ᵀ (x̂ = ln_1 of the layer input) beside the
+    head's raw q·kᵀ (no scale, no mask), with :func:`symmetry_stats` of each."""
+    cfg = weights.config
+    ids = as_ids(ids, weights.device)
+    T = ids.shape[1]
+    if resid_pre is None:
+        resid_pre = run(weights, ids, capture=("resid_pre",), layers=[layer])["resid_pre", layer]
+    lw = weights.layers[layer]
+    x_hat = _layer_norm(resid_pre.reshape(1, T, cfg.d_model), lw.ln1_w, lw.ln1_b, cfg.layer_norm_eps)
+    q = A.project(x_hat, lw.W_Q[head: head + 1], lw.b_Q[head: head + 1])[0, 0]
+    k = A.project(x_hat, lw.W_K[head: head + 1], lw.b_K[head: head + 1])[0, 0]
+    xx = A.scores(x_hat[0], x_hat[0], 1.0)
+    qk = A.scores(q, k, 1.0)
+    return {"xx": xx, "qk": qk, "xx_stats": symmetry_stats(xx), "qk_stats": symmetry_stats(qk)}
+
+
+def timed(fn, *args, **kw):
+    """(result, seconds) of one call."""
+    t0 = time.perf_counter()
+    out = fn(*args, **kw)
+    return out, time.perf_counter() - t0
