@@ -1,0 +1,913 @@
+"""Ablations: the design choices the seeds argue for, switched off one at a time and measured.
+
+Each intervention is an :class:`attnkit.model.Intervention`, scoped to chosen layers (default: all)
+and, where it makes sense, to chosen heads:
+
+``v=x``        the value is the input itself. Head h mixes x̂ = ln_1(X) (full width d_model) with its
+               own pattern, z_h = pattern_h · x̂, with no W_V, b_V, W_O or b_O; the layer's attention
+               output is the mean over heads, (1/H)·Σ_h pattern_h · x̂. Every output row is then a convex
+               combination of the rows of x̂ (the mean of H stochastic rows is stochastic).
+``wk=wq``      one projection for "looking" and "being looked at": k := q (W_K = W_Q and b_K = b_Q), so
+               the scores before the mask, S = q·qᵀ/√e, are symmetric.
+``no-scale``   scores are not divided by √d_head (scale 1.0).
+``no-mask``    no causal mask: every position sees the whole text, future included.
+``zero-head``  head L.H's output z is replaced by zeros.
+``mean-head``  head L.H's output z is replaced by its mean over the positions of the text or prompt
+               set (taken from an unablated run): the head still adds its average, but no information.
+
+Specs are written ``kind`` or ``kind:L.H[,L.H…]`` (heads; for wk=wq and no-scale optional, for the
+head kinds required), with the layer scope given apart (``--layers``).
+
+Measurements: next-token cross-entropy (nats per predicted token) and perplexity, baseline against
+ablated, plus one set of numbers per intervention that tests the seed's claim; sweeps over layers
+(each alone, then all) and over heads (a layer × head map). One-token prompts predict nothing inside
+the text: they are skipped for the loss and counted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from . import metrics as M
+from .model import Intervention, run
+
+__all__ = [
+    "KINDS", "HEAD_KINDS", "CLAIMS", "DEFINITIONS", "AblationError", "Spec", "parse_spec",
+    "ValueIsInput", "KeyIsQuery", "NoScale", "NoMask", "ZeroHead", "MeanHead",
+    "build", "head_means", "loss", "Loss", "measure", "layer_sweep", "head_sweep", "sweep_specs",
+    "hull_distance", "participation_ratio", "asymmetry", "HULL_ITERS", "HULL_MAX_ROWS", "cli",
+]
+
+KINDS = ("v=x", "wk=wq", "no-scale", "no-mask", "zero-head", "mean-head")
+HEAD_KINDS = ("zero-head", "mean-head")
+#: Frank–Wolfe budget of :func:`hull_distance` (pairwise steps, exact line search, float64).
+HULL_ITERS = 4000
+#: At most this many query rows per text are tested against the hull (evenly spaced; all hull rows kept).
+HULL_MAX_ROWS = 64
+
+#: What each seed claims, in our words.
+CLAIMS = {
+    "v=x": "If attention mixed the inputs themselves (V = X), every output would be a weighted average of "
+           "the input vectors: it could never leave their convex hull, so a layer could only blend what is "
+           "already in the context, and stacking layers would keep re-blending the same points. The learned "
+           "value projection W_V is what lets attention write something new.",
+    "wk=wq": "With a single projection for 'the token that looks' and 'the token looked at' (W_K = W_Q), the "
+             "score of i→j equals that of j→i, so order is lost, and a dot product is largest for vectors "
+             "that resemble each other: tokens would favour look-alikes, themselves first.",
+    "no-scale": "Dot products of d-dimensional vectors grow like √d; dividing by √d keeps the scores near "
+                "unit variance. Without it the softmax saturates: attention collapses onto a few keys "
+                "(lower entropy) and its gradients vanish.",
+    "no-mask": "The causal mask sets the scores of future keys to −∞, so a token cannot peek at what comes "
+               "after it. Without the mask each position could see the very token it is asked to predict "
+               "(the model would 'cheat'), and earlier positions would change when later text is added.",
+    "zero-head": "Heads work in parallel and specialise (syntax, coreference, nearby words …): each one "
+                 "captures a different relation, so removing a head removes something the others do not "
+                 "provide, and some heads matter far more than others.",
+    "mean-head": "Heads work in parallel and specialise: replacing a head by its average output keeps its "
+                 "constant contribution but removes what it reads from the context; the loss increase "
+                 "measures how much the model relies on that head.",
+}
+
+#: How each intervention is implemented (shown on the page and in the CLI help).
+DEFINITIONS = {
+    "v=x": "attn_out_ℓ = (1/H)·Σ_h pattern_h · x̂_ℓ with x̂_ℓ = ln_1(X) at full width d_model; W_V, b_V, W_O "
+           "and b_O are not used. Each output row is a convex combination of the rows of x̂_ℓ.",
+    "wk=wq": "k := q in every scoped head (W_K = W_Q, b_K = b_Q): S = q·qᵀ/√d_head before the mask.",
+    "no-scale": "scores = q·kᵀ (factor 1 instead of 1/√d_head).",
+    "no-mask": "the additive mask M is dropped: softmax(q·kᵀ/√d_head) over all positions, future included.",
+    "zero-head": "z[:, h] = 0 for the named head(s): the head adds nothing to the residual stream except b_O.",
+    "mean-head": "z[:, h] = mean of z[:, h] over all positions of the text/prompt set (unablated run).",
+}
+
+
+class AblationError(ValueError):
+    """A bad spec or scope; ``str(err)`` says what is wrong."""
+
+
+# ----------------------------------------------------------------------------- specs
+
+@dataclass(frozen=True)
+class Spec:
+    kind: str
+    layers: tuple[int, ...] | None = None          # scope (None = all layers)
+    heads: tuple[tuple[int, int], ...] = ()        # (layer, head) pairs
+
+    def __str__(self) -> str:
+        s = self.kind
+        if self.heads:
+            s += ":" + ",".join(f"{l}.{h}" for l, h in self.heads)
+        if self.layers is not None and self.kind not in HEAD_KINDS:
+            s += "@" + ",".join(map(str, self.layers))
+        return s
+
+    def with_layers(self, layers) -> "Spec":
+        return Spec(self.kind, None if layers is None else tuple(sorted(set(layers))), self.heads)
+
+    def scope(self, n_layers: int) -> list[int]:
+        if self.heads:
+            return sorted({l for l, _ in self.heads})
+        return list(range(n_layers)) if self.layers is None else list(self.layers)
+
+
+def _parse_layers(text) -> tuple[int, ...] | None:
+    if text is None or text == "" or text == "all":
+        return None
+    if isinstance(text, str):
+        try:
+            return tuple(sorted({int(t) for t in text.replace(" ", "").split(",") if t}))
+        except ValueError:
+            raise AblationError(f"layers must be numbers separated by commas (e.g. 0,2), got {text!r}") from None
+    return tuple(sorted({int(t) for t in text}))
+
+
+def parse_spec(text: str, layers=None, n_layers: int | None = None, n_heads: int | None = None) -> Spec:
+    """``"v=x"``, ``"wk=wq:1.2"``, ``"zero-head:0.3,2.1"`` (+ a layer scope, ``"0,2"`` or a list) -> Spec.
+
+    With ``n_layers``/``n_heads`` the numbers are checked against the model.
+    """
+    text = (text or "").strip().lower().replace(" ", "")
+    scope_txt = None
+    if "@" in text:
+        text, scope_txt = text.split("@", 1)
+    kind, _, rest = text.partition(":")
+    if kind not in KINDS:
+        raise AblationError(f"unknown intervention {kind!r}; choose one of {', '.join(KINDS)}")
+    heads = []
+    if rest:
+        if kind in ("v=x", "no-mask"):
+            raise AblationError(f"{kind} acts on whole layers; give the scope with --layers, not heads")
+        for item in rest.split(","):
+            l, dot, h = item.partition(".")
+            try:
+                heads.append((int(l), int(h)))
+            except ValueError:
+                raise AblationError(f"a head is written LAYER.HEAD (e.g. 1.3), got {item!r}") from None
+    if kind in HEAD_KINDS and not heads:
+        raise AblationError(f"{kind} needs the head(s): {kind}:LAYER.HEAD (e.g. {kind}:0.1)")
+    scope = _parse_layers(layers if layers is not None else scope_txt)
+    spec = Spec(kind, scope, tuple(sorted(set(heads))))
+    if n_layers is not None:
+        for l in (spec.layers or ()) + tuple(l for l, _ in spec.heads):
+            if not 0 <= l < n_layers:
+                raise AblationError(f"layer {l} does not exist: the model has layers 0–{n_layers - 1}")
+    if n_heads is not None:
+        for l, h in spec.heads:
+            if not 0 <= h < n_heads:
+                raise AblationError(f"head {l}.{h} does not exist: each layer has heads 0–{n_heads - 1}")
+    if spec.heads and spec.layers is not None and kind not in HEAD_KINDS:
+        outside = sorted({l for l, _ in spec.heads} - set(spec.layers))
+        if outside:
+            raise AblationError(f"heads in layer(s) {outside} lie outside the layer scope {list(spec.layers)}")
+    return spec
+
+
+# ----------------------------------------------------------------------------- interventions
+
+class _Scoped(Intervention):
+    def __init__(self, layers: Iterable[int] | None = None, heads: Iterable[tuple[int, int]] = ()):
+        self.layers = None if layers is None else frozenset(int(l) for l in layers)
+        self.heads: dict[int, list[int]] = {}
+        for l, h in heads:
+            self.heads.setdefault(int(l), []).append(int(h))
+        if self.heads and self.layers is None:
+            self.layers = frozenset(self.heads)
+
+    def on(self, layer: int) -> bool:
+        return self.layers is None or layer in self.layers
+
+    def head_index(self, layer: int):
+        """The heads to touch in ``layer``: a list, or ``slice(None)`` for all of them."""
+        return self.heads.get(layer, slice(None)) if self.heads else slice(None)
+
+
+class ValueIsInput(_Scoped):
+    """V = X: the layer's attention output is mean_h(pattern_h · x̂), no W_V/b_V/W_O/b_O."""
+
+    def attn_out(self, layer, out, *, z, pattern, x_hat, lw):
+        if not self.on(layer):
+            return out
+        if pattern.shape[-1] != x_hat.shape[-2]:
+            raise AblationError("V = X cannot be combined with a KV cache (the earlier x̂ rows are not kept)")
+        return torch.matmul(pattern, x_hat.unsqueeze(1)).mean(1)
+
+
+class KeyIsQuery(_Scoped):
+    """W_K = W_Q and b_K = b_Q: k := q (in all heads of the scoped layers, or in the named heads)."""
+
+    def qkv(self, layer, q, k, v, x_hat, lw):
+        if not self.on(layer):
+            return q, k, v
+        if not self.heads:
+            return q, q, v
+        k = k.clone()
+        idx = self.head_index(layer)
+        k[:, idx] = q[:, idx]
+        return q, k, v
+
+
+class NoScale(_Scoped):
+    """No 1/√d_head: scale 1.0 (per head: the named heads' scores are multiplied back by √d_head)."""
+
+    def __init__(self, layers=None, heads=()):
+        super().__init__(layers, heads)
+        self._default: dict[int, float] = {}
+
+    def scale(self, layer, default):
+        if not self.on(layer):
+            return default
+        if not self.heads:
+            return 1.0
+        self._default[layer] = default
+        return default
+
+    def scores(self, layer, s):
+        if not self.heads or not self.on(layer):
+            return s
+        s = s.clone()
+        idx = self.head_index(layer)
+        s[:, idx] = s[:, idx] / self._default[layer]
+        return s
+
+
+class NoMask(_Scoped):
+    """No causal mask: every query sees every key."""
+
+    def mask(self, layer, mask):
+        return None if self.on(layer) else mask
+
+
+class ZeroHead(_Scoped):
+    """z[:, h] = 0 for the named heads (or all heads of the scoped layers when none are named)."""
+
+    def z(self, layer, z):
+        if not self.on(layer):
+            return z
+        z = z.clone()
+        z[:, self.head_index(layer)] = 0
+        return z
+
+
+class MeanHead(_Scoped):
+    """z[:, h] = its mean over positions (``means`` [L, H, e], from :func:`head_means`)."""
+
+    def __init__(self, means: torch.Tensor, layers=None, heads=()):
+        super().__init__(layers, heads)
+        self.means = means
+
+    def z(self, layer, z):
+        if not self.on(layer):
+            return z
+        z = z.clone()
+        idx = self.head_index(layer)
+        mean = self.means[layer].to(device=z.device, dtype=z.dtype)     # [H, e]
+        z[:, idx] = mean[idx].unsqueeze(-2).expand_as(z[:, idx])
+        return z
+
+
+def _ids_list(ids_list) -> list[list[int]]:
+    if isinstance(ids_list, torch.Tensor):
+        ids_list = ids_list.tolist()
+    if ids_list and isinstance(ids_list[0], int):
+        ids_list = [ids_list]
+    return [[int(i) for i in ids] for ids in ids_list if len(ids)]
+
+
+def head_means(weights, ids_list) -> torch.Tensor:
+    """[L, H, e]: every head's z averaged over all positions of all texts (unablated runs)."""
+    ids_list = _ids_list(ids_list)
+    if not ids_list:
+        raise AblationError("mean ablation needs at least one token to average over")
+    total, count = None, 0
+    for ids in ids_list:
+        z = run(weights, ids, capture=["z"]).stack("z")[:, 0].double()   # [L, H, T, e]
+        s = z.sum(-2)
+        total = s if total is None else total + s
+        count += z.shape[-2]
+    return (total / count).to(weights.dtype)
+
+
+def build(spec: Spec, weights=None, ids_list=None, means: torch.Tensor | None = None) -> Intervention:
+    """The Intervention for ``spec`` (mean-head needs ``means`` or ``weights`` + ``ids_list``)."""
+    if spec.kind == "v=x":
+        return ValueIsInput(spec.layers)
+    if spec.kind == "wk=wq":
+        return KeyIsQuery(spec.layers, spec.heads)
+    if spec.kind == "no-scale":
+        return NoScale(spec.layers, spec.heads)
+    if spec.kind == "no-mask":
+        return NoMask(spec.layers)
+    heads = spec.heads
+    layers = spec.layers if not heads else None
+    if spec.kind == "zero-head":
+        return ZeroHead(layers, heads)
+    if spec.kind == "mean-head":
+        if means is None:
+            means = head_means(weights, ids_list)
+        return MeanHead(means, layers, heads)
+    raise AblationError(f"unknown intervention {spec.kind!r}")
+
+
+# ----------------------------------------------------------------------------- loss
+
+@dataclass
+class Loss:
+    """Mean next-token cross-entropy over every predicted token of the texts."""
+
+    nll_sum: float
+    tokens: int
+    prompts: int
+    skipped: int                     # one-token prompts (nothing to predict inside them)
+
+    @property
+    def nats(self) -> float:
+        return self.nll_sum / self.tokens if self.tokens else math.nan
+
+    @property
+    def perplexity(self) -> float:
+        return math.exp(self.nats) if self.tokens else math.nan
+
+
+ONE_TOKEN_NOTE = ("A one-token text has no next token inside it to predict, so its cross-entropy is not "
+                  "defined; it is left out of the loss (give at least two tokens).")
+
+
+def _nll(logits: torch.Tensor, ids: list[int]) -> float:
+    """Sum over positions 0..T−2 of −log p(ids[t+1]), in float64."""
+    target = torch.tensor(ids[1:], device=logits.device)
+    return float(F.cross_entropy(logits[0, :-1].double(), target, reduction="sum"))
+
+
+def loss(weights, ids_list, intervention: Intervention | None = None) -> Loss:
+    ids_list = _ids_list(ids_list)
+    total, n, skipped = 0.0, 0, 0
+    for ids in ids_list:
+        if len(ids) < 2:
+            skipped += 1
+            continue
+        total += _nll(run(weights, ids, intervention=intervention).logits, ids)
+        n += len(ids) - 1
+    return Loss(total, n, len(ids_list), skipped)
+
+
+# ----------------------------------------------------------------------------- geometry
+
+def hull_distance(points, hull, iters: int = HULL_ITERS, tol: float = 1e-12,
+                  rel: float = 1e-8) -> tuple[np.ndarray, dict]:
+    """Euclidean distance of each row of ``points`` [m, d] from the convex hull of the rows of ``hull`` [n, d].
+
+    Minimises f(w) = ½‖wᵀA − p‖² over the probability simplex with pairwise Frank–Wolfe (move weight
+    from the worst vertex in use to the best vertex, exact line search), in float64, at most ``iters``
+    steps per row. A row stops once its Frank–Wolfe gap g (g ≥ f − f*) is below ``tol``·mean‖a_j‖²
+    (inside: distance ≤ √(2g)) or below ``rel``·f (outside: the distance is exact to ≈ rel/2, relative).
+
+    The returned distance is always that of a point of the hull, hence an upper bound; ``info['lower']``
+    holds the certified lower bounds √(2·max(f − g, 0)). Returns (distances [m], info with ``lower``,
+    ``iterations`` (most used by a row), ``max_gap``, ``converged`` and ``budget``).
+    """
+    P = np.asarray(points, dtype=np.float64)
+    A = np.asarray(hull, dtype=np.float64)
+    if P.ndim == 1:
+        P = P[None]
+    m, n = P.shape[0], A.shape[0]
+    K = A @ A.T                                   # [n, n] Gram matrix of the hull points
+    C = P @ A.T                                   # [m, n]
+    diag = np.diag(K)
+    tol_abs = tol * max(float(diag.mean()), 1e-30)
+    PP = (P * P).sum(1)
+    W = np.zeros((m, n))
+    W[np.arange(m), np.argmin(diag[None, :] - 2 * C, axis=1)] = 1.0      # start at the nearest vertex
+    gap_all = np.full(m, np.inf)
+    f_all = np.zeros(m)
+    used = np.zeros(m, dtype=int)
+    todo = np.arange(m)
+    done_iters = 0
+    chunk = 50
+    while todo.size and done_iters < iters:
+        w, c, pp = W[todo], C[todo], PP[todo]
+        G = w @ K - c                             # gradient of ½wᵀKw − cᵀw; recomputed each chunk
+        rows = np.arange(todo.size)
+        for _ in range(min(chunk, iters - done_iters)):
+            s = np.argmin(G, axis=1)
+            a = np.argmax(np.where(w > 0, G, -np.inf), axis=1)
+            gs, ga = G[rows, s], G[rows, a]
+            gap = (G * w).sum(1) - gs
+            f = 0.5 * ((G - c) * w).sum(1) + 0.5 * pp          # ½‖wᵀA − p‖²  (G − c = wK − 2c)
+            active = (gap > tol_abs) & (gap > rel * np.maximum(f, 0.0))
+            gap_all[todo], f_all[todo] = gap, f
+            if not active.any():
+                break
+            used[todo[active]] += 1
+            den = diag[a] + diag[s] - 2 * K[a, s]                # ‖a_a − a_s‖²
+            wa = w[rows, a]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                gamma = np.where(den > 0, np.minimum((ga - gs) / den, wa), wa)
+            gamma = np.where(active, np.maximum(gamma, 0.0), 0.0)
+            w[rows, a] -= gamma
+            w[rows, s] += gamma
+            G += gamma[:, None] * (K[s] - K[a])
+        done_iters += chunk
+        W[todo] = w
+        G = w @ K - c
+        gap = (G * w).sum(1) - G.min(1)
+        f = 0.5 * ((G - c) * w).sum(1) + 0.5 * pp
+        gap_all[todo], f_all[todo] = gap, f
+        todo = todo[(gap > tol_abs) & (gap > rel * np.maximum(f, 0.0))]
+    dist = np.linalg.norm(W @ A - P, axis=1)
+    lower = np.sqrt(2 * np.maximum(f_all - gap_all, 0.0))
+    ok = (gap_all <= tol_abs) | (gap_all <= rel * np.maximum(f_all, 0.0))
+    return dist, {"lower": np.minimum(lower, dist), "iterations": int(used.max()) if m else 0,
+                  "max_gap": float(gap_all.max()) if m else 0.0, "converged": bool(ok.all()), "budget": iters}
+
+
+def participation_ratio(rows) -> float:
+    """Effective dimension (Σσ²)²/Σσ⁴ of the rows after centring (NaN with fewer than 2 rows)."""
+    X = np.asarray(rows, dtype=np.float64)
+    if X.shape[0] < 2:
+        return math.nan
+    X = X - X.mean(0, keepdims=True)
+    s2 = np.linalg.svd(X, compute_uv=False) ** 2
+    if s2.sum() == 0:
+        return math.nan
+    return float(s2.sum() ** 2 / (s2 ** 2).sum())
+
+
+def asymmetry(S: torch.Tensor) -> torch.Tensor:
+    """‖S − Sᵀ‖_F / ‖S‖_F over the last two dims (0 for a symmetric matrix)."""
+    S = S.double()
+    num = torch.linalg.matrix_norm(S - S.transpose(-1, -2))
+    den = torch.linalg.matrix_norm(S)
+    return torch.where(den > 0, num / den, torch.zeros_like(den))
+
+
+def _even_rows(T: int, limit: int = HULL_MAX_ROWS) -> np.ndarray:
+    return np.arange(T) if T <= limit else np.unique(np.linspace(0, T - 1, limit).round().astype(int))
+
+
+# ----------------------------------------------------------------------------- measurements
+
+class _Acc:
+    """Running sums of named per-layer quantities (mean over the texts, NaNs skipped)."""
+
+    def __init__(self):
+        self.sums: dict = {}
+        self.counts: dict = {}
+        self.maxes: dict = {}
+
+    def add(self, key, value, weight=1.0):
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return
+        self.sums[key] = self.sums.get(key, 0.0) + float(value) * weight
+        self.counts[key] = self.counts.get(key, 0.0) + weight
+
+    def peak(self, key, value):
+        self.maxes[key] = max(self.maxes.get(key, -math.inf), float(value))
+
+    def mean(self, key):
+        return self.sums[key] / self.counts[key] if self.counts.get(key) else math.nan
+
+    def max(self, key):
+        return self.maxes.get(key, math.nan)
+
+
+_CAPTURE = {
+    "v=x": ("ln1", "attn_out"),
+    "wk=wq": ("scores", "pattern"),
+    "no-scale": ("pattern",),
+    "no-mask": ("pattern",),
+    "zero-head": (),
+    "mean-head": (),
+}
+
+
+def _per_text(kind, acc: _Acc, pos: dict, ids, base, abl, L, hull_iters, info, hsel):
+    T = len(ids)
+    if kind == "v=x":
+        for l in range(L):
+            for tag, tr in (("baseline", base), ("ablated", abl)):
+                x_hat = tr["ln1", l][0].double().cpu().numpy()
+                out = tr["attn_out", l][0].double().cpu().numpy()
+                rows = _even_rows(T)
+                d, inf = hull_distance(out[rows], x_hat, iters=hull_iters)
+                acc.add((l, f"hull distance lower bound ({tag})"), float(inf["lower"].mean()), len(rows))
+                info["hull_iterations"] = max(info.get("hull_iterations", 0), inf["iterations"])
+                info["hull_converged"] = info.get("hull_converged", True) and inf["converged"]
+                scale = float(np.sqrt((x_hat ** 2).sum(1).mean()))
+                acc.add((l, f"hull distance ({tag})"), float(d.mean()), len(rows))
+                acc.peak((l, f"max hull distance ({tag})"), float(d.max()))
+                acc.add((l, f"relative hull distance ({tag})"), float(d.mean()) / scale, len(rows))
+                acc.add((l, f"effective dim of x̂ ({tag})"), participation_ratio(x_hat))
+                acc.add((l, f"effective dim of output ({tag})"), participation_ratio(out))
+    elif kind == "wk=wq":
+        for l in range(L):
+            for tag, tr in (("baseline", base), ("ablated", abl)):
+                S, p = tr["scores", l][0, hsel(l)], tr["pattern", l][0, hsel(l)]   # [h, T, T]
+                acc.add((l, f"asymmetry ({tag})"), float(asymmetry(S).mean()))
+                st = M.head_scores(p, ids)
+                if T > 1:
+                    acc.add((l, f"attention on self ({tag})"), float(st["self"].mean()), T - 1)
+                    top = p[:, 1:].argmax(-1) == torch.arange(1, T, device=p.device)
+                    acc.add((l, f"rows whose top key is self ({tag})"), float(top.double().mean()), T - 1)
+                dup = st["duplicate-token"]
+                if not torch.isnan(dup).any():
+                    acc.add((l, f"attention on earlier copies ({tag})"), float(dup.mean()))
+    elif kind == "no-scale":
+        for l in range(L):
+            for tag, tr in (("baseline", base), ("ablated", abl)):
+                p = tr["pattern", l][0, hsel(l)]
+                if T > 1:
+                    acc.add((l, f"entropy, nats ({tag})"), float(M.entropy(p)[:, 1:].double().mean()), T - 1)
+                    acc.add((l, f"largest weight ({tag})"), float(p[:, 1:].max(-1).values.double().mean()), T - 1)
+    elif kind == "no-mask":
+        for l in range(L):
+            p = abl["pattern", l][0]                                          # [H, T, T]
+            future = torch.ones(T, T, dtype=torch.bool, device=p.device).triu(1)
+            acc.add((l, "attention on future keys (ablated)"), float((p * future).sum(-1).double().mean()), T)
+        lb, la = base.logits[0].double(), abl.logits[0].double()
+        rel = (torch.linalg.vector_norm(la - lb, dim=-1) / torch.linalg.vector_norm(lb, dim=-1)).cpu()
+        flip = (la.argmax(-1) != lb.argmax(-1)).cpu()
+        for t in range(T):
+            row = pos.setdefault(t, {"sum_rel": 0.0, "flips": 0, "n": 0})
+            row["sum_rel"] += float(rel[t])
+            row["flips"] += int(flip[t])
+            row["n"] += 1
+        if T > 1:
+            acc.add((None, "early rel change"), float(rel[:-1].mean()), T - 1)
+            acc.add((None, "early top-1 changed"), float(flip[:-1].double().mean()), T - 1)
+
+
+def measure(weights, ids_list, spec: Spec, *, means=None, hull_iters: int = HULL_ITERS) -> dict:
+    """Baseline vs ``spec`` on the texts: loss, perplexity, the kind's own numbers, a verdict.
+
+    Returns a JSON-ready dict (NaN written as None) with keys spec, kind, definition, claim, scope,
+    loss, per_layer (rows), per_position (no-mask), summary, verdict, notes.
+    """
+    ids_list = _ids_list(ids_list)
+    if not ids_list:
+        raise AblationError("no tokens to run on")
+    cfg = weights.config
+    L = cfg.n_layers
+    if spec.kind == "mean-head" and means is None:
+        means = head_means(weights, ids_list)
+    iv = build(spec, means=means)
+    cap = _CAPTURE[spec.kind]
+    acc, pos, info = _Acc(), {}, {}
+    named = {}
+    for l, h in spec.heads:
+        named.setdefault(l, []).append(h)
+
+    def hsel(l):   # the heads a layer's numbers are taken over: the named ones, else all
+        return named.get(l, slice(None)) if named else slice(None)
+    base_loss = Loss(0.0, 0, len(ids_list), 0)
+    abl_loss = Loss(0.0, 0, len(ids_list), 0)
+    for ids in ids_list:
+        base = run(weights, ids, capture=cap)
+        abl = run(weights, ids, capture=cap, intervention=iv)
+        if len(ids) >= 2:
+            base_loss.nll_sum += _nll(base.logits, ids)
+            abl_loss.nll_sum += _nll(abl.logits, ids)
+            base_loss.tokens += len(ids) - 1
+            abl_loss.tokens += len(ids) - 1
+        else:
+            base_loss.skipped += 1
+            abl_loss.skipped += 1
+        _per_text(spec.kind, acc, pos, ids, base, abl, L, hull_iters, info, hsel)
+
+    scope = spec.scope(L)
+    rows = []
+    keys = list(dict.fromkeys(k for (l, k) in list(acc.sums) + list(acc.maxes) if l is not None))
+    for l in range(L):
+        if not keys:
+            break
+        row = {"layer": l, "in scope": l in scope}
+        for k in keys:
+            row[k] = acc.max((l, k)) if k.startswith("max ") else acc.mean((l, k))
+        rows.append(row)
+    per_position = [{"position": t, "relative logit change": v["sum_rel"] / v["n"],
+                     "top-1 changed": v["flips"] / v["n"], "texts": v["n"]} for t, v in sorted(pos.items())]
+    summary = _summary(spec.kind, rows, acc, scope, info)
+    result = {
+        "spec": str(spec), "kind": spec.kind, "definition": DEFINITIONS[spec.kind], "claim": CLAIMS[spec.kind],
+        "scope": {"layers": scope, "heads": [f"{l}.{h}" for l, h in spec.heads]},
+        "model": {"layers": L, "heads": cfg.n_heads, "d_model": cfg.d_model, "d_head": cfg.d_head},
+        "texts": len(ids_list), "tokens": sum(len(i) for i in ids_list),
+        "loss": {
+            "predicted tokens": base_loss.tokens, "one-token texts skipped": base_loss.skipped,
+            "baseline nats/token": base_loss.nats, "ablated nats/token": abl_loss.nats,
+            "increase nats/token": abl_loss.nats - base_loss.nats,
+            "baseline perplexity": base_loss.perplexity, "ablated perplexity": abl_loss.perplexity,
+        },
+        "per_layer": rows, "per_position": per_position, "summary": summary, "notes": [],
+    }
+    if base_loss.skipped:
+        result["notes"].append(ONE_TOKEN_NOTE if not base_loss.tokens else
+                               f"{base_loss.skipped} one-token text(s) predict nothing and were left out of the loss.")
+    if spec.kind == "v=x":
+        result["notes"].append(
+            f"Hull distances: pairwise Frank–Wolfe in float64, at most {hull_iters} steps per layer "
+            f"(used up to {info.get('hull_iterations', 0)}; all converged: {info.get('hull_converged', True)}); "
+            f"at most {HULL_MAX_ROWS} query rows per text, against all of that layer's x̂ rows. "
+            "Effective dimension: participation ratio (Σσ²)²/Σσ⁴ of the centred rows.")
+    result["verdict"] = verdict(result)
+    return _clean(result)
+
+
+def _col(rows, key, scope=None):
+    vals = [r.get(key, math.nan) for r in rows if scope is None or r["layer"] in scope]
+    vals = [v for v in vals if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    return vals
+
+
+def _summary(kind, rows, acc, scope, info) -> dict:
+    s: dict = {}
+    if kind == "v=x":
+        s["max hull distance, ablated layers"] = max(_col(rows, "max hull distance (ablated)", scope), default=math.nan)
+        s["max relative hull distance, ablated layers"] = max(_col(rows, "relative hull distance (ablated)", scope),
+                                                              default=math.nan)
+        s["mean hull distance lower bound, baseline"] = _mean(_col(rows, "hull distance lower bound (baseline)", scope))
+        s["mean relative hull distance, baseline"] = _mean(_col(rows, "relative hull distance (baseline)", scope))
+        s["mean effective dim of output / x̂, baseline"] = _mean(
+            [o / i for o, i in zip(_col(rows, "effective dim of output (baseline)", scope),
+                                   _col(rows, "effective dim of x̂ (baseline)", scope)) if i])
+        s["mean effective dim of output / x̂, ablated"] = _mean(
+            [o / i for o, i in zip(_col(rows, "effective dim of output (ablated)", scope),
+                                   _col(rows, "effective dim of x̂ (ablated)", scope)) if i])
+        s["hull solver converged"] = info.get("hull_converged", True)
+    elif kind == "wk=wq":
+        s["max asymmetry, ablated layers"] = max(_col(rows, "asymmetry (ablated)", scope), default=math.nan)
+        s["mean asymmetry, baseline"] = _mean(_col(rows, "asymmetry (baseline)", scope))
+        s["attention on self, baseline"] = _mean(_col(rows, "attention on self (baseline)", scope))
+        s["attention on self, ablated"] = _mean(_col(rows, "attention on self (ablated)", scope))
+        s["top key is self, baseline"] = _mean(_col(rows, "rows whose top key is self (baseline)", scope))
+        s["top key is self, ablated"] = _mean(_col(rows, "rows whose top key is self (ablated)", scope))
+    elif kind == "no-scale":
+        b = _col(rows, "entropy, nats (baseline)", scope)
+        a = _col(rows, "entropy, nats (ablated)", scope)
+        s["entropy, baseline"] = _mean(b)
+        s["entropy, ablated"] = _mean(a)
+        s["entropy drop"] = s["entropy, baseline"] - s["entropy, ablated"]
+        s["layers whose entropy dropped"] = sum(x > y for x, y in zip(b, a))
+        s["layers measured"] = len(b)
+    elif kind == "no-mask":
+        s["mean relative logit change, positions before the last"] = acc.mean((None, "early rel change"))
+        s["share of earlier positions whose top-1 changed"] = acc.mean((None, "early top-1 changed"))
+        s["attention on future keys (ablated layers)"] = _mean(
+            _col(rows, "attention on future keys (ablated)", scope))
+    return s
+
+
+def _mean(v):
+    return float(np.mean(v)) if len(v) else math.nan
+
+
+def _fmt(x, spec=".3g"):
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def verdict(result: dict) -> dict:
+    """{'status': 'supported' | 'not supported' | 'mixed' | 'undetermined', 'text': why, from the numbers}."""
+    kind, s, lo = result["kind"], result["summary"], result["loss"]
+    inc = lo["increase nats/token"]
+    has_loss = lo["predicted tokens"] > 0
+    loss_txt = (f"the loss goes {'up' if inc > 0 else 'down'} by {abs(inc):.3g} nats/token "
+                f"({lo['baseline nats/token']:.3g} → {lo['ablated nats/token']:.3g})") if has_loss else \
+        "the loss is undefined here (one token, nothing to predict)"
+    if kind == "v=x":
+        d_abl = s["max hull distance, ablated layers"]
+        rel_a = s["max relative hull distance, ablated layers"]
+        rel_b = s["mean relative hull distance, baseline"]
+        low_b = s["mean hull distance lower bound, baseline"]
+        inside = rel_a is not None and not math.isnan(rel_a) and rel_a <= 1e-3
+        outside = (low_b is not None and not math.isnan(low_b) and d_abl is not None
+                   and low_b > 10 * max(d_abl, 1e-12))
+        text = (f"Ablated outputs lie within {_fmt(d_abl)} (at most {_fmt(rel_a)} × the RMS norm of x̂) of the hull "
+                f"of x̂: trapped inside, as the seed says. The real attention outputs lie outside it "
+                f"({_fmt(rel_b)} × |x̂| on average, certified ≥ {_fmt(low_b)}): W_V·W_O writes vectors no "
+                f"mixture of the inputs can reach. Effective dimension output/x̂: "
+                f"{_fmt(s['mean effective dim of output / x̂, baseline'])} real, "
+                f"{_fmt(s['mean effective dim of output / x̂, ablated'])} under V = X; {loss_txt}.")
+        if has_loss and inc <= 0:
+            text += " The loss does not rise here, so this model does not need what W_V adds on this text."
+        status = ("supported" if (not has_loss or inc > 0) else "mixed") if inside and outside else \
+            "mixed" if inside else "not supported"
+    elif kind == "wk=wq":
+        asym = s["max asymmetry, ablated layers"]
+        sb, sa = s["attention on self, baseline"], s["attention on self, ablated"]
+        sym = asym is not None and asym < 1e-5
+        more_self = sa is not None and sb is not None and not math.isnan(sa) and sa > sb
+        text = (f"Pre-mask scores become symmetric (asymmetry {_fmt(asym)} vs {_fmt(s['mean asymmetry, baseline'])} "
+                f"with the model's own W_K); attention on the token itself goes {_fmt(sb)} → {_fmt(sa)}, "
+                f"rows whose top key is the token itself {_fmt(s['top key is self, baseline'])} → "
+                f"{_fmt(s['top key is self, ablated'])}; {loss_txt}.")
+        status = ("supported" if sym and more_self else "mixed" if sym else "not supported") \
+            if sa is not None and not math.isnan(sa) else "undetermined"
+    elif kind == "no-scale":
+        n, k = s["layers measured"], s["layers whose entropy dropped"]
+        text = (f"Mean attention entropy {_fmt(s['entropy, baseline'])} → {_fmt(s['entropy, ablated'])} nats "
+                f"(drop {_fmt(s['entropy drop'])}; lower in {k} of {n} scoped layers); {loss_txt}.")
+        status = "undetermined" if n == 0 else "supported" if k == n else "mixed" if k > 0 else "not supported"
+    elif kind == "no-mask":
+        ch = s["mean relative logit change, positions before the last"]
+        fut = s["attention on future keys (ablated layers)"]
+        changed = ch is not None and not math.isnan(ch) and ch > 1e-6
+        text = (f"Without the mask, {_fmt(fut)} of the attention goes to future tokens and the logits of earlier "
+                f"positions change by {_fmt(ch)} (relative), top-1 changes at "
+                f"{_fmt(s['share of earlier positions whose top-1 changed'])} of them; {loss_txt}. ")
+        if has_loss and inc < 0:
+            text += "The loss drops: the model profits from seeing the future (it cheats)."
+            status = "supported"
+        elif has_loss:
+            text += ("The loss rises instead: a model trained with the mask never learned to read the future, so "
+                     "the extra keys only disturb it; the mask's role (earlier positions independent of later "
+                     "text) is confirmed by the changed logits, the 'cheating' is not.")
+            status = "mixed" if changed else "not supported"
+        else:
+            status = "undetermined"
+    else:
+        text = f"Removing {', '.join(result['scope']['heads'])}: {loss_txt}. Use the head map to compare heads."
+        status = "undetermined" if not has_loss else "supported" if inc > 0 else "not supported"
+    return {"status": status, "text": text}
+
+
+def _clean(obj):
+    """NaN/inf -> None, numpy scalars -> Python, recursively (for JSON)."""
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, (np.floating, float)):
+        x = float(obj)
+        return None if math.isnan(x) or math.isinf(x) else x
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    return obj
+
+
+# ----------------------------------------------------------------------------- sweeps
+
+def sweep_specs(spec: Spec, n_layers: int, n_heads: int) -> list[tuple[str, Spec]]:
+    """(label, Spec) for each layer alone, then all layers: the same kind of ablation, whole layers."""
+    kind = spec.kind
+    out = []
+    for l in range(n_layers):
+        if kind in HEAD_KINDS:
+            out.append((f"layer {l}", Spec(kind, None, tuple((l, h) for h in range(n_heads)))))
+        else:
+            out.append((f"layer {l}", Spec(kind, (l,), ())))
+    if kind in HEAD_KINDS:
+        out.append(("all layers", Spec(kind, None, tuple((l, h) for l in range(n_layers) for h in range(n_heads)))))
+    else:
+        out.append(("all layers", Spec(kind, None, ())))
+    return out
+
+
+Progress = Callable[[int, int, str], None]
+
+
+def layer_sweep(weights, ids_list, spec: Spec, progress: Progress | None = None, means=None) -> dict:
+    """Loss with each layer ablated alone, then all layers: {'baseline': nats, 'rows': [...]}."""
+    cfg = weights.config
+    ids_list = _ids_list(ids_list)
+    if spec.kind == "mean-head" and means is None:
+        means = head_means(weights, ids_list)
+    base = loss(weights, ids_list)
+    jobs = sweep_specs(spec, cfg.n_layers, cfg.n_heads)
+    rows = []
+    for i, (label, sp) in enumerate(jobs):
+        if progress:
+            progress(i, len(jobs), label)
+        lo = loss(weights, ids_list, build(sp, means=means))
+        rows.append({"scope": label, "layer": None if label == "all layers" else i,
+                     "nats/token": lo.nats, "increase": lo.nats - base.nats, "perplexity": lo.perplexity})
+    if progress:
+        progress(len(jobs), len(jobs), "done")
+    return _clean({"kind": spec.kind, "baseline": base.nats, "predicted tokens": base.tokens, "rows": rows})
+
+
+def head_sweep(weights, ids_list, mode: str = "zero-head", progress: Progress | None = None, means=None) -> dict:
+    """Loss increase with each head ablated alone (L·H forwards per text): {'increase': [L][H], …}."""
+    cfg = weights.config
+    ids_list = _ids_list(ids_list)
+    if mode not in HEAD_KINDS:
+        raise AblationError(f"head map mode must be one of {HEAD_KINDS}")
+    if mode == "mean-head" and means is None:
+        means = head_means(weights, ids_list)
+    base = loss(weights, ids_list)
+    inc = np.full((cfg.n_layers, cfg.n_heads), np.nan)
+    n = cfg.n_layers * cfg.n_heads
+    for l in range(cfg.n_layers):
+        for h in range(cfg.n_heads):
+            if progress:
+                progress(l * cfg.n_heads + h, n, f"head {l}.{h}")
+            lo = loss(weights, ids_list, build(Spec(mode, None, ((l, h),)), means=means))
+            inc[l, h] = lo.nats - base.nats
+    if progress:
+        progress(n, n, "done")
+    return _clean({"mode": mode, "baseline": base.nats, "predicted tokens": base.tokens,
+                   "forwards": n * sum(1 for i in ids_list if len(i) > 1), "increase": inc.tolist()})
+
+
+# ----------------------------------------------------------------------------- CLI
+
+def _read_texts(path: str, column: str | None) -> list[str]:
+    from . import prompts as P
+
+    with open(path, "rb") as f:
+        data = f.read()
+    table = P.read_upload(path, data)
+    texts, warnings = P.prompts_from(table, column)
+    for w in warnings:
+        print(f"attnkit ablate: {w}", file=sys.stderr)
+    return texts
+
+
+def cli(argv=None) -> int:
+    from .loading import LoadError, load
+    from .prompts import PromptError
+
+    p = argparse.ArgumentParser(
+        prog="python -m attnkit ablate",
+        description="Run one ablation on a text (or prompt set) and compare with the unmodified model.",
+        epilog="interventions: " + "; ".join(f"{k}: {v}" for k, v in DEFINITIONS.items()))
+    p.add_argument("--model", default=None, help="hub name, attnkit-tiny or a local folder (default: as verify)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--text-file", required=True, help=".txt/.md (one text) or .csv/.jsonl (one prompt per row)")
+    p.add_argument("--column", default=None, help="column/field of a .csv/.jsonl upload")
+    p.add_argument("--intervention", required=True,
+                   help="v=x | wk=wq[:L.H,…] | no-scale[:L.H,…] | no-mask | zero-head:L.H[,…] | mean-head:L.H[,…]")
+    p.add_argument("--layers", default=None, help="layer scope, e.g. 0,2 (default: all layers)")
+    p.add_argument("--sweep", action="store_true", help="also ablate each layer alone, then all layers")
+    p.add_argument("--head-map", action="store_true",
+                   help="also the loss increase of every head ablated alone (L·H forwards per text)")
+    p.add_argument("--hull-iters", type=int, default=HULL_ITERS)
+    p.add_argument("--json", dest="json_out", default=None, help="write the results here as JSON")
+    a = p.parse_args(argv)
+    if a.model is None:
+        from .loading import default_model
+
+        a.model, notice = default_model()
+        if notice:
+            print(notice, file=sys.stderr)
+    try:
+        m = load(a.model, a.device)
+    except LoadError as e:
+        print(f"attnkit ablate: {e}", file=sys.stderr)
+        return 2
+    cfg = m.config
+    try:
+        texts = _read_texts(a.text_file, a.column)
+        spec = parse_spec(a.intervention, a.layers, cfg.n_layers, cfg.n_heads)
+    except (OSError, PromptError, AblationError) as e:
+        print(f"attnkit ablate: {e}", file=sys.stderr)
+        return 2
+    ids_list = [m.encode(t)[: cfg.n_ctx] for t in texts]
+    ids_list = [i for i in ids_list if i]
+    if not ids_list:
+        print("attnkit ablate: the text has no tokens", file=sys.stderr)
+        return 2
+
+    def bar(i, n, label):
+        print(f"\r  {i}/{n} {label:<20}", end="" if i < n else "\n", file=sys.stderr, flush=True)
+
+    means = head_means(m.weights, ids_list) if spec.kind == "mean-head" else None
+    res = measure(m.weights, ids_list, spec, means=means, hull_iters=a.hull_iters)
+    out = {"model": a.model, "device": str(m.device), "measure": res}
+    lo = res["loss"]
+    print(f"{a.model} · {spec} · {res['texts']} text(s), {lo['predicted tokens']} predicted tokens")
+    print(f"  claim: {res['claim']}")
+    for k, v in lo.items():
+        print(f"  {k:<28} {_fmt(v, '.4f') if isinstance(v, float) or v is None else v}")
+    for r in res["per_layer"]:
+        print("  layer " + " · ".join(f"{k}={_fmt(v) if isinstance(v, float) or v is None else v}"
+                                        for k, v in r.items() if k != "layer") + f"  [{r['layer']}]")
+    for k, v in res["summary"].items():
+        print(f"  {k}: {_fmt(v) if isinstance(v, float) or v is None else v}")
+    print(f"  verdict: {res['verdict']['status']} — {res['verdict']['text']}")
+    for n in res["notes"]:
+        print(f"  note: {n}")
+    if a.sweep:
+        sw = layer_sweep(m.weights, ids_list, spec, progress=bar, means=means)
+        out["layer_sweep"] = sw
+        for r in sw["rows"]:
+            print(f"  sweep {r['scope']:<11} nats/token {_fmt(r['nats/token'], '.4f')}  "
+                  f"increase {_fmt(r['increase'], '+.4f')}")
+    if a.head_map:
+        mode = spec.kind if spec.kind in HEAD_KINDS else "zero-head"
+        hm = head_sweep(m.weights, ids_list, mode, progress=bar, means=means)
+        out["head_map"] = hm
+        print(f"  head map ({mode}, {hm['forwards']} forwards), loss increase nats/token [layer × head]:")
+        for l, row in enumerate(hm["increase"]):
+            print(f"    {l:>2}: " + " ".join(_fmt(v, '+.3f') for v in row))
+    if a.json_out:
+        with open(a.json_out, "w", encoding="utf-8") as f:
+            json.dump(out, f, indent=2, ensure_ascii=False)
+    return 0
