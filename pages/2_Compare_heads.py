@@ -1,0 +1,197 @@
+"""Compare heads: every head coloured by a statistic, heads side by side, which heads link two tokens,
+and which heads attend alike."""
+import numpy as np
+import pandas as pd
+import streamlit as st
+import torch
+
+from attnkit import compare, metrics, ui
+from attnkit.charts import heatmaps as hm
+
+CAPTURE = ("pattern", "scores")        # the same capture as the Heatmaps page: one cached run serves both
+RANDOM_INDUCTION = "induction (repeated random tokens)"
+STATS = {**metrics.HEAD_STATS,
+         RANDOM_INDUCTION: "on 4 sequences of 50 random tokens repeated once: mean attention from a token in the "
+                           "second copy to the token that followed it in the first copy (independent of the prompt)"}
+SIMILARITY_BUDGET = 3e8                # N²·rows·keys element operations allowed for the head-similarity matrix
+
+ui.setup_page("Compare heads")
+ctx = ui.sidebar()
+if ctx is None:
+    st.stop()
+
+cfg = ctx.model.config
+L, H = cfg.n_layers, cfg.n_heads
+ids = ctx.ids
+T = len(ids)
+toks = ctx.model.token_strs(ids)
+labels = ui.token_labels(toks)
+
+
+@st.cache_data(show_spinner=False, max_entries=512)
+def prompt_scores(model: str, device: str, ids: tuple, capture: tuple, _ctx) -> dict:
+    """head_scores of every head on one prompt, {stat: [L, H] array}; keyed by (model, device, ids)."""
+    pats = ui.trace(_ctx, capture=capture, ids=list(ids)).stack("pattern")[:, 0]      # [L, H, T, T]
+    return {k: v.double().numpy() for k, v in metrics.head_scores(pats, list(ids)).items()}
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def random_induction(model: str, device: str, _weights) -> np.ndarray:
+    return metrics.induction_scores(_weights).double().cpu().numpy()
+
+
+def meta(**extra) -> dict:
+    return ui.meta_for(ctx, n_tokens=T if not ctx.all_selected else "various", **extra)
+
+
+# ----------------------------------------------------------------------------- overview
+st.subheader("Every head at a glance")
+c1, c2 = st.columns([1, 2])
+stat = c1.selectbox("Statistic", list(STATS), key="cmp_stat")
+c2.caption(STATS[stat])
+if stat == RANDOM_INDUCTION:
+    with st.spinner("Running the repeated-random-token test …"):
+        values = random_induction(ctx.model_name, ctx.device, ctx.model.weights)
+    note = "Computed once per model on repeated random tokens (not on your prompt)."
+elif ctx.all_selected:
+    per = ui.traces_for_all(ctx, lambda i: prompt_scores(ctx.model_name, ctx.device, tuple(i), ("pattern",), ctx),
+                            "Head statistics over the prompts")
+    if not per:
+        ui.show_error("None of the prompts has at least 2 tokens: nothing to average.")
+        st.stop()
+    means, counts = compare.mean_scores([{k: torch.from_numpy(v) for k, v in d.items()} for d in per])
+    values = means[stat].numpy()
+    n_used = int(counts[stat].max())
+    note = f"Mean over {n_used} of the {len(ctx.prompts)} prompts (a prompt where the statistic is undefined — e.g. " \
+           "no repeated token for duplicate-token — is left out of that mean)."
+else:
+    values = prompt_scores(ctx.model_name, ctx.device, tuple(ids), CAPTURE, ctx)[stat]
+    note = f"On the chosen prompt ({T} tokens)."
+df_stat = compare.scores_frame(torch.from_numpy(np.asarray(values)), stat)
+if df_stat[stat].isna().all():
+    st.warning(f"“{stat}” is undefined on this prompt (e.g. no token occurs twice); pick another statistic or "
+               "a longer prompt.", icon="⚠️")
+all_heads = list(df_stat["head"])
+ranked = list(df_stat.sort_values(stat, ascending=False, na_position="last")["head"])
+if "cmp_open" not in st.session_state or any(h not in all_heads for h in st.session_state["cmp_open"]):
+    st.session_state["cmp_open"] = ranked[:2]
+picked = st.session_state["cmp_open"]
+overview = hm.head_overview_chart(df_stat, stat, selected=picked)
+st.altair_chart(overview, width="content")
+st.caption(note + " Outlined: the heads opened below.")
+ui.download_buttons(df_stat, overview, f"head_{stat.replace(' ', '_')}", meta(statistic=stat), key="overview")
+
+# ----------------------------------------------------------------------------- side by side
+st.subheader("Heads side by side")
+picked = st.multiselect("Open heads (layer.head, up to 4)", all_heads, key="cmp_open", max_selections=4,
+                        help=f"Sorted list by “{stat}”: " + ", ".join(ranked[:5]) + " …")
+if ctx.all_selected:
+    st.caption("Heatmaps use the first prompt; pick a single prompt in the sidebar for another.")
+if picked:
+    tr = ui.trace(ctx, capture=CAPTURE, ids=ids)
+    masked = hm.causal_masked(T)
+    if T > hm.MARK_LIMIT:
+        st.caption(f"{T} tokens: each head is drawn as an image (one pixel per cell, no tooltips); the Heatmaps page "
+                   "has a focus window with tokens and tooltips.")
+    cols = st.columns(len(picked))
+    for col, name in zip(cols, picked):
+        l, h = compare.parse_head(name)
+        vals = tr["pattern", l][0, h].float().numpy()
+        with col:
+            if T <= hm.MARK_LIMIT:
+                ch = hm.cell_chart(vals, labels, labels, masked=masked, title=f"head {name}",
+                                   size=max(180, 640 // len(picked)), axes=len(picked) <= 2, legend=False)
+            else:
+                ch = hm.image_chart(vals, masked=masked, title=f"head {name}", size=max(180, 620 // len(picked)),
+                                    legend=False)
+            st.altair_chart(ch, width="content")
+            row = {s: float(v[l, h]) for s, v in prompt_scores(ctx.model_name, ctx.device, tuple(ids), CAPTURE,
+                                                               ctx).items()}
+            st.caption(" · ".join(f"{s} {v:.2f}" for s, v in row.items() if np.isfinite(v)))
+            cells = hm.cells_frame(vals, labels, labels, masked)
+            if T > hm.MARK_LIMIT:
+                cells = cells[~cells["masked"]]
+            cells = cells.assign(query_token=[toks[i] for i in cells["query_pos"]],
+                                 key_token=[toks[j] for j in cells["key_pos"]]).drop(columns=["query", "key"])
+            ui.download_buttons(cells.rename(columns={"value": "weight"}), ch, f"pattern_L{l}H{h}",
+                                meta(layer=l, head=h), key=f"side{name}")
+
+# ----------------------------------------------------------------------------- token pair
+st.subheader("Which heads link these two tokens?")
+if ctx.all_selected:
+    st.caption("On the first prompt.")
+if T < 2:
+    st.info("The prompt needs at least two tokens.")
+else:
+    q_default = compare.find_token(toks, "it")
+    q_default = q_default if q_default else T - 1
+    k_default = compare.find_token(toks, "animal", before=q_default + 1)
+    k_default = 0 if k_default is None else k_default
+    if st.session_state.get("cmp_q") not in range(1, T):
+        st.session_state["cmp_q"] = q_default if q_default >= 1 else T - 1
+    c1, c2 = st.columns(2)
+    q = c1.selectbox("Query token (attending)", range(1, T), key="cmp_q", format_func=lambda i: labels[i])
+    if st.session_state.get("cmp_k") not in range(0, q + 1):
+        st.session_state["cmp_k"] = k_default if k_default <= q else 0
+    k = c2.selectbox("Key token (attended to, at or before the query)", range(0, q + 1), key="cmp_k",
+                     format_func=lambda j: labels[j])
+    tr = ui.trace(ctx, capture=CAPTURE, ids=ids)
+    table = compare.rank_heads_for_pair(tr.stack("pattern")[:, 0], q, k)
+    bars = hm.rank_chart(table, title=f"Weight from {labels[q]} to {labels[k]}, top 15 of {L * H} heads")
+    left, right = st.columns([3, 2])
+    left.altair_chart(bars, width="content")
+    shown = table.head(20).assign(top_key=[labels[j] for j in table.head(20)["top_key"]])
+    right.dataframe(shown, hide_index=True, width="stretch",
+                    column_config={"rank_in_row": st.column_config.NumberColumn(
+                        "rank in row", help="1 = this key gets the most attention from this query in that head"),
+                        "top_key": st.column_config.TextColumn("most attended key")})
+    ui.download_buttons(table.assign(query_pos=q, query_token=toks[q], key_pos=k, key_token=toks[k]), bars,
+                        f"heads_linking_{q}_{k}", meta(), key="pair")
+
+# ----------------------------------------------------------------------------- similarity
+st.subheader("Which heads attend alike?")
+st.caption("Jensen–Shannon distance between two heads' patterns (base 2: 0 = identical rows, 1 = disjoint), "
+           "averaged over query rows 1…T−1 (row 0 sees only itself in every head). Heads are ordered by "
+           "average-linkage clustering so similar heads sit together.")
+if T < 2:
+    st.info("The prompt needs at least two tokens.")
+else:
+    scopes = ["all heads", "the heads of one layer"]
+    if "cmp_scope" not in st.session_state:
+        st.session_state["cmp_scope"] = scopes[0] if L * H <= 64 else scopes[1]
+    c1, c2 = st.columns([2, 1])
+    scope = c1.radio("Compare", scopes, key="cmp_scope", horizontal=True)
+    sim_layer = c2.selectbox("Layer", range(L), key="cmp_sim_layer", disabled=scope == scopes[0])
+    heads = [(l, h) for l in range(L) for h in range(H)] if scope == scopes[0] else [(sim_layer, h) for h in range(H)]
+    N = len(heads)
+    max_rows = max(4, int(SIMILARITY_BUDGET / (N * N * T)))
+    rows = compare.sample_rows(T, max_rows)
+
+    @st.cache_data(show_spinner="Comparing every pair of heads …", max_entries=16)
+    def similarity(model: str, device: str, ids: tuple, heads: tuple, rows: tuple, _ctx) -> np.ndarray:
+        pats = ui.trace(_ctx, capture=CAPTURE, ids=list(ids))
+        stack = torch.stack([pats["pattern", l][0, h] for l, h in heads])          # [N, T, T]
+        return compare.distance_matrix(stack, torch.tensor(rows)).numpy()
+
+    dist = similarity(ctx.model_name, ctx.device, tuple(ids), tuple(heads), tuple(int(r) for r in rows), ctx)
+    order = compare.similarity_order(dist)
+    names = [compare.head_label(l, h) for l, h in heads]
+    if len(rows) < T - 1:
+        st.caption(f"{T} tokens and {N} heads: the distance is averaged over {len(rows)} evenly spaced query rows "
+                   f"of the {T - 1} (to keep this fast), not all of them.")
+    if N <= hm.MARK_LIMIT:
+        sim = hm.distance_chart(dist, names, order, title=f"JS distance, {N} heads in similarity order")
+    else:
+        sim = hm.distance_image(dist, order, title=f"JS distance, {N} heads in similarity order (image)")
+        st.caption(f"{N} heads: drawn as an image; the order is listed below (position → head).")
+    st.altair_chart(sim, width="content")
+    D = dist + np.diag(np.full(N, np.inf))
+    nearest = D.argmin(1)
+    order_df = pd.DataFrame({"position": range(N), "head": [names[i] for i in order],
+                             "nearest head": [names[nearest[i]] for i in order],
+                             "distance to it": [float(D[i, nearest[i]]) for i in order]})
+    with st.expander("The order, with each head's nearest neighbour"):
+        st.dataframe(order_df, hide_index=True, width="stretch")
+    long = pd.DataFrame({"head A": np.repeat(names, N), "head B": np.tile(names, N), "js_distance": dist.reshape(-1)})
+    ui.download_buttons(long, sim, "head_similarity", meta(rows_used=len(rows), order=" ".join(names[i] for i in order)),
+                        key="sim")

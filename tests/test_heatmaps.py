@@ -1,0 +1,178 @@
+"""Heatmap chart builders (attnkit.charts.heatmaps) and the Heatmaps page."""
+import io
+import json
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+import torch
+from PIL import Image
+
+from attnkit.attention import causal_mask
+from attnkit.charts import heatmaps as hm
+from helpers import apptest
+
+PAGE = "pages/1_Heatmaps.py"
+TEXT = "The animal didn't cross the street because it was too tired."
+
+
+def _rgb(hexcolour):
+    return tuple(int(hexcolour[i : i + 2], 16) for i in (1, 3, 5))
+
+
+def test_causal_masked_agrees_with_the_model_mask():
+    for T, S in [(5, 5), (3, 7)]:
+        want = torch.isinf(causal_mask(T, S)).numpy()
+        assert (hm.causal_masked(T, S) == want).all()
+    # a window: rows 2..4, keys 1..5 of a 6×6 matrix
+    assert (hm.causal_masked(6, 6, q0=2, k0=1, rows=3, cols=5) == torch.isinf(causal_mask(6)).numpy()[2:5, 1:6]).all()
+
+
+def test_png_one_pixel_per_cell_masked_grey_zero_not_grey():
+    vals = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.25, 0.25, 0.5]])
+    masked = hm.causal_masked(3)
+    img = Image.open(io.BytesIO(hm.to_png(vals, masked, "pattern"))).convert("RGB")
+    assert img.size == (3, 3)
+    px = np.array(img)
+    grey = _rgb(hm.MASKED_COLOR)
+    assert tuple(px[0, 1]) == grey and tuple(px[0, 2]) == grey and tuple(px[1, 2]) == grey
+    assert tuple(px[1, 0]) == _rgb("#440154")           # a visible weight of exactly 0: viridis' low end
+    assert tuple(px[0, 0]) == _rgb("#fde725")           # the maximum: viridis' high end
+    assert tuple(px[1, 0]) != grey
+
+
+def test_scores_png_is_centred_on_zero():
+    vals = np.array([[-2.0, 9.0], [0.0, 2.0]])            # 9.0 is masked: it must not set the colour range
+    masked = hm.causal_masked(2)
+    assert hm.colour_domain(vals, masked, "scores") == (-2.0, 2.0)
+    px = np.array(Image.open(io.BytesIO(hm.to_png(vals, masked, "scores"))).convert("RGB"))
+    assert tuple(px[0, 0]) == _rgb("#053061") and tuple(px[1, 1]) == _rgb("#67001f")
+    assert tuple(px[1, 0]) == _rgb("#f7f7f7")            # 0 is the neutral white
+    assert tuple(px[0, 1]) == _rgb(hm.MASKED_COLOR)
+
+
+def test_cell_chart_has_one_row_per_cell_with_tokens():
+    labels = ["0:a", "1:b", "2:a"]
+    vals = np.array([[1.0, 0, 0], [0.3, 0.7, 0], [0.2, 0.3, 0.5]])
+    chart = hm.cell_chart(vals, labels, labels, masked=hm.causal_masked(3))
+    spec = chart.to_dict()
+    rows = next(iter(spec["datasets"].values()))
+    assert len(rows) == 9
+    cell = {(r["query"], r["key"]): r for r in rows}
+    assert cell[("2:a", "1:b")]["value"] == pytest.approx(0.3)
+    assert cell[("0:a", "2:a")]["masked"] and not cell[("2:a", "0:a")]["masked"]
+    assert spec["encoding"]["color"]["condition"]["value"] == hm.MASKED_COLOR
+    assert {t["field"] for t in spec["encoding"]["tooltip"]} >= {"query", "key", "value"}
+    with pytest.raises(ValueError):
+        hm.cell_chart(np.zeros((hm.MARK_LIMIT + 1, 2)), [str(i) for i in range(100)], ["a", "b"])
+
+
+def test_full_context_image_is_small():
+    T = 1024
+    torch.manual_seed(0)
+    p = torch.softmax(torch.randn(T, T) * 2 + causal_mask(T), -1).numpy()
+    spec = hm.image_chart(p, masked=hm.causal_masked(T)).to_json()
+    # one image, not a million marks (a mark per cell would be tens of MB)
+    assert len(spec) < 1_500_000
+    assert '"image"' in spec and "data:image/png;base64," in spec
+
+
+def test_block_max():
+    v = np.arange(16, dtype=float).reshape(4, 4)
+    m = np.zeros((4, 4), bool)
+    m[0, 0] = m[0, 1] = m[1, 0] = m[1, 1] = True           # a fully masked block
+    small, smask, k = hm.block_max(v, m, 2)
+    assert k == 2
+    assert smask.tolist() == [[True, False], [False, False]]
+    assert small[0, 1] == 7 and small[1, 0] == 13 and small[1, 1] == 15
+    same, _, k1 = hm.block_max(v, None, 4)
+    assert k1 == 1 and same is v
+
+
+# ----------------------------------------------------------------------------- the page
+
+def chart_data(at) -> list[pd.DataFrame]:
+    out = []
+    for el in at.get("vega_lite_chart"):
+        for d in el.proto.datasets:
+            out.append(pa.ipc.open_stream(d.data.data).read_pandas())
+    return out
+
+
+def _cells(at):
+    return next(f for f in chart_data(at) if {"query", "key", "value"} <= set(f.columns))
+
+
+def test_page_shows_the_models_pattern_and_switching_head_changes_it(odd_dir, odd):
+    from attnkit.model import run
+
+    at = apptest(PAGE, odd_dir, text=TEXT).run()
+    assert not at.exception and not at.error
+    ids = odd.encode(TEXT)
+    tr = run(odd.weights, ids, capture=["pattern", "scores"])
+    first = _cells(at)
+    T = len(ids)
+    assert len(first) == T * T
+    want = tr["pattern", 0][0, 0].numpy()
+    got = first["value"].to_numpy().reshape(T, T)
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    assert (first["masked"].to_numpy().reshape(T, T) == np.triu(np.ones((T, T), bool), 1)).all()
+
+    at.selectbox(key="hm_head").set_value(3).run()
+    np.testing.assert_allclose(_cells(at)["value"].to_numpy().reshape(T, T), tr["pattern", 0][0, 3].numpy(), atol=1e-6)
+    at.selectbox(key="hm_layer").set_value(2).run()
+    np.testing.assert_allclose(_cells(at)["value"].to_numpy().reshape(T, T), tr["pattern", 2][0, 3].numpy(), atol=1e-6)
+    at.radio(key="hm_values").set_value("scores (before softmax)").run()
+    assert not at.exception
+    np.testing.assert_allclose(_cells(at)["value"].to_numpy().reshape(T, T), tr["scores", 2][0, 3].numpy(), atol=1e-5)
+
+
+def test_grid_and_strip_views(odd_dir):
+    at = apptest(PAGE, odd_dir, text=TEXT, hm_view="All heads of a layer").run()
+    assert not at.exception and not at.error
+    frames = [f for f in chart_data(at) if "value" in f.columns]
+    assert len(frames) == 6                                   # the odd model's 6 heads
+    at.radio(key="hm_view").set_value("One head through all layers").run()
+    assert not at.exception
+    assert len([f for f in chart_data(at) if "value" in f.columns]) == 3
+
+
+def test_long_prompt_is_an_image_plus_a_stated_window(odd_dir, odd):
+    text = "attention lets every token look back " * 20
+    at = apptest(PAGE, odd_dir, text=text, hm_win=16).run()
+    assert not at.exception and not at.error
+    T = len(odd.encode(text))
+    assert T > hm.MARK_LIMIT
+    specs = [json.loads(el.proto.spec) for el in at.get("vega_lite_chart")]
+    assert any("data:image/png;base64," in json.dumps(s) for s in specs)
+    assert any(f"{T} tokens is more than the {hm.MARK_LIMIT}" in i.value for i in at.info)
+    window = _cells(at)
+    assert len(window) == 16 * 16                             # the focus window, cell by cell
+    assert any("Window of 16×16" in c.value for c in at.caption)
+
+
+def test_csv_upload_offers_its_prompts(odd_dir):
+    at = apptest(PAGE, odd_dir, ak_source="Upload", ak_upload_data=("p.csv", b"text\nfirst prompt\nsecond prompt\n")).run()
+    assert not at.exception and not at.error
+    pick = at.selectbox(key="ak_pick")
+    assert "all" in pick.options[0] and any("first prompt" in o for o in pick.options) \
+        and any("second prompt" in o for o in pick.options)
+    pick.set_value(1).run()
+    assert not at.exception
+    assert len(_cells(at)) > 0
+
+
+def test_bad_upload_is_an_error_not_a_traceback(odd_dir):
+    at = apptest(PAGE, odd_dir, ak_source="Upload", ak_upload_data=("bad.txt", b"\x00\x01binary")).run()
+    assert not at.exception
+    assert any("binary" in e.value for e in at.error)
+    assert not at.get("vega_lite_chart")
+
+
+def test_html_in_the_prompt_stays_text(odd_dir):
+    at = apptest(PAGE, odd_dir, text="<script>alert(1)</script> <b>bold</b>").run()
+    assert not at.exception
+    labels = set(_cells(at)["query"])
+    assert any("<" in l for l in labels)                      # shown as characters in the labels
+    assert all("<script>" not in m.value for m in at.markdown)
