@@ -1,0 +1,71 @@
+"""Altair charts for the entropy page: curves against context length, the slope map, the comparison
+with the log-length intervention. Inputs are the long tables of :mod:`attnkit.entropy`."""
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+__all__ = ["curves", "slope_map", "compare", "loss_bins"]
+
+
+def _x(log_x: bool):
+    return alt.X("n:Q", title="context length n = i + 1 (keys visible to query i)",
+                 scale=alt.Scale(type="log") if log_x else alt.Scale(zero=False))
+
+
+def curves(df: pd.DataFrame, y_title: str, bound: str | None = "ln(n) (uniform attention)", log_x: bool = True,
+           band: bool = True, height: int = 320) -> alt.LayerChart:
+    """One line per layer (mean over documents), a band of ± 1 std, and the bound as a dashed line."""
+    color = alt.Color("layer:O", title="layer", scale=alt.Scale(scheme="viridis"))
+    tips = [alt.Tooltip("layer:O"), alt.Tooltip("position:Q", title="position i"), alt.Tooltip("n:Q"),
+            alt.Tooltip("mean:Q", format=".4f"), alt.Tooltip("std:Q", format=".4f", title="std across docs"),
+            alt.Tooltip("docs:Q", title="documents")]
+    base = alt.Chart(df)
+    layers = []
+    if band and df["std"].notna().any():
+        layers.append(base.mark_area(opacity=0.15).encode(x=_x(log_x), y="lo:Q", y2="hi:Q", color=color))
+    layers.append(base.mark_line(point=alt.OverlayMarkDef(size=12, opacity=0.6)).encode(
+        x=_x(log_x), y=alt.Y("mean:Q", title=y_title), color=color, tooltip=tips))
+    if bound:
+        b = df.drop_duplicates("n")[["n", "bound"]].assign(what=bound)
+        layers.append(alt.Chart(b).mark_line(strokeDash=[6, 4], color="black").encode(
+            x=_x(log_x), y="bound:Q", tooltip=[alt.Tooltip("what:N", title=""), alt.Tooltip("n:Q"),
+                                               alt.Tooltip("bound:Q", format=".4f")]))
+    return alt.layer(*layers).properties(height=height).interactive(bind_y=False)
+
+
+def slope_map(df: pd.DataFrame, height: int = 320) -> alt.LayerChart:
+    """Layer × head cells coloured by the slope of entropy against ln(i+1) (0 = fixed focus, 1 = uniform)."""
+    lim = max(1.0, float(df["slope"].abs().max(skipna=True) or 1.0))
+    base = alt.Chart(df).encode(x=alt.X("head:O", title="head"), y=alt.Y("layer:O", title="layer"))
+    rect = base.mark_rect().encode(
+        color=alt.Color("slope:Q", title="dH / d ln(i+1)", scale=alt.Scale(scheme="redblue", domain=[-lim, lim],
+                                                                         reverse=True)),
+        tooltip=[alt.Tooltip("layer:O"), alt.Tooltip("head:O"), alt.Tooltip("slope:Q", format=".3f"),
+                 alt.Tooltip("intercept:Q", format=".3f"), alt.Tooltip("r2:Q", format=".3f", title="r²")])
+    text = base.mark_text(fontSize=9).encode(text=alt.Text("slope:Q", format=".2f"))
+    return alt.layer(rect, text).properties(height=height)
+
+
+def compare(df: pd.DataFrame, y_title: str = "entropy (nats)", log_x: bool = True, height: int = 320):
+    """Entropy curves with (dashed) and without (solid) the log-length intervention, one colour per layer."""
+    color = alt.Color("layer:O", scale=alt.Scale(scheme="viridis"))
+    lines = alt.Chart(df).mark_line().encode(
+        x=_x(log_x), y=alt.Y("mean:Q", title=y_title), color=color,
+        strokeDash=alt.StrokeDash("variant:N", title="model", sort=["unmodified", "log-length"]),
+        tooltip=[alt.Tooltip("variant:N"), alt.Tooltip("layer:O"), alt.Tooltip("n:Q"),
+                 alt.Tooltip("mean:Q", format=".4f")])
+    b = df.drop_duplicates("n")[["n", "bound"]]
+    bound = alt.Chart(b).mark_line(color="gray", opacity=0.6).encode(
+        x=_x(log_x), y="bound:Q", tooltip=[alt.Tooltip("n:Q"), alt.Tooltip("bound:Q", format=".4f", title="ln n")])
+    return alt.layer(bound, lines).properties(height=height).interactive(bind_y=False)
+
+
+def loss_bins(df: pd.DataFrame, height: int = 260):
+    """Next-token loss per bin of context length, for each variant."""
+    return alt.Chart(df).mark_line(point=True).encode(
+        x=alt.X("bin:N", sort=alt.SortField("n_from"), title="context length n (bins)"),
+        y=alt.Y("loss:Q", title="next-token loss (nats/token)", scale=alt.Scale(zero=False)),
+        color=alt.Color("variant:N", title="model"),
+        tooltip=[alt.Tooltip("variant:N"), alt.Tooltip("bin:N"), alt.Tooltip("loss:Q", format=".4f"),
+                 alt.Tooltip("tokens:Q")]).properties(height=height)

@@ -1,0 +1,220 @@
+"""Entropy versus context length: does attention spread out as the context grows?"""
+import math
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from attnkit import entropy as E
+from attnkit import ui
+from attnkit.charts import entropy as C
+
+ui.setup_page("Entropy versus context length", icon="📈")
+
+
+def _md(text: str) -> str:
+    """Text with Markdown/HTML syntax escaped, to sit inside st.markdown."""
+    return "".join("\\" + c if c in "\\`*_{}[]()#+-.!|<>~$" else c for c in text)
+
+
+ctx = ui.sidebar()
+if ctx is None:
+    st.stop()
+cfg = ctx.model.config
+L, H = cfg.n_layers, cfg.n_heads
+
+st.markdown(
+    "**The seed's claim, in short:** the longer the context, the more terms share each softmax's mass; "
+    "attention therefore spreads out (its entropy rises) and it gets harder to single out the tokens that "
+    "matter — one reason long contexts and running past the training length are hard.\n\n"
+    "**How it is measured here:** for query position *i* the entropy is H = −Σ_{j≤i} a_ij·ln a_ij (nats) over "
+    "its n = i + 1 visible keys; uniform attention reaches the bound ln n. Under the causal mask query *i* sees "
+    "exactly the prefix it would see if the text ended there, so **one forward pass of T tokens gives the curve "
+    "for every length up to T**. A head whose entropy grows like ln n (slope 1 against ln n) spreads out as the "
+    "claim says; slope 0 means it keeps the same focus however long the context."
+)
+
+# ----------------------------------------------------------------------------- documents
+texts = ctx.prompts if ctx.all_selected else [ctx.text]
+c1, c2, c3 = st.columns(3)
+mode = c1.radio("Long texts", ["split into windows", "first window only"], key="ent_split", horizontal=True,
+                help="A text longer than the window is cut into consecutive windows (each one a document), "
+                     "or only its first window is used.")
+window = int(c2.number_input("Window (tokens)", min_value=2, max_value=cfg.n_ctx, value=cfg.n_ctx, step=1,
+                             key="ent_window", help=f"At most the model's context ({cfg.n_ctx})."))
+max_docs = int(c3.number_input("At most this many documents", min_value=1, max_value=2000, value=200, step=1,
+                               key="ent_max_docs"))
+
+docs, info = E.documents(ctx.model.encode, texts, window, split=mode == "split into windows", max_docs=max_docs)
+if not docs:
+    st.warning("Nothing to measure: every prompt here has fewer than 2 tokens. A single token attends only to "
+               "itself (weight 1, entropy 0), so there is no spread to look at. Type or upload a longer text.",
+               icon="✋")
+    st.stop()
+notes = [f"{len(docs)} document(s) of 2–{max(map(len, docs))} tokens ({sum(map(len, docs)):,} tokens) "
+         f"from {info['texts']} text(s)"]
+if info["short"]:
+    notes.append(f"{info['short']} text(s)/window(s) under 2 tokens skipped (nothing to attend over)")
+if info["dropped_tokens"]:
+    notes.append(f"{info['dropped_tokens']:,} tokens beyond the first window not used")
+if info["left_out"]:
+    notes.append(f"{info['left_out']} more document(s) left out (limit {max_docs})")
+st.caption(" · ".join(notes) + ".")
+
+
+@st.cache_data(show_spinner=False, max_entries=512, ttl=3600)
+def _doc(name: str, device: str, ids: tuple, base: float | None, clamp: bool):
+    """Curves of one document (numpy): entropy [L, H, T], first-token mass [L, H, T], loss [T−1]."""
+    m = ui.cached_model(name, device)
+    iv = E.LogLengthScaling(base, clamp) if base else None
+    c = E.entropy_profile(m.weights, list(ids), iv)
+    return c.entropy[0].cpu().numpy(), c.first_token[0].cpu().numpy(), c.loss[0].cpu().numpy()
+
+
+def summary(base: float | None = None, clamp: bool = True, label: str = "Measuring") -> E.Summary:
+    """Aggregate over the documents; per-document results are cached (st.cache_data), the aggregate is
+    kept per session so that changing a selector redraws without touching the model."""
+    key = (ctx.model_name, ctx.device, hash(tuple(tuple(d) for d in docs)), base, clamp)
+    memo = st.session_state.setdefault("_ent_memo", {})
+    if key in memo:
+        return memo[key]
+    agg = E.Aggregate()
+    bar = st.progress(0.0, text=label)
+    for k, d in enumerate(docs):
+        agg.add(*_doc(ctx.model_name, ctx.device, tuple(int(i) for i in d), base, clamp))
+        bar.progress((k + 1) / len(docs), text=f"{label}: document {k + 1}/{len(docs)}")
+    bar.empty()
+    s = agg.result()
+    while len(memo) >= 6:
+        memo.pop(next(iter(memo)))
+    memo[key] = s
+    return s
+
+
+try:
+    s = summary(label="Measuring attention entropy")
+except (ValueError, RuntimeError) as e:
+    ui.show_error(f"Could not run the model: {e}")
+    st.stop()
+
+meta = ui.meta_for(ctx, documents=s.n_docs, window=window)
+verdict, why = E.claim_check(s)
+st.subheader("Does the measurement support it?")
+icon = {"supported": "✅", "partly": "➗", "not supported": "❌"}.get(verdict, "❔")
+st.markdown(f"{icon} On **{_md(ctx.model_name)}** with these {s.n_docs} document(s): "
+            f"**{verdict}**. {why}")
+if s.T < 64:
+    st.caption(f"Only {s.T} positions: a short basis for a claim about long contexts — upload a long text "
+               "(it is split into windows of the context) for a firmer answer.")
+st.caption("Mind what the slope measures: a random or untrained model attends almost uniformly (slope ≈ 1) "
+           "without any 'difficulty'; a trained model that holds its focus (slope ≈ 0, sinks, previous-token "
+           "heads) is a counterexample to the claim for that head.")
+
+# ----------------------------------------------------------------------------- curves
+st.subheader("Entropy against context length")
+c1, c2, c3 = st.columns([2, 1, 1])
+layers = c1.multiselect("Layers", list(range(L)), default=list(range(L)), key="ent_layers")
+head = c2.selectbox("Head", ["mean"] + list(range(H)), key="ent_head",
+                    format_func=lambda h: "mean over heads" if h == "mean" else f"head {h}")
+log_x = c3.checkbox("log scale for n", value=True, key="ent_logx")
+head_i = None if head == "mean" else int(head)
+if not layers:
+    st.info("Pick at least one layer.")
+else:
+    band_note = ("band: mean ± 1 std across documents (where ≥ 2 documents reach that length)" if s.n_docs > 1
+                 else "one document: no spread band (upload several prompts or a long text)")
+    df = E.curve_frame(s, "entropy", head_i, layers)
+    ch = C.curves(df, "entropy H (nats)", log_x=log_x)
+    st.altair_chart(ch, width="stretch")
+    st.caption(f"Dashed: ln n, the entropy of uniform attention over the n visible keys. {band_note}. "
+               f"{df['n'].nunique()} of {s.T} positions drawn.")
+    ui.download_buttons(df, ch, stem="entropy_vs_length", meta=meta, key="ent1")
+
+    st.subheader("Normalised entropy H / ln n")
+    dfn = E.curve_frame(s, "entropy", head_i, layers, normalised=True)
+    chn = C.curves(dfn, "H / ln n (1 = uniform)", bound="1 = uniform", log_x=log_x)
+    st.altair_chart(chn, width="stretch")
+    st.caption("Position 0 is left out: a single visible key has no spread (0/0). A falling curve means the "
+               "head spreads more slowly than the number of keys grows.")
+    ui.download_buttons(dfn, chn, stem="normalised_entropy", meta=meta, key="ent2")
+
+# ----------------------------------------------------------------------------- slope map and sinks
+left, right = st.columns(2)
+with left:
+    st.subheader("Slope of H against ln(i+1)")
+    sf = E.slope_frame(s)
+    if sf["slope"].isna().all():
+        st.info("A slope needs at least 3 tokens (two positions i ≥ 1); this input is too short.")
+    else:
+        chs = C.slope_map(sf)
+        st.altair_chart(chs, width="stretch")
+        st.caption("Least squares over positions i ≥ 1 of the mean entropy curve. 1: spreads like uniform "
+                   "attention; 0: the same focus at every length; negative: sharpens with length.")
+        ui.download_buttons(sf, chs, stem="entropy_slopes", meta=meta, key="ent3")
+    with st.expander("Slope table"):
+        st.dataframe(sf, hide_index=True, width="stretch")
+with right:
+    st.subheader("First-token mass (attention sink)")
+    if layers:
+        dff = E.curve_frame(s, "first_token", head_i, layers)
+        chf = C.curves(dff, "attention on position 0", bound=None, log_x=log_x)
+        st.altair_chart(chf, width="stretch")
+        st.caption("a_i0 per position: heads that park their mass on the first token keep a low entropy "
+                   "however long the context.")
+        ui.download_buttons(dff, chf, stem="first_token_mass", meta=meta, key="ent4")
+
+# ----------------------------------------------------------------------------- beyond the seed
+st.subheader("Beyond the seed: log-length scaling")
+st.markdown(
+    "Chiang & Cholak (2022) and the *entropy invariance* argument multiply the attention logits by log n, so "
+    "that a query keeps its focus as the number n of keys grows. Here query *i*'s scores (before the mask) are "
+    "multiplied by f = log_b(i + 1) for a base b you choose, on this already-trained model (no retraining)."
+)
+on = st.checkbox("Apply log-length scaling and compare", value=False, key="ent_log_on")
+if on:
+    c1, c2 = st.columns(2)
+    base = float(c1.number_input("Base b", min_value=1.5, max_value=1e6, value=float(min(64, max(2, s.T // 4))),
+                                 step=1.0, key="ent_log_base"))
+    clamp = c2.radio("Factor", ["max(1, log_b(i+1))", "log_b(i+1)"], key="ent_log_mode",
+                     help="max(1, ·) leaves the first b − 1 positions exactly as trained and sharpens only "
+                          "beyond; the raw factor also flattens positions before b.") == "max(1, log_b(i+1))"
+    if clamp and base >= s.T:
+        st.info(f"With b = {base:g} ≥ {s.T} positions the factor is 1 everywhere: the model is unchanged "
+                "(the comparison below shows identical numbers). Lower b to see an effect.")
+    elif not clamp and base > s.T:
+        st.info(f"With the raw factor and b = {base:g} > {s.T} positions every factor is below 1: every query "
+                "is flattened, a strong change to a model trained without it.")
+    try:
+        s2 = summary(base, clamp, label="Measuring with log-length scaling")
+    except (ValueError, RuntimeError) as e:
+        ui.show_error(f"Could not run the intervention: {e}")
+        st.stop()
+    st.dataframe(pd.DataFrame({
+        "model": ["unmodified", f"log-length (b = {base:g})"],
+        "next-token loss (nats/token)": [s.loss, s2.loss],
+        "change": [0.0, s2.loss - s.loss],
+        "median slope": [float(np.nanmedian(s.slope)), float(np.nanmedian(s2.slope))],
+        "mean H at the last position": [float(s.mean["entropy"][:, H, -1].mean()),
+                                        float(s2.mean["entropy"][:, H, -1].mean())],
+    }), hide_index=True, width="stretch")
+    cl = st.multiselect("Layers to compare", list(range(L)), default=[0, L - 1] if L > 1 else [0],
+                        key="ent_cmp_layers")
+    if cl:
+        dfc = E.compare_frame(s, s2, head_i, cl)
+        chc = C.compare(dfc, log_x=log_x)
+        st.altair_chart(chc, width="stretch")
+        st.caption("Solid: unmodified; dashed: with the factor; grey: ln n. " +
+                   ("Mean over heads." if head_i is None else f"Head {head_i}."))
+        ui.download_buttons(dfc, chc, stem="entropy_log_length", meta={**meta, "base": base, "clamp": clamp},
+                            key="ent5")
+    dfl = E.loss_frame(s, s2)
+    if not dfl.empty:
+        chl = C.loss_bins(dfl)
+        st.altair_chart(chl, width="stretch")
+        ui.download_buttons(dfl, chl, stem="loss_log_length", meta={**meta, "base": base, "clamp": clamp},
+                            key="ent6")
+    change = s2.loss - s.loss
+    if math.isfinite(change):
+        st.caption(f"Loss {'rises' if change > 0 else 'falls' if change < 0 else 'is unchanged'} by "
+                   f"{abs(change):.4f} nats/token. Sharper attention at long range is not free on a model "
+                   "trained without the factor: the papers train with it.")
