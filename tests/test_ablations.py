@@ -1,0 +1,272 @@
+"""Ablations: each intervention does exactly what it says (checked against NumPy float64), the hull
+distance is exact on hand-computed cases, losses equal HuggingFace's, the CLI and the page work."""
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from attnkit import ablations as A
+from attnkit.model import Intervention, run
+from helpers import apptest
+
+TEXT = "The animal didn't cross the street because it was too tired. The animal was tired."
+
+
+@pytest.fixture(scope="module")
+def ids(odd):
+    out = odd.encode(TEXT)
+    assert 15 <= len(out) <= 40
+    return out
+
+
+def np64(t):
+    return t.detach().double().cpu().numpy()
+
+
+# ----------------------------------------------------------------------------- interventions
+
+def test_identity_intervention_is_bit_for_bit_the_plain_forward(odd, ids):
+    plain = run(odd.weights, ids, capture=["attn_out", "z"])
+    same = run(odd.weights, ids, capture=["attn_out", "z"], intervention=Intervention())
+    assert torch.equal(plain.logits, same.logits)
+    for l in range(odd.config.n_layers):
+        assert torch.equal(plain["attn_out", l], same["attn_out", l])
+        assert torch.equal(plain["z", l], same["z", l])
+
+
+def test_v_equals_x_is_the_mean_over_heads_of_pattern_times_x_hat(odd, ids):
+    w = odd.weights
+    tr = run(w, ids, capture=["ln1", "pattern", "attn_out"], intervention=A.ValueIsInput())
+    base = run(w, ids, capture=["ln1", "attn_out"])
+    for l in range(odd.config.n_layers):
+        x_hat, pat, out = np64(tr["ln1", l][0]), np64(tr["pattern", l][0]), np64(tr["attn_out", l][0])
+        expect = np.mean([pat[h] @ x_hat for h in range(pat.shape[0])], axis=0)     # NumPy float64
+        np.testing.assert_allclose(out, expect, atol=2e-5, rtol=1e-5)
+        d, info = A.hull_distance(out, x_hat)
+        assert d.max() <= 1e-5, (l, d.max())
+        # the real attention output is not a mixture of x̂: it lies well outside the hull
+        db, info_b = A.hull_distance(np64(base["attn_out", l][0]), np64(base["ln1", l][0]))
+        assert info_b["lower"].min() > 1e-2
+    assert not torch.equal(tr.logits, base.logits)
+
+
+def test_v_equals_x_scope_leaves_other_layers_alone(odd, ids):
+    w = odd.weights
+    tr = run(w, ids, capture=["attn_out", "resid_pre"], intervention=A.ValueIsInput(layers=[1]))
+    base = run(w, ids, capture=["attn_out", "resid_pre"])
+    # (the hook makes every layer use the explicit softmax path instead of the fused kernel: same maths)
+    torch.testing.assert_close(tr["attn_out", 0], base["attn_out", 0], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(tr["resid_pre", 1], base["resid_pre", 1], rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(tr["attn_out", 1], base["attn_out", 1])
+
+
+def test_wk_equals_wq_gives_symmetric_scores_from_the_query_projection(odd, ids):
+    w = odd.weights
+    tr = run(w, ids, capture=["ln1", "q", "k", "scores"], intervention=A.KeyIsQuery())
+    e = odd.config.d_head
+    for l, lw in enumerate(w.layers):
+        S = np64(tr["scores", l][0])
+        np.testing.assert_allclose(S, np.swapaxes(S, -1, -2), atol=1e-6, rtol=0)
+        assert A.asymmetry(tr["scores", l]).max() < 1e-6
+        x_hat = np64(tr["ln1", l][0])
+        q = np.einsum("td,hde->hte", x_hat, np64(lw.W_Q)) + np64(lw.b_Q)[:, None, :]
+        np.testing.assert_allclose(S, q @ np.swapaxes(q, -1, -2) / math.sqrt(e), atol=2e-4, rtol=1e-4)
+    base = run(w, ids, capture=["scores"])
+    assert A.asymmetry(base["scores", 0]).min() > 0.1
+
+
+def test_wk_equals_wq_for_one_head_only(odd, ids):
+    tr = run(odd.weights, ids, capture=["q", "k"], intervention=A.KeyIsQuery(heads=[(1, 2)]))
+    base = run(odd.weights, ids, capture=["k"])
+    assert torch.equal(tr["k", 1][:, 2], tr["q", 1][:, 2])
+    assert torch.equal(tr["k", 1][:, 3], base["k", 1][:, 3])
+    assert torch.equal(tr["k", 0], base["k", 0])
+
+
+def test_no_scaling_multiplies_the_scores_by_sqrt_d_head(odd, ids):
+    base = run(odd.weights, ids, capture=["scores"])
+    tr = run(odd.weights, ids, capture=["scores"], intervention=A.NoScale())
+    one = run(odd.weights, ids, capture=["scores"], intervention=A.NoScale(layers=[0], heads=[(0, 4)]))
+    r = math.sqrt(odd.config.d_head)
+    torch.testing.assert_close(tr["scores", 0], base["scores", 0] * r, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(one["scores", 0][:, 4], base["scores", 0][:, 4] * r, rtol=1e-5, atol=1e-5)
+    assert torch.equal(one["scores", 0][:, 3], base["scores", 0][:, 3])
+
+
+def test_causal_mask_makes_the_past_independent_of_the_future_and_removing_it_does_not(odd, ids):
+    w, t = odd.weights, 6
+    other = ids[:t] + [(i * 7 + 3) % odd.config.d_vocab for i in ids[t:]]
+    assert other != ids
+    masked_a, masked_b = run(w, ids).logits, run(w, other).logits
+    assert torch.equal(masked_a[0, :t], masked_b[0, :t])                # positions < t ignore tokens ≥ t
+    free_a = run(w, ids, intervention=A.NoMask()).logits
+    free_b = run(w, other, intervention=A.NoMask()).logits
+    assert not torch.allclose(free_a[0, :t], free_b[0, :t], atol=1e-4)  # now they see them
+    assert not torch.allclose(free_a[0, :t], masked_a[0, :t], atol=1e-4)
+    pat = run(w, ids, capture=["pattern"], intervention=A.NoMask())["pattern", 0]
+    assert float(pat[0, :, 0, 1:].sum()) > 0                           # position 0 looks ahead
+
+
+def test_zero_head_zeroes_that_head_and_changes_the_logits(odd, ids):
+    base = run(odd.weights, ids, capture=["z"])
+    tr = run(odd.weights, ids, capture=["z"], intervention=A.ZeroHead(heads=[(1, 3)]))
+    assert torch.count_nonzero(tr["z", 1][:, 3]) == 0
+    assert torch.equal(tr["z", 1][:, 2], base["z", 1][:, 2])
+    assert torch.equal(tr["z", 0], base["z", 0])
+    assert not torch.allclose(tr.logits, base.logits, atol=1e-5)
+
+
+def test_mean_head_uses_the_mean_over_positions_of_an_unablated_run(odd, ids):
+    texts = [ids, ids[:9]]
+    means = A.head_means(odd.weights, texts)
+    z_all = np.concatenate([np64(run(odd.weights, t, capture=["z"])["z", 2][0, 5]) for t in texts])
+    np.testing.assert_allclose(np64(means[2, 5]), z_all.mean(0), atol=1e-6)
+    tr = run(odd.weights, ids, capture=["z"], intervention=A.MeanHead(means, heads=[(2, 5)]))
+    np.testing.assert_allclose(np64(tr["z", 2][0, 5]), np.broadcast_to(z_all.mean(0), (len(ids), z_all.shape[1])),
+                               atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- geometry
+
+def test_hull_distance_by_hand_on_the_unit_simplex():
+    E = np.eye(3)
+    pts = np.array([[1.0, 1, 1], [0, 0, 0], [2, 0, 0], [0.2, 0.3, 0.5], [1, 1, 0]])
+    d, info = A.hull_distance(pts, E)
+    # nearest points: (⅓,⅓,⅓), (⅓,⅓,⅓), e1, itself, (½,½,0)
+    expect = [2 / math.sqrt(3), 1 / math.sqrt(3), 1.0, 0.0, 1 / math.sqrt(2)]
+    np.testing.assert_allclose(d, expect, atol=1e-7)
+    assert info["converged"]
+    assert np.all(info["lower"] <= d + 1e-12)
+    np.testing.assert_allclose(info["lower"][:3], expect[:3], rtol=1e-6)
+
+
+def test_hull_distance_is_zero_inside_a_random_hull_and_exact_outside_a_square():
+    rng = np.random.default_rng(0)
+    V = rng.normal(size=(12, 40))
+    W = rng.dirichlet(np.ones(12) * 0.5, size=30)
+    d, _ = A.hull_distance(W @ V, V)
+    assert d.max() < 1e-6
+    square = np.array([[0.0, 0], [1, 0], [0, 1], [1, 1]])
+    d, _ = A.hull_distance(np.array([[2.0, 0.5], [3, 3], [0.5, 0.5]]), square)
+    np.testing.assert_allclose(d, [1.0, 2 * math.sqrt(2), 0.0], atol=1e-9)
+
+
+def test_participation_ratio_by_hand():
+    assert A.participation_ratio([[1, 0], [-1, 0], [0, 1], [0, -1]]) == pytest.approx(2.0)
+    assert A.participation_ratio([[1, 2], [2, 4], [3, 6]]) == pytest.approx(1.0)
+    assert math.isnan(A.participation_ratio([[1, 2]]))
+
+
+# ----------------------------------------------------------------------------- measurements
+
+def test_loss_equals_huggingface(odd, ids):
+    lo = A.loss(odd.weights, [ids, ids[:5], ids[:1]])
+    with torch.no_grad():
+        hf = [odd.hf_model(torch.tensor([t]), labels=torch.tensor([t])).loss.double() for t in (ids, ids[:5])]
+    expect = (float(hf[0]) * (len(ids) - 1) + float(hf[1]) * 4) / (len(ids) - 1 + 4)
+    assert lo.tokens == len(ids) - 1 + 4 and lo.skipped == 1
+    assert lo.nats == pytest.approx(expect, rel=1e-5)
+    assert lo.perplexity == pytest.approx(math.exp(expect), rel=1e-5)
+
+
+def test_measure_wk_wq_and_v_x_report_what_the_ablation_guarantees(odd, ids):
+    r = A.measure(odd.weights, [ids], A.parse_spec("wk=wq"))
+    assert r["summary"]["max asymmetry, ablated layers"] < 1e-6
+    assert r["summary"]["mean asymmetry, baseline"] > 0.1
+    json.dumps(r)                                                     # JSON-ready
+    r = A.measure(odd.weights, [ids], A.parse_spec("v=x", layers="0,2"))
+    rows = {row["layer"]: row for row in r["per_layer"]}
+    assert rows[0]["max hull distance (ablated)"] <= 1e-5 and rows[2]["max hull distance (ablated)"] <= 1e-5
+    assert rows[1]["hull distance lower bound (ablated)"] > 1e-2        # layer 1 not ablated: outside
+    assert r["scope"]["layers"] == [0, 2]
+    assert r["loss"]["baseline nats/token"] == pytest.approx(A.loss(odd.weights, [ids]).nats, rel=1e-9)
+
+
+def test_measure_no_scale_entropy_and_no_mask_change(odd, ids):
+    from attnkit.metrics import entropy
+
+    r = A.measure(odd.weights, [ids], A.parse_spec("no-scale"))
+    p = run(odd.weights, ids, capture=["pattern"], intervention=A.NoScale())["pattern", 1][0]
+    assert r["per_layer"][1]["entropy, nats (ablated)"] == pytest.approx(float(entropy(p)[:, 1:].mean()), rel=1e-5)
+    r = A.measure(odd.weights, [ids], A.parse_spec("no-mask"))
+    pos = r["per_position"]
+    assert len(pos) == len(ids) and pos[0]["relative logit change"] > 1e-4
+    assert r["summary"]["attention on future keys (ablated layers)"] > 0
+
+
+def test_one_token_text_is_explained_not_nan(odd):
+    r = A.measure(odd.weights, [odd.encode("The")[:1]], A.parse_spec("v=x"))
+    assert r["loss"]["predicted tokens"] == 0
+    assert r["loss"]["baseline nats/token"] is None                   # null in JSON, never NaN
+    assert A.ONE_TOKEN_NOTE in r["notes"]
+    assert r["verdict"]["status"] in {"supported", "mixed", "undetermined", "not supported"}
+    json.dumps(r, allow_nan=False)
+
+
+def test_sweeps_agree_with_single_ablations(odd, ids):
+    w = odd.weights
+    sw = A.layer_sweep(w, [ids], A.parse_spec("zero-head:0.0"))
+    assert [r["scope"] for r in sw["rows"]] == ["layer 0", "layer 1", "layer 2", "all layers"]
+    lone = A.loss(w, [ids], A.ZeroHead(layers=[1])).nats - A.loss(w, [ids]).nats
+    assert sw["rows"][1]["increase"] == pytest.approx(lone, rel=1e-9, abs=1e-12)
+    calls = []
+    hm = A.head_sweep(w, [ids], "zero-head", progress=lambda i, n, s: calls.append(i))
+    inc = np.array(hm["increase"])
+    assert inc.shape == (3, 6) and calls[-1] == 18
+    one = A.loss(w, [ids], A.ZeroHead(heads=[(2, 4)])).nats - A.loss(w, [ids]).nats
+    assert inc[2, 4] == pytest.approx(one, rel=1e-9, abs=1e-12)
+
+
+def test_parse_spec_messages():
+    assert str(A.parse_spec("zero-head:1.2,0.3")) == "zero-head:0.3,1.2"
+    assert A.parse_spec("v=x", layers="2, 0").layers == (0, 2)
+    for bad, msg in [("v=y", "unknown"), ("zero-head", "needs the head"), ("no-mask:1.2", "whole layers"),
+                     ("zero-head:x", "LAYER.HEAD")]:
+        with pytest.raises(A.AblationError, match=msg):
+            A.parse_spec(bad)
+    with pytest.raises(A.AblationError, match="does not exist"):
+        A.parse_spec("zero-head:3.0", n_layers=3, n_heads=6)
+    with pytest.raises(A.AblationError, match="does not exist"):
+        A.parse_spec("zero-head:0.6", n_layers=3, n_heads=6)
+
+
+# ----------------------------------------------------------------------------- CLI and page
+
+def test_cli_writes_json(odd_dir, tmp_path, capsys):
+    f = tmp_path / "text.txt"
+    f.write_text(TEXT, encoding="utf-8")
+    out = tmp_path / "out.json"
+    rc = A.cli(["--model", str(odd_dir), "--text-file", str(f), "--intervention", "no-scale", "--layers", "0,1",
+                "--sweep", "--json", str(out)])
+    assert rc == 0
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["measure"]["spec"] == "no-scale@0,1"
+    assert len(data["layer_sweep"]["rows"]) == 4
+    assert "verdict" in capsys.readouterr().out
+    rc = A.cli(["--model", str(odd_dir), "--text-file", str(f), "--intervention", "zero-head:9.0"])
+    assert rc == 2 and "does not exist" in capsys.readouterr().err
+
+
+def test_page_runs_every_intervention_and_the_sweeps(odd_dir):
+    at = apptest("pages/4_Ablations.py", odd_dir, text=TEXT).run()
+    assert not at.exception and not at.error
+    assert any("convex" in m.value for m in list(at.markdown) + list(at.caption))   # the definition is shown
+    for kind in A.KINDS:
+        at.selectbox(key="ab_kind").set_value(kind).run()
+        assert not at.exception and not at.error, kind
+        claim = A.CLAIMS[kind]
+        assert any(claim in m.value for m in at.markdown), kind
+    at.button(key="ab_sweep_btn").click().run()
+    at.button(key="ab_map_btn").click().run()
+    assert not at.exception and not at.error
+    assert any("Largest increases" in c.value for c in at.caption)
+
+
+def test_page_one_token_prompt_is_explained(odd_dir):
+    at = apptest("pages/4_Ablations.py", odd_dir, text="The").run()
+    assert not at.exception and not at.error
+    assert any("one-token" in i.value for i in at.info)
+    at.button(key="ab_sweep_btn").click().run()
+    assert not at.exception and not at.error
