@@ -88,10 +88,10 @@ with tab_head:
     st.dataframe(vec_row(f"q (position {query})", hs.q), hide_index=True, width="stretch")
     st.caption(f"The first {S.COMPACT_DIMS} of {e} dimensions and the norm; the full vectors are in the CSVs.")
     dl = st.columns(4)
-    for col, which in zip(dl, ("x_hat", "q", "k", "v")):
-        col.download_button(f"{which} (CSV)", S.vector_frame(hs, which, tokens).assign(**meta)
+    for col, which in zip(dl, ("x_hat", "q", "k", "v")):          # built only when clicked (x̂ can be 1024×768)
+        col.download_button(f"{which} (CSV)", lambda which=which: S.vector_frame(hs, which, tokens).assign(**meta)
                             .to_csv(index=False).encode("utf-8"),
-                            file_name=f"{stem}_{which}.csv", mime="text/csv", key=f"dl-{which}")
+                            file_name=f"{stem}_{which}.csv", mime="text/csv", key=f"dl-{which}", on_click="ignore")
 
     st.subheader("3 · scores, mask and softmax over the visible keys")
     st.markdown(
@@ -104,14 +104,15 @@ with tab_head:
     st.dataframe(kdf, hide_index=True, width="stretch",
                  column_config={c: st.column_config.NumberColumn(format="%.4f") for c in kdf.columns
                                 if c not in ("position", "token")})
-    full = S.key_frame(hs, tokens)
     c_a, c_b = st.columns(2)
-    c_a.download_button("All visible keys (CSV)", full.assign(**meta).to_csv(index=False).encode("utf-8"),
-                        file_name=f"{stem}_keys.csv", mime="text/csv", key="dl-keys")
-    row = pd.DataFrame({"position": range(T), "token": tokens, "mask": hs.mask_row.cpu().numpy(),
-                        "scores + mask": hs.masked_row.cpu().numpy()})
-    c_b.download_button("Full mask row incl. future keys (CSV)", row.assign(**meta).to_csv(index=False)
-                        .encode("utf-8"), file_name=f"{stem}_mask_row.csv", mime="text/csv", key="dl-mask")
+    c_a.download_button("All visible keys, first 8 dims of k and v (CSV)",
+                        lambda: S.key_frame(hs, tokens).assign(**meta).to_csv(index=False).encode("utf-8"),
+                        file_name=f"{stem}_keys.csv", mime="text/csv", key="dl-keys", on_click="ignore")
+    c_b.download_button("Full mask row incl. future keys (CSV)",
+                        lambda: pd.DataFrame({"position": range(T), "token": tokens, "mask": hs.mask_row.cpu().numpy(),
+                                              "scores + mask": hs.masked_row.cpu().numpy()}).assign(**meta)
+                        .to_csv(index=False).encode("utf-8"),
+                        file_name=f"{stem}_mask_row.csv", mime="text/csv", key="dl-mask", on_click="ignore")
     if T - n_vis:
         st.caption(f"Future keys {n_vis}..{T - 1}: s + M = −∞ → weight exactly 0 (first: "
                    f"{fmt(float(hs.masked_row[n_vis]))}).")

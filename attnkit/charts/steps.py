@@ -66,7 +66,14 @@ def matrix_chart(M, rows: list[str] | None = None, cols: list[str] | None = None
     )
     layers = [cells]
     if text:
-        layers.append(base.mark_text(fontSize=11).encode(text="text:N"))
+        # white digits on the dark end of the scale
+        lo, hi = (float(finite.min()), float(finite.max())) if len(finite) else (0.0, 0.0)
+        if diverging:
+            cut = f"isValid(datum.value) && abs(datum.value) > {0.6 * max(abs(lo), abs(hi))}"
+        else:
+            cut = f"isValid(datum.value) && datum.value > {lo + 0.6 * (hi - lo)}"
+        layers.append(base.mark_text(fontSize=11).encode(
+            text="text:N", color=alt.condition(cut, alt.value("white"), alt.value("black"))))
     return alt.layer(*layers).properties(width=max(120, size * C), height=max(80, size * R))
 
 
@@ -134,16 +141,21 @@ def verify_chart(df: pd.DataFrame, title: str = "attnkit vs HuggingFace") -> alt
     colors = alt.Scale(domain=list(QUANTITIES.values()), range=["#1f77b4", "#ff7f0e", "#d62728", "#2ca02c"])
     shape = alt.Shape("run:N", title="device") if df["run"].nunique() > 1 else alt.value("circle")
     points = alt.Chart(df).mark_point(filled=True, size=70).encode(
-        x=alt.X("layer:N", sort=order, title="layer"),
-        y=alt.Y("plotted:Q", scale=alt.Scale(type="log"), title=f"max |Δ| (0 drawn at {LOG_FLOOR:g})"),
+        x=alt.X("layer:N", sort=order, title="layer", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("plotted:Q", scale=alt.Scale(type="log"), title=f"max |Δ| (0 drawn at {LOG_FLOOR:g})",
+                axis=alt.Axis(format="~e")),
         color=alt.Color("quantity:N", scale=colors, title=None),
         shape=shape,
         tooltip=["run:N", "layer:N", "quantity:N", alt.Tooltip("max |Δ|:Q", format=".3e"),
                  alt.Tooltip("tolerance:Q", format=".0e"), "ok:N"],
     )
-    tol = df.drop_duplicates("quantity")[["quantity", "tolerance"]]
-    rules = alt.Chart(tol).mark_rule(strokeDash=[6, 4]).encode(
-        y="tolerance:Q", color=alt.Color("quantity:N", scale=colors, title=None),
-        tooltip=["quantity:N", alt.Tooltip("tolerance:Q", format=".0e", title="tolerance")],
-    )
-    return alt.layer(rules, points, title=title).properties(width="container", height=320)
+    # one dashed line per tolerance value, labelled with the quantities it bounds
+    tol = (df.drop_duplicates("quantity").groupby("tolerance")["quantity"]
+           .apply(lambda q: "tolerance " + ", ".join(q)).reset_index(name="label"))
+    tol["label"] = [f"{l} ≤ {t:g}" for l, t in zip(tol["label"], tol["tolerance"])]
+    rule_base = alt.Chart(tol).encode(y="tolerance:Q")
+    rules = rule_base.mark_rule(strokeDash=[6, 4], color="#555").encode(
+        tooltip=[alt.Tooltip("label:N", title="tolerance")])
+    labels = rule_base.mark_text(align="left", dx=4, dy=-6, fontSize=10, color="#555").encode(
+        text="label:N", x=alt.value(0))
+    return alt.layer(rules, labels, points, title=title).properties(width="container", height=320)
