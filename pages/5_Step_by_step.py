@@ -72,9 +72,8 @@ tab_head, tab_seed, tab_kv, tab_sym = st.tabs(["One head, one query", "Seed exam
 # ----------------------------------------------------------------------------- one head
 with tab_head:
     e, n_vis = cfg.d_head, query + 1
-    st.markdown(f"Layer **{layer}**, head **{head}**, query **{query}** (`{ui.visible(tokens[query])}` shown "
-                f"below as text) · {n_vis:,} visible key(s), {T - n_vis:,} future key(s) masked · "
-                f"d_model = {cfg.d_model}, d_head = {e}.")
+    st.markdown(f"Layer **{layer}**, head **{head}**, query position **{query}** · {n_vis:,} visible key(s), "
+                f"{T - n_vis:,} future key(s) masked · d_model = {cfg.d_model}, d_head = {e}.")
     st.text(f"query token: {tokens[query]!r}")
 
     st.subheader("1 · x̂ = ln_1(x) for the tokens the query can see")
@@ -113,16 +112,23 @@ with tab_head:
                                               "scores + mask": hs.masked_row.cpu().numpy()}).assign(**meta)
                         .to_csv(index=False).encode("utf-8"),
                         file_name=f"{stem}_mask_row.csv", mime="text/csv", key="dl-mask", on_click="ignore")
-    if T - n_vis:
-        st.caption(f"Future keys {n_vis}..{T - 1}: s + M = −∞ → weight exactly 0 (first: "
-                   f"{fmt(float(hs.masked_row[n_vis]))}).")
+    around = list(range(max(0, query - 3), min(T, query + 5)))
+    st.dataframe(pd.DataFrame({
+        "key": [labels[j] for j in around],
+        "M (mask)": [fmt(float(hs.mask_row[j])) for j in around],
+        "s + M": [fmt(float(hs.masked_row[j])) for j in around],
+        "weight": [f"{float(hs.weights[j]):.4f}" if j <= query else "0 (exactly)" for j in around],
+    }).set_index("key").T, width="stretch")
+    st.caption(f"The mask row around the query: 0 on keys 0..{query}, −∞ on the {T - n_vis:,} future key(s) "
+               "(all in the CSV), which softmax turns into weights of exactly 0.")
     st.altair_chart(C.weights_chart(S.key_frame(hs, [ui.visible(t) for t in tokens], dims=0), query,
                                     f"softmax weights of query {query}"), width="stretch")
     m1, m2, m3 = st.columns(3)
     m1.metric("Σ weights", f"{hs.weight_sum:.7f}")
     top = int(hs.weights.argmax())
-    m2.metric("largest weight", f"{float(hs.weights[top]):.4f}", help="at key " + labels[top])
+    m2.metric("largest weight", f"{float(hs.weights[top]):.4f}")
     m3.metric("max raw q·k", f"{float(hs.dots.max()):.4f}")
+    st.text(f"largest weight on key {labels[top]}")
 
     st.subheader("4 · z = Σ_j a_j·v_j, and this head's contribution z·W_O[h]")
     st.dataframe(pd.concat([vec_row("z", hs.z), vec_row(f"z·W_O[{head}]", hs.head_out)]),
