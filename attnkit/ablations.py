@@ -639,6 +639,9 @@ def _summary(kind, rows, acc, scope, info) -> dict:
         s["mean effective dim of output / x̂, ablated"] = _mean(
             [o / i for o, i in zip(_col(rows, "effective dim of output (ablated)", scope),
                                    _col(rows, "effective dim of x̂ (ablated)", scope)) if i])
+        last = rows[-1] if rows else {}
+        s["effective dim of x̂, last layer, baseline"] = last.get("effective dim of x̂ (baseline)", math.nan)
+        s["effective dim of x̂, last layer, ablated"] = last.get("effective dim of x̂ (ablated)", math.nan)
         s["hull solver converged"] = info.get("hull_converged", True)
     elif kind == "wk=wq":
         s["max asymmetry, ablated layers"] = max(_col(rows, "asymmetry (ablated)", scope), default=math.nan)
@@ -692,7 +695,9 @@ def verdict(result: dict) -> dict:
                 f"({_fmt(rel_b)} × |x̂| on average, certified ≥ {_fmt(low_b)}): W_V·W_O writes vectors no "
                 f"mixture of the inputs can reach. Effective dimension output/x̂: "
                 f"{_fmt(s['mean effective dim of output / x̂, baseline'])} real, "
-                f"{_fmt(s['mean effective dim of output / x̂, ablated'])} under V = X; {loss_txt}.")
+                f"{_fmt(s['mean effective dim of output / x̂, ablated'])} under V = X; the last layer's input "
+                f"x̂ has effective dimension {_fmt(s['effective dim of x̂, last layer, baseline'])} normally, "
+                f"{_fmt(s['effective dim of x̂, last layer, ablated'])} after the ablated layers; {loss_txt}.")
         if has_loss and inc <= 0:
             text += " The loss does not rise here, so this model does not need what W_V adds on this text."
         status = ("supported" if (not has_loss or inc > 0) else "mixed") if inside and outside else \

@@ -74,6 +74,14 @@ def _loss(name: str, device: str, ids: tuple, spec: str) -> tuple[float, int]:
     return lo.nats, lo.tokens
 
 
+def _show(v) -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
 # ----------------------------------------------------------------------------- choices
 
 if st.session_state.get("ab_kind") not in A.KINDS:
@@ -188,7 +196,7 @@ with ui.guard("The ablation"):
                             key="abl-pos-")
     if res["summary"]:
         st.dataframe(pd.DataFrame({"measure": list(res["summary"]),
-                                   "value": [str(v) if v is not None else "n/a" for v in res["summary"].values()]}),
+                                   "value": [_show(v) for v in res["summary"].values()]}),
                      hide_index=True, width="stretch")
     st.download_button("All numbers (JSON)", ui.json_bytes(res), file_name=f"ablation-{stem}.json",
                        mime="application/json", key="abl-json")

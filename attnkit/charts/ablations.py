@@ -27,10 +27,13 @@ def layer_metric_chart(df: pd.DataFrame, metric: str, log: bool = False) -> alt.
     data = df.dropna(subset=["value"])
     if log:
         data = data[data["value"] > 0]
-    y = alt.Y("value:Q", title=metric, scale=alt.Scale(type="log") if log else alt.Undefined)
+    y = alt.Y("value:Q", title=metric + (" (log)" if log else ""),
+              scale=alt.Scale(type="log") if log else alt.Undefined)
+    # bars need a zero baseline, which a log axis lacks: draw points there
+    mark = alt.Chart(data, title=metric).mark_point(filled=True, size=90) if log else \
+        alt.Chart(data, title=metric).mark_bar()
     return (
-        alt.Chart(data, title=metric)
-        .mark_bar()
+        mark
         .encode(
             x=alt.X("layer:O", title="layer"),
             xOffset=alt.XOffset("run:N", sort=_RUNS),
