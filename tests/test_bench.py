@@ -1,0 +1,164 @@
+"""The benchmark runs and reports every figure; no assertion here depends on timing."""
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import torch
+
+from attnkit import bench as B
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    """One quick run through the command line, its printed table and its JSON."""
+    out = tmp_path_factory.mktemp("bench") / "bench.json"
+    threads = torch.get_num_threads()
+    rc = B.cli(["--quick", "--threads", "1", "--json", str(out)])
+    assert rc == 0
+    assert torch.get_num_threads() == threads          # the caller's setting is restored
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+def test_json_has_machine_settings_and_targets(quick):
+    m = quick["machine"]
+    for key in ("platform", "cpu_model", "cpu_count", "python", "torch", "transformers", "torch_threads",
+                "torch_interop_threads", "load_average", "devices"):
+        assert key in m, key
+    assert m["torch"] == torch.__version__
+    assert m["torch_threads"] == 1
+    assert "cpu" in m["devices"]
+    s = quick["settings"]
+    assert s["lengths"] == [16, 32] and s["repeats"] == 2 and s["quick"] is True and s["interleaved"] is True
+    assert quick["model"]["n_layers"] == 2 and quick["model"]["d_model"] == 64
+    assert {k: v["value"] for k, v in quick["targets"].items()} == {
+        "pattern_vs_hf_eager": 1.10, "nocapture_vs_hf_sdpa": 1.25, "kv_cache_speedup": 4.0, "entropy_vs_pattern": 1.5}
+
+
+def test_every_check_has_ratio_target_and_medians(quick):
+    rows = quick["results"]
+    got = {(r["check"], r["T"]) for r in rows}
+    for T in (16, 32):
+        assert ("pattern_vs_hf_eager", T) in got and ("nocapture_vs_hf_sdpa", T) in got
+    assert any(r["check"] == "kv_cache_speedup" for r in rows)
+    assert any(r["check"] == "kv_cache_vs_hf_generate" for r in rows)
+    assert any(r["check"] == "entropy_vs_pattern" for r in rows)
+    for r in rows:
+        for side in ("a", "b"):
+            t = r[side]["times_s"]
+            assert len(t) == 2 and all(x > 0 for x in t)
+            assert r[side]["median_s"] == pytest.approx(sorted(t)[0] / 2 + sorted(t)[1] / 2)
+        if r["check"] == "kv_cache_speedup":        # a speed-up: uncached over cached
+            assert r["ratio"] == pytest.approx(r["a"]["median_s"] / r["b"]["median_s"])
+            assert r["a"]["name"] == "attnkit no cache"
+        else:
+            assert r["ratio"] == pytest.approx(r["a"]["median_s"] / r["b"]["median_s"])
+        if r["check"] in B.TARGETS:
+            op, value = B.TARGETS[r["check"]][1:]
+            assert (r["op"], r["target"]) == (op, value)
+            assert r["pass"] == (r["ratio"] <= value if op == "<=" else r["ratio"] >= value)
+            assert (r["miss_by"] == 0) == r["pass"]
+        else:
+            assert r["target"] is None and r["pass"] is None
+    s = quick["summary"]
+    judged = [r for r in rows if r["pass"] is not None]
+    assert s["judged"] == len(judged) and s["passed"] == sum(r["pass"] for r in judged)
+    assert len(s["missed"]) == s["judged"] - s["passed"]
+
+
+def test_timed_calls_compute_what_hf_computes(quick):
+    """The bench checks, before timing, that both sides agree; the figures must be tiny."""
+    for c in quick["correctness"]:
+        assert c["logits_max_abs_vs_hf_eager"] < 1e-4
+        assert c["pattern_max_abs_vs_hf_eager"] < 1e-5
+        assert c["logits_max_abs_hf_sdpa_vs_eager"] < 1e-4
+    g = quick["generation"]["cpu"]
+    assert g["same_tokens_cache_vs_nocache"] and g["same_tokens_attnkit_vs_hf"]
+    assert g["new_tokens"] == 4 and set(g["ms_per_token"]) == {"attnkit KV cache", "attnkit no cache", "HF generate"}
+
+
+def test_memory_section_counts_the_captured_bytes(quick):
+    mem = quick["memory"]["cpu"]
+    m = quick["model"]
+    L, H, d, T = m["n_layers"], m["n_heads"], m["d_model"], mem["T"]
+    assert T == 32
+    # capture='all': 11 per-layer captures of T·d floats (resid_pre, ln1, q, k, v, z, attn_out, resid_mid,
+    # ln2, mlp_out, resid_post), scores and pattern of H·T·T each, and embed, pos_embed, ln_final (T·d)
+    all_floats = L * (11 * T * d + 2 * H * T * T) + 3 * T * d
+    probes = {p["variant"]: p for p in mem["probes"]}
+    assert probes["all"]["captured_bytes"] == 4 * all_floats
+    assert probes["all_fp16"]["captured_bytes"] == 2 * all_floats
+    assert probes["pattern"]["captured_bytes"] == 4 * L * H * T * T
+    assert probes["pattern_fp16"]["captured_bytes"] == 2 * L * H * T * T
+    assert probes["pattern_layers_0_1"]["captured_bytes"] == 4 * L * H * T * T   # both layers of 2
+    assert probes["hf_eager_attentions_hidden"]["captured_bytes"] is None          # not probed in quick mode
+    assert "error" not in probes["all"]
+    assert probes["all"]["peak_delta_bytes"] >= 0 and probes["all"]["peak_method"].startswith("ru_maxrss")
+    assert set(mem["timing"]) == {"all", "all_fp16", "pattern", "pattern_fp16", "pattern_layers_0_1"}
+    assert mem["time_vs_pattern_fp32"]["pattern"] == 1.0
+    # float16 keeps 11 significant bits: error at most half a unit in the last place of values ≤ 1
+    assert 0 < mem["fp16_pattern_max_abs_error"] <= 2 ** -12
+
+
+def test_transformer_lens_column_skipped_cleanly_when_absent(quick, odd, monkeypatch):
+    monkeypatch.setitem(sys.modules, "transformer_lens", None)   # import now fails, installed or not
+    model, info = B._transformer_lens(odd)
+    assert model is None and info["status"] == "skipped" and "not importable" in info["reason"]
+    try:
+        import transformer_lens  # noqa: F401
+    except ImportError:
+        assert quick["transformer_lens"]["cpu"]["status"] == "skipped"
+        assert not any("transformer_lens" in r["check"] for r in quick["results"])
+        assert quick["machine"]["transformer_lens"] is None
+
+
+def test_entropy_timing_names_what_it_timed(quick):
+    timed = quick["entropy"]["cpu"]["timed"]
+    assert "entropy_profile" in timed or "metrics.entropy" in timed
+    row = next(r for r in quick["results"] if r["check"] == "entropy_vs_pattern")
+    assert row["b"]["name"] == "attnkit pattern"
+
+
+def test_table_shows_ratio_target_and_verdict(quick):
+    text = B.format_table(quick)
+    assert "≤ 1.1" in text and "≥ 4" in text and "≤ 1.25" in text and "≤ 1.5" in text
+    assert ("PASS" in text) or ("MISS" in text)
+    assert "memory at T=32" in text and "TransformerLens" in text
+
+
+def test_interleaved_alternates_the_calls():
+    calls = []
+    t = B.interleaved({"A": lambda: calls.append("A"), "B": lambda: calls.append("B")}, repeats=3, warmup=1,
+                      warm_fns={"a": lambda: calls.append("a"), "b": lambda: calls.append("b")})
+    assert calls == ["a", "b", "A", "B", "A", "B", "A", "B"]
+    assert [len(v) for v in t.values()] == [3, 3]
+
+
+def test_judge_reports_how_far_a_target_is_missed():
+    assert B._judge(1.0, "<=", 1.10) == (True, 0.0)
+    ok, miss = B._judge(1.32, "<=", 1.10)
+    assert not ok and miss == pytest.approx(0.2)
+    ok, miss = B._judge(2.0, ">=", 4.0)
+    assert not ok and miss == pytest.approx(1.0)
+    assert B._judge(5.0, ">=", 4.0) == (True, 0.0)
+
+
+def test_sdpa_twin_shares_weights_and_agrees(odd):
+    hf = odd.hf_model
+    twin = B._sdpa_twin(hf)
+    assert twin.config._attn_implementation == "sdpa" and hf.config._attn_implementation == "eager"
+    assert twin.transformer.h[0].attn.c_attn.weight.data_ptr() == hf.transformer.h[0].attn.c_attn.weight.data_ptr()
+    ids = torch.randint(0, hf.config.vocab_size, (1, 40), generator=torch.Generator().manual_seed(3))
+    with torch.inference_mode():
+        a = hf(ids, use_cache=False).logits
+        b = twin(ids, use_cache=False).logits
+    assert torch.allclose(a, b, atol=1e-4, rtol=0)
+
+
+def test_cli_rejects_bad_arguments(tmp_path, capsys):
+    assert B.cli(["--lengths", "12,x"]) == 2
+    assert "--lengths" in capsys.readouterr().err
+    assert B.cli(["--repeats", "0"]) == 2
+    assert B.cli(["--model", str(tmp_path / "missing"), "--quick", "--no-memory"]) == 1
+    assert "not found" in capsys.readouterr().err
