@@ -12,6 +12,12 @@ VIEWS = ["One head", "All heads of a layer", "One head through all layers"]
 KINDS = {"pattern (after softmax)": "pattern", "scores (before softmax)": "scores"}
 
 ui.setup_page("Heatmaps")
+def exports(df, chart, stem, meta, key):
+    """CSV / PNG / SVG buttons kept together under the chart."""
+    with st.container(width=330):
+        ui.download_buttons(df, chart, stem, meta, key=key)
+
+
 ctx = ui.sidebar()
 if ctx is None:
     st.stop()
@@ -84,7 +90,7 @@ if view == VIEWS[0]:
     if T <= hm.MARK_LIMIT:
         chart = hm.cell_chart(vals, labels, labels, masked=masked_full, kind=kind, scale=scale, title=title)
         st.altair_chart(chart, width="content")
-        ui.download_buttons(long_table(vals), chart, stem, token_meta() | {"layer": layer, "head": head}, key="one")
+        exports(long_table(vals), chart, stem, token_meta() | {"layer": layer, "head": head}, key="one")
     else:
         png = head_png((ctx.model_name, ctx.device, tuple(ids), layer, head, kind, scale), vals, kind, scale)
         full = hm.image_chart(vals, masked=masked_full, kind=kind, scale=scale, png=png,
@@ -95,7 +101,7 @@ if view == VIEWS[0]:
         left, right = st.columns([1, 1])
         with left:
             st.altair_chart(full, width="content")
-            ui.download_buttons(pd.DataFrame({"query_pos": range(T), "query_token": ctx.model.token_strs(ids)}),
+            exports(pd.DataFrame({"query_pos": range(T), "query_token": ctx.model.token_strs(ids)}),
                                 full, stem + "_full", token_meta() | {"layer": layer, "head": head}, key="full")
             st.download_button(f"Whole matrix as CSV ({T}×{T})", lambda: full_csv(vals), file_name=f"{stem}_matrix.csv",
                                mime="text/csv", key="full-matrix-csv", on_click="ignore")
@@ -116,7 +122,7 @@ if view == VIEWS[0]:
                            f"attention on average; the rest goes to keys outside the window.")
             else:
                 st.caption(f"Window of {size}×{size} out of {T}×{T}.")
-            ui.download_buttons(long_table(block, q0, k0), wchart, stem + f"_q{q0}_k{k0}",
+            exports(long_table(block, q0, k0), wchart, stem + f"_q{q0}_k{k0}",
                                 token_meta() | {"layer": layer, "head": head}, key="win")
 else:
     if view == VIEWS[1]:
@@ -154,4 +160,4 @@ else:
         df = pd.DataFrame(rows)
         st.caption("CSV: one row of statistics per panel (the full matrices are too large; export a single head "
                    "from *One head*).")
-    ui.download_buttons(df, chart, stem, token_meta(), key="grid")
+    exports(df, chart, stem, token_meta(), key="grid")

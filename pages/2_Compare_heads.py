@@ -13,9 +13,15 @@ RANDOM_INDUCTION = "induction (repeated random tokens)"
 STATS = {**metrics.HEAD_STATS,
          RANDOM_INDUCTION: "on 4 sequences of 50 random tokens repeated once: mean attention from a token in the "
                            "second copy to the token that followed it in the first copy (independent of the prompt)"}
-SIMILARITY_BUDGET = 3e8                # N²·rows·keys element operations allowed for the head-similarity matrix
+SIMILARITY_BUDGET = 1e8                # N²·rows·keys element operations allowed for the head-similarity matrix
 
 ui.setup_page("Compare heads")
+def exports(df, chart, stem, meta, key):
+    """CSV / PNG / SVG buttons kept together under the chart."""
+    with st.container(width=330):
+        ui.download_buttons(df, chart, stem, meta, key=key)
+
+
 ctx = ui.sidebar()
 if ctx is None:
     st.stop()
@@ -31,8 +37,9 @@ labels = ui.token_labels(toks)
 @st.cache_data(show_spinner=False, max_entries=512)
 def prompt_scores(model: str, device: str, ids: tuple, capture: tuple, _ctx) -> dict:
     """head_scores of every head on one prompt, {stat: [L, H] array}; keyed by (model, device, ids)."""
-    pats = ui.trace(_ctx, capture=capture, ids=list(ids)).stack("pattern")[:, 0]      # [L, H, T, T]
-    return {k: v.double().numpy() for k, v in metrics.head_scores(pats, list(ids)).items()}
+    tr = ui.trace(_ctx, capture=capture, ids=list(ids))
+    per_layer = [metrics.head_scores(tr["pattern", l][0], list(ids)) for l in range(L)]     # layer by layer:
+    return {k: torch.stack([d[k] for d in per_layer]).double().numpy() for k in per_layer[0]}  # no [L,H,T,T] copy
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -79,7 +86,7 @@ picked = st.session_state["cmp_open"]
 overview = hm.head_overview_chart(df_stat, stat, selected=picked)
 st.altair_chart(overview, width="content")
 st.caption(note + " Outlined: the heads opened below.")
-ui.download_buttons(df_stat, overview, f"head_{stat.replace(' ', '_')}", meta(statistic=stat), key="overview")
+exports(df_stat, overview, f"head_{stat.replace(' ', '_')}", meta(statistic=stat), key="overview")
 
 # ----------------------------------------------------------------------------- side by side
 st.subheader("Heads side by side")
@@ -113,7 +120,7 @@ if picked:
                 cells = cells[~cells["masked"]]
             cells = cells.assign(query_token=[toks[i] for i in cells["query_pos"]],
                                  key_token=[toks[j] for j in cells["key_pos"]]).drop(columns=["query", "key"])
-            ui.download_buttons(cells.rename(columns={"value": "weight"}), ch, f"pattern_L{l}H{h}",
+            exports(cells.rename(columns={"value": "weight"}), ch, f"pattern_L{l}H{h}",
                                 meta(layer=l, head=h), key=f"side{name}")
 
 # ----------------------------------------------------------------------------- token pair
@@ -136,7 +143,8 @@ else:
     k = c2.selectbox("Key token (attended to, at or before the query)", range(0, q + 1), key="cmp_k",
                      format_func=lambda j: labels[j])
     tr = ui.trace(ctx, capture=CAPTURE, ids=ids)
-    table = compare.rank_heads_for_pair(tr.stack("pattern")[:, 0], q, k)
+    q_rows = torch.stack([tr["pattern", l][0, :, q : q + 1, :] for l in range(L)])     # [L, H, 1, T]: row q only
+    table = compare.rank_heads_for_pair(q_rows, 0, k)
     bars = hm.rank_chart(table, title=f"Weight from {labels[q]} to {labels[k]}, top 15 of {L * H} heads")
     left, right = st.columns([3, 2])
     left.altair_chart(bars, width="content")
@@ -145,7 +153,7 @@ else:
                     column_config={"rank_in_row": st.column_config.NumberColumn(
                         "rank in row", help="1 = this key gets the most attention from this query in that head"),
                         "top_key": st.column_config.TextColumn("most attended key")})
-    ui.download_buttons(table.assign(query_pos=q, query_token=toks[q], key_pos=k, key_token=toks[k]), bars,
+    exports(table.assign(query_pos=q, query_token=toks[q], key_pos=k, key_token=toks[k]), bars,
                         f"heads_linking_{q}_{k}", meta(), key="pair")
 
 # ----------------------------------------------------------------------------- similarity
@@ -193,5 +201,5 @@ else:
     with st.expander("The order, with each head's nearest neighbour"):
         st.dataframe(order_df, hide_index=True, width="stretch")
     long = pd.DataFrame({"head A": np.repeat(names, N), "head B": np.tile(names, N), "js_distance": dist.reshape(-1)})
-    ui.download_buttons(long, sim, "head_similarity", meta(rows_used=len(rows), order=" ".join(names[i] for i in order)),
+    exports(long, sim, "head_similarity", meta(rows_used=len(rows), order=" ".join(names[i] for i in order)),
                         key="sim")

@@ -28,6 +28,9 @@ MARK_LIMIT = 64          # rows/columns drawn as one mark per cell (64² = 4,096
 GRID_MARK_LIMIT = 24     # per panel in a grid of heads/layers
 GRID_IMAGE_PX = 256      # a grid panel's image is at most this many pixels a side
 MASKED_COLOR = "#c9c9c9"
+# Sizes are the plot area's; axes and legends come on top ("pad"). Without this Streamlit fits the
+# whole chart, axes and legend included, into the given width, and the cells shrink.
+PAD = alt.AutoSizeParams(type="pad", contains="padding")
 _SCHEME = {"pattern": "viridis", "scores": "redblue"}
 
 # Anchor colours of Vega's schemes, interpolated linearly in RGB for the PNG images.
@@ -49,6 +52,10 @@ def causal_masked(T: int, S: int | None = None, q0: int = 0, k0: int = 0, rows: 
     qi = np.arange(q0, q0 + rows)[:, None] + (S - T)
     kj = np.arange(k0, k0 + cols)[None, :]
     return kj > qi
+
+
+def _pad(top: bool) -> dict:
+    return {"autosize": PAD} if top else {}
 
 
 def _lut(stops: list[str], n: int = 256) -> np.ndarray:
@@ -126,7 +133,7 @@ def cells_frame(values: np.ndarray, q_labels: list[str], k_labels: list[str], ma
 def cell_chart(values: np.ndarray, q_labels: list[str], k_labels: list[str], *, masked: np.ndarray | None = None,
                q0: int = 0, k0: int = 0, kind: str = "pattern", scale: str = "linear", title: str = "",
                size: int | None = None, domain: tuple[float, float] | None = None, axes: bool = True,
-               legend: bool = True) -> alt.Chart:
+               legend: bool = True, top: bool = True) -> alt.Chart:
     """One rectangle per cell of the [R, C] block starting at (q0, k0); labels are the full label lists."""
     R, C = values.shape
     if R > MARK_LIMIT or C > MARK_LIMIT:
@@ -138,7 +145,7 @@ def cell_chart(values: np.ndarray, q_labels: list[str], k_labels: list[str], *, 
     q_order = [q_labels[i] for i in range(q0, q0 + R)]
     k_order = [k_labels[j] for j in range(k0, k0 + C)]
     vname = "weight" if kind == "pattern" else "score (pre-softmax)"
-    side = size or max(220, min(620, 16 * max(R, C)))
+    side = size or max(220, min(800, 16 * max(R, C)))
     ax = {} if axes else {"axis": None}
     return alt.Chart(df, title=title).mark_rect().encode(
         x=alt.X("key:N", sort=k_order, title="key (attended to)", **ax),
@@ -146,13 +153,13 @@ def cell_chart(values: np.ndarray, q_labels: list[str], k_labels: list[str], *, 
         color=alt.condition("datum.masked", alt.value(MASKED_COLOR), _color(kind, domain, scale, vname, legend)),
         tooltip=[alt.Tooltip("query:N", title="query token"), alt.Tooltip("key:N", title="key token"),
                  alt.Tooltip("value:Q", title=vname, format=".4f"), alt.Tooltip("state:N", title="cell")],
-    ).properties(width=side * C // max(R, C), height=side * R // max(R, C))
+    ).properties(width=side * C // max(R, C), height=side * R // max(R, C), **_pad(top))
 
 
 def image_chart(values: np.ndarray, *, masked: np.ndarray | None = None, kind: str = "pattern",
                 scale: str = "linear", title: str = "", size: int = 620, q0: int = 0, k0: int = 0,
                 domain: tuple[float, float] | None = None, legend: bool = True, axes: bool = True,
-                png: bytes | None = None) -> alt.LayerChart:
+                png: bytes | None = None, top: bool = True) -> alt.LayerChart:
     """The [R, C] matrix as one image, axes in token positions; a colour legend from an invisible layer."""
     R, C = values.shape
     domain = domain or colour_domain(np.asarray(values), masked, kind)
@@ -176,7 +183,7 @@ def image_chart(values: np.ndarray, *, masked: np.ndarray | None = None, kind: s
         key = alt.Chart(alt.Data(values=[{"value": domain[0]}, {"value": domain[1]}])).mark_point(opacity=0).encode(
             color=_color(kind, domain, scale, vname))
         layers.append(key)
-    return alt.layer(*layers, title=title).properties(width=w, height=h)
+    return alt.layer(*layers, title=title).properties(width=w, height=h, **_pad(top))
 
 
 def block_max(values: np.ndarray, masked: np.ndarray | None, px: int) -> tuple[np.ndarray, np.ndarray | None, int]:
@@ -209,14 +216,14 @@ def grid_chart(mats: list[np.ndarray], titles: list[str], labels: list[str], *, 
         dom = shared_dom or colour_domain(m, masked, kind)
         if T <= GRID_MARK_LIMIT and S <= GRID_MARK_LIMIT:
             c = cell_chart(m, labels, labels, masked=masked, kind=kind, scale=scale, title=t, size=panel,
-                           domain=dom, axes=False, legend=False)
+                           domain=dom, axes=False, legend=False, top=False)
         else:
             small, smask, k = block_max(m, masked, GRID_IMAGE_PX)
             c = image_chart(small, masked=smask, kind=kind, scale=scale, title=t, size=panel, domain=dom,
-                            legend=False, axes=False)
+                            legend=False, axes=False, top=False)
         charts.append(c)
     rows = [alt.hconcat(*charts[i : i + columns]) for i in range(0, len(charts), columns)]
-    chart = alt.vconcat(*rows).resolve_scale(color="shared" if shared else "independent")
+    chart = alt.vconcat(*rows).resolve_scale(color="shared" if shared else "independent").properties(autosize=PAD)
     return chart, k
 
 
@@ -241,7 +248,7 @@ def head_overview_chart(df: pd.DataFrame, stat: str, *, text: bool = True, selec
             text=alt.Text(f"{stat}:Q", format=".2f"),
             color=alt.condition(f"datum['{stat}'] > {float(d[stat].median()) if d[stat].notna().any() else 0}",
                                 alt.value("black"), alt.value("white"))))
-    return alt.layer(*layers).properties(width=cell * H, height=cell * L)
+    return alt.layer(*layers).properties(width=cell * H, height=cell * L, autosize=PAD)
 
 
 def rank_chart(df: pd.DataFrame, top: int = 15, title: str = "") -> alt.Chart:
@@ -252,7 +259,7 @@ def rank_chart(df: pd.DataFrame, top: int = 15, title: str = "") -> alt.Chart:
         y=alt.Y("head:N", sort=list(d["head"]), title="head (layer.head)"),
         color=alt.Color("layer:O", scale=alt.Scale(scheme="tableau10")),
         tooltip=["head", alt.Tooltip("weight:Q", format=".4f"), "rank_in_row", "top_key"],
-    ).properties(width=420, height=max(160, 18 * len(d)))
+    ).properties(width=420, height=max(160, 18 * len(d)), autosize=PAD)
 
 
 def distance_chart(dist: np.ndarray, names: list[str], order: list[int], title: str = "") -> alt.Chart:
@@ -267,7 +274,7 @@ def distance_chart(dist: np.ndarray, names: list[str], order: list[int], title: 
         color=alt.Color("distance:Q", scale=alt.Scale(scheme="viridis", reverse=True, domain=[0, 1]),
                         title="JS distance"),
         tooltip=["head A", "head B", alt.Tooltip("distance:Q", format=".3f")],
-    ).properties(width=side, height=side)
+    ).properties(width=side, height=side, autosize=PAD)
 
 
 def distance_image(dist: np.ndarray, order: list[int], title: str = "", size: int = 560) -> alt.LayerChart:
@@ -289,4 +296,4 @@ def distance_image(dist: np.ndarray, order: list[int], title: str = "", size: in
         y2="y2:Q", url="url:N")
     key = alt.Chart(alt.Data(values=[{"d": 0.0}, {"d": 1.0}])).mark_point(opacity=0).encode(
         color=alt.Color("d:Q", scale=alt.Scale(scheme="viridis", reverse=True, domain=[0, 1]), title="JS distance"))
-    return alt.layer(pic, key, title=title).properties(width=size, height=size)
+    return alt.layer(pic, key, title=title).properties(width=size, height=size, autosize=PAD)
