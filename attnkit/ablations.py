@@ -650,6 +650,8 @@ def _summary(kind, rows, acc, scope, info) -> dict:
         s["attention on self, ablated"] = _mean(_col(rows, "attention on self (ablated)", scope))
         s["top key is self, baseline"] = _mean(_col(rows, "rows whose top key is self (baseline)", scope))
         s["top key is self, ablated"] = _mean(_col(rows, "rows whose top key is self (ablated)", scope))
+        s["attention on earlier copies, baseline"] = _mean(_col(rows, "attention on earlier copies (baseline)", scope))
+        s["attention on earlier copies, ablated"] = _mean(_col(rows, "attention on earlier copies (ablated)", scope))
     elif kind == "no-scale":
         b = _col(rows, "entropy, nats (baseline)", scope)
         a = _col(rows, "entropy, nats (ablated)", scope)
@@ -710,7 +712,12 @@ def verdict(result: dict) -> dict:
         text = (f"Pre-mask scores become symmetric (asymmetry {_fmt(asym)} vs {_fmt(s['mean asymmetry, baseline'])} "
                 f"with the model's own W_K); attention on the token itself goes {_fmt(sb)} → {_fmt(sa)}, "
                 f"rows whose top key is the token itself {_fmt(s['top key is self, baseline'])} → "
-                f"{_fmt(s['top key is self, ablated'])}; {loss_txt}.")
+                f"{_fmt(s['top key is self, ablated'])}"
+                + (f"; attention on earlier copies of the same token {_fmt(s['attention on earlier copies, baseline'])}"
+                   f" → {_fmt(s['attention on earlier copies, ablated'])}"
+                   if not math.isnan(s["attention on earlier copies, ablated"]) else
+                   " (no repeated token here to test look-alikes)")
+                + f"; {loss_txt}.")
         status = ("supported" if sym and more_self else "mixed" if sym else "not supported") \
             if sa is not None and not math.isnan(sa) else "undetermined"
     elif kind == "no-scale":

@@ -270,3 +270,12 @@ def test_page_one_token_prompt_is_explained(odd_dir):
     assert any("one-token" in i.value for i in at.info)
     at.button(key="ab_sweep_btn").click().run()
     assert not at.exception and not at.error
+
+
+def test_page_pools_a_prompt_set(odd_dir):
+    data = "\n".join(json.dumps(t) for t in [TEXT, "The", "Attention lets every token look back."]).encode()
+    at = apptest("pages/4_Ablations.py", odd_dir, ak_source="Upload", ak_upload_data=("set.jsonl", data),
+                 ak_pick="all", ab_kind="no-mask").run()
+    assert not at.exception and not at.error
+    assert any("All 3 prompts" in c.value for c in at.caption)
+    assert any("1 one-token text" in c.value for c in at.caption)
