@@ -119,8 +119,9 @@ with tab_head:
         "s + M": [fmt(float(hs.masked_row[j])) for j in around],
         "weight": [f"{float(hs.weights[j]):.4f}" if j <= query else "0 (exactly)" for j in around],
     }).set_index("key").T, width="stretch")
-    st.caption(f"The mask row around the query: 0 on keys 0..{query}, −∞ on the {T - n_vis:,} future key(s) "
-               "(all in the CSV), which softmax turns into weights of exactly 0.")
+    st.caption(f"The mask row around the query: 0 on keys 0..{query}"
+               + (f", −∞ on the {T - n_vis:,} future key(s) (all in the CSV), which softmax turns into weights of "
+                  "exactly 0." if T > n_vis else "; the query is the last token, so no key lies in its future."))
     st.altair_chart(C.weights_chart(S.key_frame(hs, [ui.visible(t) for t in tokens], dims=0), query,
                                     f"softmax weights of query {query}"), width="stretch")
     m1, m2, m3 = st.columns(3)

@@ -18,6 +18,10 @@ def _layer_table(at):
     raise AssertionError("no per-layer table")
 
 
+def _final_table(at):
+    return next(d.value for d in at.dataframe if "after the last layer" in d.value.columns)
+
+
 def test_verify_runs_only_on_request_and_passes(odd_dir, odd):
     text = "Verify me: the animal didn't cross the street."
     at = apptest("pages/6_Verify.py", odd_dir, text=text).run()
@@ -29,9 +33,10 @@ def test_verify_runs_only_on_request_and_passes(odd_dir, odd):
     assert [h.value.split(" ·")[0] for h in at.subheader] == DEVICES
     table = _layer_table(at)
     L = odd.config.n_layers
-    assert len(table) == L + 2                               # the layers, the final LayerNorm, the logits
-    assert list(table["layer"][:L]) == [str(l) for l in range(L)]
+    assert list(table["layer"]) == list(range(L))
     assert table["ok"].all()
+    final = _final_table(at)
+    assert list(final["ok"]) == [True, True] and final["max |Δ|"].iloc[1] <= V.TOL_LOGITS
     # the numbers shown are a real comparison of the two implementations on this prompt
     ref = V.compare(odd.hf_model, odd.weights, odd.encode(text))
     assert table["pattern max|Δ|"][:L].tolist() == [l.pattern_abs for l in ref.layers]
@@ -53,8 +58,8 @@ def test_verify_shows_fail_when_out_of_tolerance(odd_dir, monkeypatch):
     at.button(key="vf_run").click().run()
     assert not at.exception
     assert any(e.value.startswith("FAIL") for e in at.error)
-    table = _layer_table(at)
-    assert not table["ok"].iloc[-1]                          # the logits row
+    final = _final_table(at)
+    assert list(final["ok"]) == [True, False]                 # the logits row fails, nothing else
 
 
 def test_verify_frame_and_chart_from_a_report():

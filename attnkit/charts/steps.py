@@ -13,6 +13,10 @@ __all__ = ["matrix_frame", "matrix_chart", "weights_chart", "kv_rows_chart", "ve
 
 #: Largest matrix drawn one mark per cell (larger ones are windowed by the page).
 MAX_CELLS = 64 * 64
+#: Fixed-size charts keep their size in Streamlit (its default autosize would shrink them to fit).
+PAD = alt.AutoSizeParams(type="pad", contains="padding")
+#: Container-wide charts: fill the width, keep the height asked for.
+FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
 #: Differences of exactly 0 cannot sit on a log axis; they are drawn at this floor.
 LOG_FLOOR = 1e-12
 
@@ -55,7 +59,8 @@ def matrix_chart(M, rows: list[str] | None = None, cols: list[str] | None = None
     else:
         scale = alt.Scale(scheme=scheme)
     base = alt.Chart(df, title=title).encode(
-        x=alt.X("col:N", sort=col_order, title="key", axis=alt.Axis(labelAngle=-45)),
+        x=alt.X("col:N", sort=col_order, title="key",
+                axis=alt.Axis(labelAngle=0 if max(map(len, col_order)) <= 4 else -45)),
         y=alt.Y("row:N", sort=row_order, title="query"),
     )
     cells = base.mark_rect().encode(
@@ -74,7 +79,7 @@ def matrix_chart(M, rows: list[str] | None = None, cols: list[str] | None = None
             cut = f"isValid(datum.value) && datum.value > {lo + 0.6 * (hi - lo)}"
         layers.append(base.mark_text(fontSize=11).encode(
             text="text:N", color=alt.condition(cut, alt.value("white"), alt.value("black"))))
-    return alt.layer(*layers).properties(width=max(120, size * C), height=max(80, size * R))
+    return alt.layer(*layers).properties(width=max(120, size * C), height=max(80, size * R), autosize=PAD)
 
 
 def weights_chart(df: pd.DataFrame, query: int, title: str = "") -> alt.Chart:
@@ -83,10 +88,11 @@ def weights_chart(df: pd.DataFrame, query: int, title: str = "") -> alt.Chart:
     tooltip = ["position:Q"] + (["token:N"] if "token" in df else []) + [
         alt.Tooltip("weight:Q", format=".4f"), alt.Tooltip("q·k·scale:Q", format=".4f")]
     base = alt.Chart(df[[c for c in ("position", "token", "weight", "q·k·scale") if c in df]], title=title)
-    x = alt.X("position:Q", title=f"key position (query {query})", scale=alt.Scale(domain=[-0.5, n - 0.5]))
+    x = alt.X("position:Q", title=f"key position (query {query})", scale=alt.Scale(domain=[-0.5, n - 0.5]),
+              axis=alt.Axis(tickMinStep=1, format="d"))
     mark = base.mark_bar(size=max(1, min(20, 600 // max(n, 1)))) if n <= 256 else base.mark_area(opacity=0.7)
     return mark.encode(x=x, y=alt.Y("weight:Q", title="softmax weight"), tooltip=tooltip).properties(
-        width="container", height=180)
+        width="container", height=180, autosize=FIT_X)
 
 
 def kv_rows_chart(steps: pd.DataFrame) -> alt.Chart:
@@ -106,7 +112,7 @@ def kv_rows_chart(steps: pd.DataFrame) -> alt.Chart:
         color=alt.Color("rows:N", scale=alt.Scale(domain=["reused from the cache", "computed this step"],
                                                    range=["#9ecae1", "#e6550d"]), title=None),
         tooltip=["step:O", "rows:N", "range:N"],
-    ).properties(width="container", height=max(80, 22 * len(steps)))
+    ).properties(width="container", height=max(80, 22 * len(steps)), autosize=FIT_X)
 
 
 QUANTITIES = {
@@ -158,4 +164,4 @@ def verify_chart(df: pd.DataFrame, title: str = "attnkit vs HuggingFace") -> alt
         tooltip=[alt.Tooltip("label:N", title="tolerance")])
     labels = rule_base.mark_text(align="left", dx=4, dy=-6, fontSize=10, color="#555").encode(
         text="label:N", x=alt.value(0))
-    return alt.layer(rules, labels, points, title=title).properties(width="container", height=320)
+    return alt.layer(rules, labels, points, title=title).properties(width="container", height=320, autosize=FIT_X)
