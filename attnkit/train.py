@@ -45,6 +45,12 @@ machine and library versions reproduces the same weights. Example::
 
     python -m attnkit train-default --out attnkit/models/attnkit-tiny --steps 1800
     python -m attnkit train-default --tiny-test --out /tmp/tiny   # seconds, for tests
+
+``--minutes M`` makes a time-boxed run (warmup-stable-decay schedule whose decay
+start and length are chosen from the measured speed, with a hard stop at M
+minutes); the model card then records the equivalent fixed command
+(``--schedule wsd --decay-start D --steps T [--stop-after N]``), which replays the
+run exactly. SIGUSR1 stops training after the current step (recorded the same way).
 """
 from __future__ import annotations
 
@@ -275,9 +281,18 @@ def sample_batch(ids, batch: int, block: int, gen):
     return w[:, :-1], w[:, 1:]
 
 
-def lr_at(step: int, total: int, warmup: int, peak: float, floor_frac: float = 0.1) -> float:
+def lr_at(step: int, total: int, warmup: int, peak: float, floor_frac: float = 0.1,
+          schedule: str = "cosine", decay_start: int | None = None) -> float:
+    """Linear warmup, then cosine decay to floor_frac * peak at ``total`` ("cosine"), or
+    constant until ``decay_start`` then linear decay to floor_frac * peak ("wsd")."""
     if step < warmup:
         return peak * (step + 1) / warmup
+    if schedule == "wsd":
+        ds = int(0.8 * total) if decay_start is None else decay_start
+        if step < ds:
+            return peak
+        prog = min(1.0, (step - ds) / max(1, total - ds))
+        return peak * (floor_frac + (1 - floor_frac) * (1 - prog))
     prog = min(1.0, (step - warmup) / max(1, total - warmup))
     return peak * (floor_frac + (1 - floor_frac) * 0.5 * (1 + math.cos(math.pi * prog)))
 
@@ -353,6 +368,16 @@ def write_card(out: Path, info: dict) -> None:
     if info.get("corpus_file"):
         src_rows = f"| (custom) | `{info['corpus_file']}` | see file | {info['corpus_chars']:,} |"
     c = info["config"]
+    sched = ""
+    if info.get("schedule") == "wsd":
+        sched_text = (f"{info['warmup']} warmup steps, constant LR until step {info['decay_start']}, then "
+                      f"linear decay to 10% at step {info['schedule_steps']:,} (warmup-stable-decay; the "
+                      f"decay start was chosen by the time box `--minutes`)")
+    else:
+        sched_text = f"{info['warmup']} warmup steps then cosine decay to 10%"
+    if info.get("schedule_steps", info["steps"]) != info["steps"]:
+        sched = (f" (stopped early: the warmup + cosine schedule was planned for "
+                 f"{info['schedule_steps']:,} steps)")
     card = f"""# attnkit-tiny
 
 A tiny GPT-2-architecture language model trained from scratch by
@@ -400,8 +425,8 @@ Chinese (fortunes-zh).
 ## Training
 
 AdamW (betas 0.9/0.95, weight decay {info['weight_decay']} on matrices), peak LR {info['lr']},
-{info['warmup']} warmup steps then cosine decay to 10%, gradient clipping 1.0,
-batches of {info['batch']} random {c['n_positions']}-token windows, {info['steps']:,} steps,
+{sched_text}, gradient clipping 1.0,
+batches of {info['batch']} random {c['n_positions']}-token windows, {info['steps']:,} steps{sched},
 seed {info['seed']}, {info['threads']} CPU thread(s), float32.
 
 - tokens seen: {info['tokens_seen']:,} (about {info['epochs']:.2f} epochs of the training split)
@@ -441,7 +466,14 @@ def parse_args(argv):
     p.add_argument("--out", default=str(DEFAULT_OUT), help="output folder (default: the shipped model)")
     p.add_argument("--steps", type=int, default=1800, help="optimizer steps (default 1800)")
     p.add_argument("--minutes", type=float, default=None,
-                   help="instead of --steps: time the first steps and choose the step count to fit")
+                   help="time-boxed run (implies --schedule wsd): constant LR until 80%% of the time, "
+                        "then a linear decay sized to the measured speed; stops at the limit. "
+                        "The card records the equivalent --steps/--decay-start/--stop-after")
+    p.add_argument("--schedule", choices=["cosine", "wsd"], default="cosine",
+                   help="cosine: warmup + cosine decay; wsd: warmup, constant, linear decay")
+    p.add_argument("--decay-start", type=int, default=None, help="wsd: step the decay starts (default 80%%)")
+    p.add_argument("--stop-after", type=int, default=None,
+                   help="stop after this many steps; the LR schedule is still planned for --steps")
     p.add_argument("--corpus-limit", type=int, default=None, help="max characters of corpus")
     p.add_argument("--corpus-file", default=None, help="train on this text file instead of Debian text")
     p.add_argument("--seed", type=int, default=1234)
@@ -470,20 +502,32 @@ def parse_args(argv):
     return a
 
 
-def reproduce_argv(argv: list[str], steps: int) -> list[str]:
-    """The given argv with --minutes/--steps replaced by the step count actually run."""
+SCHEDULE_FLAGS = ("--minutes", "--steps", "--stop-after", "--schedule", "--decay-start")
+
+
+def reproduce_argv(argv: list[str], steps: int, stopped_at: int | None = None,
+                   schedule: str = "cosine", decay_start: int | None = None) -> list[str]:
+    """The given argv with the time-dependent flags (--minutes) replaced by the schedule
+    actually run: --steps, --schedule/--decay-start and, if stopped early, --stop-after."""
     out, skip = [], False
     for x in argv:
         if skip:
             skip = False
             continue
-        if x in {"--minutes", "--steps"}:
+        if x in SCHEDULE_FLAGS:
             skip = True
             continue
-        if x.startswith(("--minutes=", "--steps=")):
+        if x.startswith(tuple(f + "=" for f in SCHEDULE_FLAGS)):
             continue
         out.append(x)
-    return out + ["--steps", str(steps)]
+    if schedule != "cosine":
+        out += ["--schedule", schedule]
+        if decay_start is not None:
+            out += ["--decay-start", str(decay_start)]
+    out += ["--steps", str(steps)]
+    if stopped_at is not None and stopped_at < steps:
+        out += ["--stop-after", str(stopped_at)]
+    return out
 
 
 def cli(argv=None) -> int:
@@ -563,13 +607,43 @@ def cli(argv=None) -> int:
         return float(loss)
 
     total_steps = a.steps
-    timing_steps = 20
+    schedule = "wsd" if a.minutes is not None else a.schedule
+    decay_start = a.decay_start if schedule == "wsd" else None
+    if a.minutes is not None:
+        total_steps, decay_start = 10**9, None  # fixed once 80% of the time has passed
+        budget = a.minutes * 60 - (time.time() - t_start)
+        print(f"--minutes {a.minutes}: {budget / 60:.1f} min of training", flush=True)
+    stop_flag = []
+    try:
+        import signal
+        signal.signal(signal.SIGUSR1, lambda *_: stop_flag.append(1))  # emergency stop
+    except (ValueError, AttributeError, OSError):
+        pass
+    recent: list[float] = []
     history = []
     run_loss, run_n = 0.0, 0
     t_train = time.time()
     step = 0
-    while step < total_steps:
-        lr = lr_at(step, total_steps, a.warmup, a.lr)
+    stop_at = total_steps if a.stop_after is None else min(a.stop_after, total_steps)
+    while step < stop_at:
+        now = time.time()
+        recent = (recent + [now])[-101:]
+        if a.minutes is not None:
+            el = now - t_train
+            if decay_start is None and el >= 0.8 * budget and len(recent) > 1:
+                rate = (len(recent) - 1) / (recent[-1] - recent[0])  # steps/s, last <=100 steps
+                decay_start = step
+                total_steps = step + max(1, int((budget - el) * rate * 0.95))
+                stop_at = total_steps
+                print(f"time box: decay from step {decay_start} to {total_steps} "
+                      f"({rate:.2f} steps/s)", flush=True)
+            if el >= budget:
+                print(f"time box: stopping after step {step}", flush=True)
+                break
+        if stop_flag:
+            print(f"SIGUSR1: stopping after step {step}", flush=True)
+            break
+        lr = lr_at(step, total_steps, a.warmup, a.lr, schedule=schedule, decay_start=decay_start)
         for g_ in opt.param_groups:
             g_["lr"] = lr
         xb, yb = sample_batch(train_ids, a.batch, block, gen)
@@ -582,21 +656,16 @@ def cli(argv=None) -> int:
         step += 1
         run_loss += loss.item()
         run_n += 1
-        if a.minutes is not None and step == timing_steps:
-            per_step = (time.time() - t_train) / timing_steps
-            budget = a.minutes * 60 - (time.time() - t_start)
-            total_steps = max(timing_steps + 1, int(budget / (per_step * 1.04)))
-            print(f"--minutes {a.minutes}: {per_step:.2f}s/step -> {total_steps} steps", flush=True)
-        if step % a.eval_every == 0 or step == total_steps or step == 1:
+        if step % a.eval_every == 0 or step == stop_at or step == 1:
             el = time.time() - t_train
             vl = quick_val()
             tr = run_loss / run_n
             history.append({"step": step, "train_loss": tr, "val_loss": vl, "lr": lr, "seconds": el})
-            print(f"step {step:>5}/{total_steps} lr {lr:.2e} train {tr:.3f} val {vl:.3f} "
+            print(f"step {step:>5}/{total_steps if total_steps < 10**9 else '?'} lr {lr:.2e} train {tr:.3f} val {vl:.3f} "
                   f"{step * a.batch * block / el:,.0f} tok/s {el / 60:.1f} min", flush=True)
             run_loss, run_n = 0.0, 0
     train_seconds = time.time() - t_train
-    tokens_seen = total_steps * a.batch * block
+    tokens_seen = step * a.batch * block
 
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out), safe_serialization=True)
@@ -621,7 +690,8 @@ def cli(argv=None) -> int:
     print("head scores (previous-token on validation text; induction on random repeated tokens):")
     print(format_head_table(prev, ind), flush=True)
 
-    cmd = "python -m attnkit train-default " + " ".join(reproduce_argv(argv, total_steps))
+    cmd = "python -m attnkit train-default " + " ".join(reproduce_argv(
+        argv, total_steps if total_steps < 10**9 else step, step, schedule, decay_start))
     info = {
         "config": {"n_layer": a.n_layer, "n_head": a.n_head, "n_embd": a.n_embd,
                    "n_positions": block, "vocab_size": V},
@@ -631,7 +701,9 @@ def cli(argv=None) -> int:
         "n_train_docs": len(train_docs), "n_val_docs": len(val_docs),
         "train_tokens": len(train_ids), "val_tokens": len(val_ids),
         "seed": a.seed, "lr": a.lr, "warmup": a.warmup, "weight_decay": a.weight_decay,
-        "batch": a.batch, "steps": total_steps, "threads": a.threads,
+        "batch": a.batch, "steps": step, "threads": a.threads,
+        "schedule_steps": total_steps if total_steps < 10**9 else step,
+        "schedule": schedule, "decay_start": decay_start,
         "tokens_seen": tokens_seen, "epochs": tokens_seen / len(train_ids),
         "train_seconds": train_seconds, "tokens_per_s": tokens_seen / train_seconds,
         "final_train_loss": train_loss, "final_val_loss": val_loss,

@@ -103,9 +103,43 @@ def test_unigram_baseline_and_lr_schedule():
     assert train.lr_at(100, 100, 10, 1.0) == pytest.approx(0.1)
 
 
+def test_wsd_schedule():
+    assert train.lr_at(50, 100, 10, 1.0, schedule="wsd", decay_start=80) == pytest.approx(1.0)
+    assert train.lr_at(90, 100, 10, 1.0, schedule="wsd", decay_start=80) == pytest.approx(0.55)
+    assert train.lr_at(100, 100, 10, 1.0, schedule="wsd", decay_start=80) == pytest.approx(0.1)
+
+
+def test_time_boxed_run_is_reproduced_by_its_recorded_command(tmp_path):
+    """--minutes picks the schedule from the clock; the card's command replays it exactly."""
+    import shlex
+
+    from safetensors.torch import load_file
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(TINY_CORPUS, encoding="utf-8")
+    flags = ["--corpus-file", str(corpus), "--n-layer", "1", "--n-head", "2", "--n-embd", "16",
+             "--n-positions", "16", "--vocab-size", "300", "--batch", "2", "--eval-every", "1000",
+             "--warmup", "5"]
+    first = tmp_path / "first"
+    assert train.cli(flags + ["--out", str(first), "--minutes", "0.03"]) == 0
+    card = (first / "MODEL_CARD.md").read_text(encoding="utf-8")
+    cmd = next(line for line in card.splitlines() if line.startswith("python -m attnkit train-default"))
+    argv = shlex.split(cmd)[4:]
+    assert "--minutes" not in argv and "--schedule" in argv and "--decay-start" in argv
+    second = tmp_path / "second"
+    argv[argv.index("--out") + 1] = str(second)
+    assert train.cli(argv) == 0
+    a, b = load_file(str(first / "model.safetensors")), load_file(str(second / "model.safetensors"))
+    assert all((a[k] == b[k]).all() for k in a)
+
+
 def test_reproduce_argv_replaces_minutes():
     argv = ["--out", "x", "--minutes", "5", "--seed", "1"]
     assert train.reproduce_argv(argv, 42) == ["--out", "x", "--seed", "1", "--steps", "42"]
+    assert train.reproduce_argv(argv + ["--stop-after", "7"], 42, 7) == [
+        "--out", "x", "--seed", "1", "--steps", "42", "--stop-after", "7"]
+    assert train.reproduce_argv(argv, 42, 42, "wsd", 30) == [
+        "--out", "x", "--seed", "1", "--schedule", "wsd", "--decay-start", "30", "--steps", "42"]
 
 
 @pytest.mark.skipif(not (SHIPPED / "model.safetensors").is_file(), reason="shipped model absent")
