@@ -93,11 +93,14 @@ if view == VIEWS[0]:
         exports(long_table(vals), chart, stem, token_meta() | {"layer": layer, "head": head}, key="one")
     else:
         png = head_png((ctx.model_name, ctx.device, tuple(ids), layer, head, kind, scale), vals, kind, scale)
-        full = hm.image_chart(vals, masked=masked_full, kind=kind, scale=scale, png=png,
-                              title=f"{title} — all {T}×{T} cells, one pixel each")
+        domain = hm.colour_domain(vals, masked_full, kind)            # one colour scale for image and window
+        full = hm.image_chart(vals, masked=masked_full, kind=kind, scale=scale, png=png, size=430, domain=domain,
+                              legend=False, title=f"All {T}×{T} cells, one pixel each")
+        st.markdown(f"**{title}**")
         st.info(f"{T} tokens is more than the {hm.MARK_LIMIT} drawn cell by cell: the whole matrix is shown as one "
                 f"image (one pixel per cell, no token labels or tooltips), and a focus window of at most "
-                f"{hm.MARK_LIMIT}×{hm.MARK_LIMIT} cells is drawn below with tokens and tooltips.", icon="🔎")
+                f"{hm.MARK_LIMIT}×{hm.MARK_LIMIT} cells is drawn beside it with tokens and tooltips, in the same "
+                f"colours.", icon="🔎")
         left, right = st.columns([1, 1])
         with left:
             st.altair_chart(full, width="content")
@@ -114,7 +117,7 @@ if view == VIEWS[0]:
             bmask = hm.causal_masked(T, T, q0, k0, size, size)
             wchart = hm.cell_chart(block, labels, labels, masked=bmask, q0=q0, k0=k0, kind=kind, scale=scale,
                                    title=f"Window: queries {q0}–{q0 + size - 1}, keys {k0}–{k0 + size - 1}",
-                                   size=520)
+                                   size=400, domain=domain)
             st.altair_chart(wchart, width="content")
             if kind == "pattern":
                 share = float(block.sum(1).mean())
@@ -137,7 +140,7 @@ else:
                          help="Off: each panel spans its own range (shapes stand out). On: colours are comparable.")
     mats = [matrix(l, h) for l, h in panels]
     chart, k = hm.grid_chart(mats, titles, labels, masked=masked_full, kind=kind, scale=scale,
-                             columns=4 if len(mats) % 4 == 0 or len(mats) > 6 else len(mats), shared=shared)
+                             columns=3 if len(mats) in (3, 6, 9) else min(4, len(mats)), shared=shared)
     note = f"Showing {what_grid}."
     if T > hm.GRID_MARK_LIMIT:
         note += (f" {T} tokens: each panel is an image" +

@@ -178,8 +178,10 @@ else:
     @st.cache_data(show_spinner="Comparing every pair of heads …", max_entries=16)
     def similarity(model: str, device: str, ids: tuple, heads: tuple, rows: tuple, _ctx) -> np.ndarray:
         pats = ui.trace(_ctx, capture=CAPTURE, ids=list(ids))
-        stack = torch.stack([pats["pattern", l][0, h] for l, h in heads])          # [N, T, T]
-        return compare.distance_matrix(stack, torch.tensor(rows)).numpy()
+        r = torch.tensor(rows)
+        keys = int(r.max()) + 1                  # causal: later keys are 0 in every sampled row
+        stack = torch.stack([pats["pattern", l][0, h][r, :keys] for l, h in heads])     # [N, R, keys] only
+        return compare.distance_matrix(stack, torch.arange(len(rows))).numpy()
 
     dist = similarity(ctx.model_name, ctx.device, tuple(ids), tuple(heads), tuple(int(r) for r in rows), ctx)
     order = compare.similarity_order(dist)

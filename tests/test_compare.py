@@ -140,7 +140,10 @@ def chart_frames(at) -> list[list[pd.DataFrame]]:
     """The data sent with every Vega-Lite chart of the page, as DataFrames."""
     out = []
     for el in at.get("vega_lite_chart"):
-        out.append([pa.ipc.open_stream(d.data.data).read_pandas() for d in el.proto.datasets])
+        frames = [pa.ipc.open_stream(d.data.data).read_pandas() for d in el.proto.datasets]
+        if el.proto.HasField("data") and el.proto.data.data:
+            frames.append(pa.ipc.open_stream(el.proto.data.data).read_pandas())
+        out.append(frames)
     return out
 
 
@@ -174,6 +177,12 @@ def test_page_runs_and_ranks_heads_for_it_animal(odd_dir, odd):
     want = metrics.head_scores(pat, ids)["mean entropy"]
     got = over.sort_values(["layer", "head_index"])["mean entropy"].to_numpy()
     np.testing.assert_allclose(got, want.reshape(-1).numpy(), atol=1e-5)
+    # head similarity (all 18 heads of the odd model): JS distance averaged over rows 1..T-1
+    sim = _frame_with(at, "distance")
+    d = sim[(sim["head A"] == "0.0") & (sim["head B"] == "2.3")]["distance"].item()
+    T = len(ids)
+    assert d == pytest.approx(np.mean([_np_js_distance(pat[0, 0, r], pat[2, 3, r]) for r in range(1, T)]), abs=1e-5)
+    assert set(sim["head A"]) == {f"{l}.{h}" for l in range(3) for h in range(6)}
 
 
 def test_changing_the_query_changes_the_ranking(odd_dir):

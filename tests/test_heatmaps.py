@@ -1,6 +1,5 @@
 """Heatmap chart builders (attnkit.charts.heatmaps) and the Heatmaps page."""
 import io
-import json
 
 import numpy as np
 import pandas as pd
@@ -95,6 +94,8 @@ def test_block_max():
 def chart_data(at) -> list[pd.DataFrame]:
     out = []
     for el in at.get("vega_lite_chart"):
+        if el.proto.HasField("data") and el.proto.data.data:
+            out.append(pa.ipc.open_stream(el.proto.data.data).read_pandas())
         for d in el.proto.datasets:
             out.append(pa.ipc.open_stream(d.data.data).read_pandas())
     return out
@@ -144,8 +145,9 @@ def test_long_prompt_is_an_image_plus_a_stated_window(odd_dir, odd):
     assert not at.exception and not at.error
     T = len(odd.encode(text))
     assert T > hm.MARK_LIMIT
-    specs = [json.loads(el.proto.spec) for el in at.get("vega_lite_chart")]
-    assert any("data:image/png;base64," in json.dumps(s) for s in specs)
+    sent = [el.proto.spec for el in at.get("vega_lite_chart")]
+    sent += [str(v) for f in chart_data(at) if "url" in f.columns for v in f["url"]]
+    assert any("data:image/png;base64," in s for s in sent)                 # the whole matrix: one image
     assert any(f"{T} tokens is more than the {hm.MARK_LIMIT}" in i.value for i in at.info)
     window = _cells(at)
     assert len(window) == 16 * 16                             # the focus window, cell by cell

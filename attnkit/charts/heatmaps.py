@@ -146,7 +146,9 @@ def cell_chart(values: np.ndarray, q_labels: list[str], k_labels: list[str], *, 
     k_order = [k_labels[j] for j in range(k0, k0 + C)]
     vname = "weight" if kind == "pattern" else "score (pre-softmax)"
     side = size or max(220, min(800, 16 * max(R, C)))
-    ax = {} if axes else {"axis": None}
+    step = side / max(R, C)
+    # every label when the rows are tall enough to hold one (Vega would otherwise drop every other label)
+    ax = {"axis": alt.Axis(labelOverlap=step < 11, labelFontSize=10 if step >= 11 else 9)} if axes else {"axis": None}
     return alt.Chart(df, title=title).mark_rect().encode(
         x=alt.X("key:N", sort=k_order, title="key (attended to)", **ax),
         y=alt.Y("query:N", sort=q_order, title="query (attending)", **ax),
@@ -256,7 +258,7 @@ def rank_chart(df: pd.DataFrame, top: int = 15, title: str = "") -> alt.Chart:
     d = df.head(top)
     return alt.Chart(d, title=title).mark_bar().encode(
         x=alt.X("weight:Q", title="attention weight", scale=alt.Scale(domain=[0, max(1e-9, float(d["weight"].max()))])),
-        y=alt.Y("head:N", sort=list(d["head"]), title="head (layer.head)"),
+        y=alt.Y("head:N", sort=list(d["head"]), title="head (layer.head)", axis=alt.Axis(labelOverlap=False)),
         color=alt.Color("layer:O", scale=alt.Scale(scheme="tableau10")),
         tooltip=["head", alt.Tooltip("weight:Q", format=".4f"), "rank_in_row", "top_key"],
     ).properties(width=420, height=max(160, 18 * len(d)), autosize=PAD)
