@@ -188,25 +188,35 @@ with tab_kv:
                 "and reuses the keys and values of every earlier position; without it each step recomputes "
                 "the whole sequence. Both must choose the same tokens.")
     room = cfg.n_ctx - 1
-    n_new = st.number_input("Tokens to generate", 1, max(1, min(32, room)), min(8, room), key="st_kv_n")
-    prompt = ids[: cfg.n_ctx - n_new]
+    k1, k2, k3 = st.columns(3)
+    n_new = k1.number_input("Tokens to generate", 1, max(1, min(32, room)), min(8, room), key="st_kv_n")
+    most = max(1, min(T, cfg.n_ctx - n_new))
+    if st.session_state.get("st_kv_len", 0) > most or st.session_state.get("st_kv_len", 0) < 1:
+        st.session_state["st_kv_len"] = min(most, 256)
+    n_prompt = k2.number_input("Prompt tokens used", 1, most, key="st_kv_len",
+                               help="Without the cache every step reruns the whole sequence: on a CPU a long "
+                                    "prompt makes that slow (which is the point, but takes a while).")
+    check = k3.checkbox("Also check the cached K/V rows against a full rerun", value=n_prompt <= 256,
+                        key="st_kv_check")
+    prompt = ids[: int(n_prompt)]
     if len(prompt) < len(ids):
-        st.caption(f"The prompt is cut to its first {len(prompt):,} tokens to leave room for {n_new} new ones "
-                   f"in the {cfg.n_ctx:,}-position context.")
-    kv_key = (ctx.model_name, ctx.device, tuple(prompt), int(n_new))
+        st.caption(f"Using the first {len(prompt):,} of the prompt's {T:,} tokens.")
+    kv_key = (ctx.model_name, ctx.device, tuple(prompt), int(n_new), bool(check))
     if st.button("Generate both ways", key="st_kv_go", type="primary"):
         with st.spinner(f"Generating {n_new} tokens twice …"):
             try:
-                st.session_state["st_kv_result"] = (kv_key, S.kv_cache_demo(ctx.model.weights, prompt, int(n_new)))
+                st.session_state["st_kv_result"] = (kv_key, S.kv_cache_demo(ctx.model.weights, prompt, int(n_new),
+                                                                            check_rows=bool(check)))
             except Exception as e:
                 ui.show_error(f"Generation failed: {e.__class__.__name__}: {str(e)[:200]}")
     stored = st.session_state.get("st_kv_result")
     if stored is not None and stored[0] == kv_key:
         kv = stored[1]
         if kv.tokens_match:
+            rows = ("" if kv.max_kv_diff != kv.max_kv_diff else
+                    f"; cached K/V rows equal a fresh full run within {kv.max_kv_diff:.1e}")
             st.success(f"Same {n_new} tokens with and without the cache (largest next-token logit difference "
-                       f"{kv.max_logit_diff:.1e}; cached K/V rows equal a fresh full run within "
-                       f"{kv.max_kv_diff:.1e}).", icon="✅")
+                       f"{kv.max_logit_diff:.1e}{rows}).", icon="✅")
         else:
             st.error("The tokens differ between the cached and the uncached run.", icon="❌")
         st.text("generated (cache):    " + repr("".join(ctx.model.token_strs(kv.tokens_cached))))

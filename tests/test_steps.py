@@ -144,6 +144,8 @@ def test_kv_cache_demo_tokens_equal_and_rows_reused(odd):
     assert list(st["K/V rows computed (no cache)"]) == [T + s for s in range(n)]
     assert list(st["cache rows after"]) == [T + s for s in range(n)]
     assert (st["GFLOP (cache)"][1:] < st["GFLOP (no cache)"][1:]).all()
+    quick = S.kv_cache_demo(odd.weights, ids, 2, check_rows=False)
+    assert quick.tokens_match and quick.tokens_cached == kv.tokens_cached[:2] and math.isnan(quick.max_kv_diff)
 
 
 @pytest.mark.parametrize("cached", [0, 7])
@@ -243,3 +245,4 @@ def test_step_page_at_a_full_1024_context(tmp_path):
     keys = _frame(at, "position", "weight")
     assert len(keys) == 10                                  # top-k, not 1024 rows
     assert any("dropped" in w.value for w in at.warning)    # the prompt was cut to the context
+    assert at.number_input(key="st_kv_len").value == 256      # the KV demo starts on a shorter prefix
