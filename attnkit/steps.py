@@ -18,7 +18,6 @@ the KV-cache comparison and the X·Xᵀ-versus-q·kᵀ symmetry argument. No Str
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 import pandas as pd
@@ -378,10 +377,3 @@ def xx_vs_qk(weights: GPT2Weights, ids, layer: int, head: int,
     xx = A.scores(x_hat[0], x_hat[0], 1.0)
     qk = A.scores(q, k, 1.0)
     return {"xx": xx, "qk": qk, "xx_stats": symmetry_stats(xx), "qk_stats": symmetry_stats(qk)}
-
-
-def timed(fn, *args, **kw):
-    """(result, seconds) of one call."""
-    t0 = time.perf_counter()
-    out = fn(*args, **kw)
-    return out, time.perf_counter() - t0

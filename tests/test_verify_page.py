@@ -73,4 +73,7 @@ def test_verify_frame_and_chart_from_a_report():
     assert df["ok"].sum() == 5
     assert df["plotted"].min() > 0                           # an exact 0 still fits on the log axis
     spec = verify_chart(df).to_dict()
-    assert isinstance(spec, dict) and pd.notna(df["max |Δ|"]).all()
+    assert len(spec["layer"]) == 3                           # tolerance rules, their labels, the points
+    assert spec["layer"][2]["encoding"]["y"]["scale"]["type"] == "log"
+    rules = pd.DataFrame(next(v for v in spec["datasets"].values() if "label" in v[0]))
+    assert sorted(rules["tolerance"]) == [1e-5, 1e-4]       # one line per distinct tolerance
