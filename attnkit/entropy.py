@@ -138,7 +138,7 @@ class DocCurves:
 
     entropy: torch.Tensor        # [B, L, H, T] nats
     first_token: torch.Tensor    # [B, L, H, T] a_i0
-    loss: torch.Tensor           # [B, T − 1] next-token cross-entropy (nats) at positions 0 … T − 2
+    loss: torch.Tensor | None    # [B, T − 1] next-token cross-entropy (nats) at positions 0 … T − 2
 
     @property
     def normalised(self) -> torch.Tensor:
@@ -156,15 +156,18 @@ def uniform_bound(T: int, device=None) -> torch.Tensor:
     return b
 
 
-def entropy_profile(weights, ids, intervention: Intervention | None = None) -> DocCurves:
-    """Entropy and first-token mass for every layer, head and position, and the next-token loss,
-    from ONE forward pass of ``ids`` ([T] or [B, T]); patterns are read layer by layer, never stored."""
+def entropy_profile(weights, ids, intervention: Intervention | None = None, loss: bool = False) -> DocCurves:
+    """Entropy and first-token mass for every layer, head and position (and with ``loss`` the
+    next-token loss) from ONE forward pass of ``ids`` ([T] or [B, T]); patterns are read layer by
+    layer as the pass makes them, never stored together."""
     ids = as_ids(ids, weights.device)
     rec = _Recorder(intervention)
     tr = run(weights, ids, intervention=rec)
     logits = tr.logits
     B, T = ids.shape
-    if T > 1:
+    if not loss:
+        loss = None
+    elif T > 1:
         loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(), ids[:, 1:].reshape(-1),
                                reduction="none").view(B, T - 1)
     else:
@@ -202,7 +205,7 @@ class Aggregate:
         self.loss_count = np.concatenate([self.loss_count, np.zeros(extra)])
 
     def add(self, entropy, first_token, loss):
-        """One document: entropy and first_token [L, H, T], loss [T − 1] (tensors or arrays)."""
+        """One document: entropy and first_token [L, H, T], loss [T − 1] or None (tensors or arrays)."""
         arrays = {"entropy": np.asarray(_np(entropy), dtype=np.float64),
                   "first_token": np.asarray(_np(first_token), dtype=np.float64)}
         L, H, T = arrays["entropy"].shape
@@ -219,14 +222,15 @@ class Aggregate:
             self.sums[k][..., :T] += x
             self.sq[k][..., :T] += x * x
         self.count[:T] += 1
-        loss = np.asarray(_np(loss), dtype=np.float64).reshape(-1)
-        self.loss_sum[: loss.shape[0]] += loss
-        self.loss_count[: loss.shape[0]] += 1
+        if loss is not None:
+            loss = np.asarray(_np(loss), dtype=np.float64).reshape(-1)
+            self.loss_sum[: loss.shape[0]] += loss
+            self.loss_count[: loss.shape[0]] += 1
         self.n_docs += 1
 
     def add_curves(self, c: DocCurves):
         for b in range(c.entropy.shape[0]):
-            self.add(c.entropy[b], c.first_token[b], c.loss[b])
+            self.add(c.entropy[b], c.first_token[b], None if c.loss is None else c.loss[b])
 
     def result(self) -> "Summary":
         if self.n_docs == 0:
@@ -401,7 +405,7 @@ def profile_documents(weights, docs, intervention: Intervention | None = None, b
         while k + len(group) < len(order) and len(group) < batch and len(docs[order[k + len(group)]]) == T:
             group.append(order[k + len(group)])
         ids = torch.tensor([docs[g] for g in group], dtype=torch.long)
-        agg.add_curves(entropy_profile(weights, ids, intervention))
+        agg.add_curves(entropy_profile(weights, ids, intervention, loss=True))
         k += len(group)
         done += len(group)
         if progress is not None:

@@ -23,6 +23,16 @@ if ctx is None:
 cfg = ctx.model.config
 L, H = cfg.n_layers, cfg.n_heads
 
+# Widget state survives a change of model: keep it valid for this one (set before the widgets are drawn).
+ss = st.session_state
+ss.setdefault("ent_window", cfg.n_ctx)
+ss["ent_window"] = int(min(max(2, ss["ent_window"]), cfg.n_ctx))
+ss.setdefault("ent_max_docs", 200)
+ss["ent_layers"] = [l for l in ss.get("ent_layers", list(range(L))) if l < L]
+ss["ent_cmp_layers"] = [l for l in ss.get("ent_cmp_layers", [0, L - 1] if L > 1 else [0]) if l < L]
+if ss.get("ent_head") not in ["mean"] + list(range(H)):
+    ss["ent_head"] = "mean"
+
 st.markdown(
     "**The seed's claim, in short:** the longer the context, the more terms share each softmax's mass; "
     "attention therefore spreads out (its entropy rises) and it gets harder to single out the tokens that "
@@ -40,9 +50,9 @@ c1, c2, c3 = st.columns(3)
 mode = c1.radio("Long texts", ["split into windows", "first window only"], key="ent_split", horizontal=True,
                 help="A text longer than the window is cut into consecutive windows (each one a document), "
                      "or only its first window is used.")
-window = int(c2.number_input("Window (tokens)", min_value=2, max_value=cfg.n_ctx, value=cfg.n_ctx, step=1,
+window = int(c2.number_input("Window (tokens)", min_value=2, max_value=cfg.n_ctx, step=1,
                              key="ent_window", help=f"At most the model's context ({cfg.n_ctx})."))
-max_docs = int(c3.number_input("At most this many documents", min_value=1, max_value=2000, value=200, step=1,
+max_docs = int(c3.number_input("At most this many documents", min_value=1, max_value=2000, step=1,
                                key="ent_max_docs"))
 
 docs, info = E.documents(ctx.model.encode, texts, window, split=mode == "split into windows", max_docs=max_docs)
@@ -67,7 +77,7 @@ def _doc(name: str, device: str, ids: tuple, base: float | None, clamp: bool):
     """Curves of one document (numpy): entropy [L, H, T], first-token mass [L, H, T], loss [T−1]."""
     m = ui.cached_model(name, device)
     iv = E.LogLengthScaling(base, clamp) if base else None
-    c = E.entropy_profile(m.weights, list(ids), iv)
+    c = E.entropy_profile(m.weights, list(ids), iv, loss=True)
     return c.entropy[0].cpu().numpy(), c.first_token[0].cpu().numpy(), c.loss[0].cpu().numpy()
 
 
@@ -113,7 +123,7 @@ st.caption("Mind what the slope measures: a random or untrained model attends al
 # ----------------------------------------------------------------------------- curves
 st.subheader("Entropy against context length")
 c1, c2, c3 = st.columns([2, 1, 1])
-layers = c1.multiselect("Layers", list(range(L)), default=list(range(L)), key="ent_layers")
+layers = c1.multiselect("Layers", list(range(L)), key="ent_layers")
 head = c2.selectbox("Head", ["mean"] + list(range(H)), key="ent_head",
                     format_func=lambda h: "mean over heads" if h == "mean" else f"head {h}")
 log_x = c3.checkbox("log scale for n", value=True, key="ent_logx")
@@ -173,8 +183,9 @@ st.markdown(
 on = st.checkbox("Apply log-length scaling and compare", value=False, key="ent_log_on")
 if on:
     c1, c2 = st.columns(2)
-    base = float(c1.number_input("Base b", min_value=1.5, max_value=1e6, value=float(min(64, max(2, s.T // 4))),
-                                 step=1.0, key="ent_log_base"))
+    ss.setdefault("ent_log_base", float(min(64, max(2, s.T // 4))))
+    base = float(c1.number_input("Base b", min_value=1.5, max_value=1e6, step=1.0, key="ent_log_base",
+                                 help="The factor passes 1 at n = b keys."))
     clamp = c2.radio("Factor", ["max(1, log_b(i+1))", "log_b(i+1)"], key="ent_log_mode",
                      help="max(1, ·) leaves the first b − 1 positions exactly as trained and sharpens only "
                           "beyond; the raw factor also flattens positions before b.") == "max(1, log_b(i+1))"
@@ -197,8 +208,7 @@ if on:
         "mean H at the last position": [float(s.mean["entropy"][:, H, -1].mean()),
                                         float(s2.mean["entropy"][:, H, -1].mean())],
     }), hide_index=True, width="stretch")
-    cl = st.multiselect("Layers to compare", list(range(L)), default=[0, L - 1] if L > 1 else [0],
-                        key="ent_cmp_layers")
+    cl = st.multiselect("Layers to compare", list(range(L)), key="ent_cmp_layers")
     if cl:
         dfc = E.compare_frame(s, s2, head_i, cl)
         chc = C.compare(dfc, log_x=log_x)

@@ -94,7 +94,8 @@ def test_fit_slopes_on_known_lines():
 
 def test_entropies_equal_hf_output_attentions(odd):
     ids = _ids(odd, 64)
-    c = E.entropy_profile(odd.weights, ids)
+    c = E.entropy_profile(odd.weights, ids, loss=True)
+    assert E.entropy_profile(odd.weights, ids).loss is None
     with torch.no_grad():
         out = odd.hf_model(torch.tensor([ids]), output_attentions=True, labels=torch.tensor([ids]))
     a = torch.stack([t[0].double() for t in out.attentions])                     # [L, H, T, T]
@@ -109,8 +110,8 @@ def test_entropies_equal_hf_output_attentions(odd):
 
 def test_documents_of_different_lengths(odd):
     long, short = _ids(odd, 40), _ids(odd, 40)[5:17]                             # 40 and 12 tokens
-    cl = E.entropy_profile(odd.weights, long)
-    cs = E.entropy_profile(odd.weights, short)
+    cl = E.entropy_profile(odd.weights, long, loss=True)
+    cs = E.entropy_profile(odd.weights, short, loss=True)
     s = E.profile_documents(odd.weights, [short, long], batch=4)
     assert s.T == 40 and s.n_docs == 2
     assert (s.count[:12] == 2).all() and (s.count[12:] == 1).all()
@@ -152,7 +153,7 @@ def test_log_length_factor_one_equals_unmodified_exactly(odd):
     scaled = run(odd.weights, ids, capture=["pattern"], intervention=iv)
     assert torch.equal(scaled.logits, base.logits)
     assert torch.equal(scaled.stack("pattern"), base.stack("pattern"))
-    a, b = E.entropy_profile(odd.weights, ids), E.entropy_profile(odd.weights, ids, iv)
+    a, b = E.entropy_profile(odd.weights, ids, loss=True), E.entropy_profile(odd.weights, ids, iv, loss=True)
     assert torch.equal(a.entropy, b.entropy) and torch.equal(a.loss, b.loss)
 
 
@@ -251,3 +252,31 @@ def test_page_one_token_prompt_is_a_message(odd_dir, odd):
     assert not at.exception and not at.error
     assert any("fewer than 2 tokens" in w.value for w in at.warning)
     assert not at.get("vega_lite_chart")
+
+
+def test_page_two_tokens_has_no_slope_but_no_error(odd_dir, odd):
+    two = next(t for t in ["a b", "The animal", "x y", "ab cd"] if len(odd.encode(t)) == 2)
+    at = apptest("pages/3_Entropy.py", odd_dir, text=two).run()
+    assert not at.exception and not at.error
+    assert any("at least 3 tokens" in i.value for i in at.info)
+    assert any("undetermined" in m.value for m in at.markdown)
+
+
+def test_page_prompt_set_and_long_text_windows(odd_dir, odd):
+    one = next(t for t in ["a", "x", "The"] if len(odd.encode(t)) == 1)
+    rows = [TEXT[:60], TEXT[:120], one, TEXT[:200]]
+    data = "\n".join(json.dumps(r) for r in rows).encode()
+    at = apptest("pages/3_Entropy.py", odd_dir, ak_source="Upload", ak_upload_data=("p.jsonl", data),
+                 ak_pick="all").run()
+    assert not at.exception and not at.error
+    caption = " ".join(c.value for c in at.caption)
+    assert "3 document(s)" in caption and "1 text(s)/window(s) under 2 tokens skipped" in caption
+    curves = next(df for c in at.get("vega_lite_chart") for df in _chart_rows(c) if "lo" in df.columns)
+    assert curves["std"].notna().any()                            # a spread band across documents
+    # one long text, split into windows of 32 tokens: several documents, every position reached by all
+    n = len(odd.encode(TEXT * 3))
+    at = apptest("pages/3_Entropy.py", odd_dir, ak_source="Upload", ak_upload_data=("long.txt", (TEXT * 3).encode()),
+                 ent_window=32).run()
+    assert not at.exception and not at.error
+    caption = " ".join(c.value for c in at.caption)
+    assert f"{n // 32 + (n % 32 >= 2)} document(s)" in caption
