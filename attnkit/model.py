@@ -290,6 +290,7 @@ class Generation:
     step_logits: list[torch.Tensor]   # next-token logits [vocab] before each new token
     step_seconds: list[float]
     used_cache: bool
+    cache: KVCache | None = None      # the filled KV cache (with use_cache): keys/values of every position fed
 
     @property
     def seconds(self) -> float:
@@ -324,4 +325,4 @@ def generate(weights: GPT2Weights, ids, n_new: int, *, use_cache: bool = True) -
         new = torch.tensor([[nxt]], device=seq.device)
         seq = torch.cat([seq, new], dim=1)
         feed = new
-    return Generation(tokens=tokens, step_logits=step_logits, step_seconds=times, used_cache=use_cache)
+    return Generation(tokens=tokens, step_logits=step_logits, step_seconds=times, used_cache=use_cache, cache=cache)
