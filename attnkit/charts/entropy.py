@@ -8,6 +8,14 @@ import pandas as pd
 __all__ = ["curves", "slope_map", "compare", "loss_bins"]
 
 
+def _small(df: pd.DataFrame, digits: int = 5, drop=("position", "bound")) -> pd.DataFrame:
+    """Only the columns drawn, floats rounded (the CSV export keeps everything): a smaller chart spec."""
+    out = df.drop(columns=[c for c in drop if c in df.columns])
+    for c in out.select_dtypes("float").columns:
+        out[c] = out[c].round(digits)
+    return out
+
+
 def _x(log_x: bool):
     return alt.X("n:Q", title="context length n = i + 1 (keys visible to query i)",
                  scale=alt.Scale(type="log") if log_x else alt.Scale(zero=False))
@@ -17,14 +25,17 @@ def curves(df: pd.DataFrame, y_title: str, bound: str | None = "ln(n) (uniform a
            band: bool = True, height: int = 320) -> alt.LayerChart:
     """One line per layer (mean over documents), a band of ± 1 std, and the bound as a dashed line."""
     color = alt.Color("layer:O", title="layer", scale=alt.Scale(scheme="viridis"))
-    tips = [alt.Tooltip("layer:O"), alt.Tooltip("position:Q", title="position i"), alt.Tooltip("n:Q"),
+    tips = [alt.Tooltip("layer:O"), alt.Tooltip("position:Q", title="position i = n − 1"), alt.Tooltip("n:Q"),
             alt.Tooltip("mean:Q", format=".4f"), alt.Tooltip("std:Q", format=".4f", title="std across docs"),
             alt.Tooltip("docs:Q", title="documents")]
-    base = alt.Chart(df)
+    base = alt.Chart(_small(df))
     layers = []
     if band and df["std"].notna().any():
-        layers.append(base.mark_area(opacity=0.15).encode(x=_x(log_x), y="lo:Q", y2="hi:Q", color=color))
-    layers.append(base.mark_line(point=alt.OverlayMarkDef(size=12, opacity=0.6)).encode(
+        layers.append(base.mark_area(opacity=0.15).encode(
+            x=_x(log_x), y="lo:Q", y2="hi:Q", color=alt.Color("layer:O", scale=alt.Scale(scheme="viridis"),
+                                                              legend=None)))
+    layers.append(base.transform_calculate(position="datum.n - 1").mark_line(
+        point=alt.OverlayMarkDef(size=12, opacity=0.6)).encode(
         x=_x(log_x), y=alt.Y("mean:Q", title=y_title), color=color, tooltip=tips))
     if bound:
         b = df.drop_duplicates("n")[["n", "bound"]].assign(what=bound)
@@ -43,14 +54,16 @@ def slope_map(df: pd.DataFrame, height: int = 320) -> alt.LayerChart:
                                                                          reverse=True)),
         tooltip=[alt.Tooltip("layer:O"), alt.Tooltip("head:O"), alt.Tooltip("slope:Q", format=".3f"),
                  alt.Tooltip("intercept:Q", format=".3f"), alt.Tooltip("r2:Q", format=".3f", title="r²")])
-    text = base.mark_text(fontSize=9).encode(text=alt.Text("slope:Q", format=".2f"))
+    text = base.mark_text(fontSize=9).encode(
+        text=alt.Text("slope:Q", format=".2f"),
+        color=alt.condition(f"abs(datum.slope) > {0.6 * lim}", alt.value("white"), alt.value("black")))
     return alt.layer(rect, text).properties(height=height)
 
 
 def compare(df: pd.DataFrame, y_title: str = "entropy (nats)", log_x: bool = True, height: int = 320):
     """Entropy curves with (dashed) and without (solid) the log-length intervention, one colour per layer."""
     color = alt.Color("layer:O", scale=alt.Scale(scheme="viridis"))
-    lines = alt.Chart(df).mark_line().encode(
+    lines = alt.Chart(_small(df, drop=("position", "bound", "std", "lo", "hi", "docs"))).mark_line().encode(
         x=_x(log_x), y=alt.Y("mean:Q", title=y_title), color=color,
         strokeDash=alt.StrokeDash("variant:N", title="model", sort=["unmodified", "log-length"]),
         tooltip=[alt.Tooltip("variant:N"), alt.Tooltip("layer:O"), alt.Tooltip("n:Q"),
