@@ -81,7 +81,10 @@ def full_csv(values: np.ndarray) -> bytes:
 what = "weight" if kind == "pattern" else "pre-softmax score"
 st.caption(f"{T} tokens · rows are queries (the position attending), columns keys (the position attended to) · "
            f"**grey = masked** (a future key, hidden by the causal mask{'; its weight is exactly 0' if kind == 'pattern' else '; its score is replaced by −∞ before the softmax'}), "
-           f"distinct from a visible {what} of 0.")
+           f"distinct from a visible {what} of 0." +
+           (" Colours run from 0 to the largest weight outside row 0 (query 0 can only put its whole weight, 1, "
+            "on itself); anything larger takes the top colour." if kind == "pattern" and T > 2 else
+            " Colours are centred on 0 (white), ± the largest visible score." if kind == "scores" else ""))
 
 if view == VIEWS[0]:
     vals = matrix(layer, head)

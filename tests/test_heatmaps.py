@@ -178,3 +178,13 @@ def test_html_in_the_prompt_stays_text(odd_dir):
     labels = set(_cells(at)["query"])
     assert any("<" in l for l in labels)                      # shown as characters in the labels
     assert all("<script>" not in m.value for m in at.markdown)
+
+
+def test_pattern_colour_range_ignores_the_one_key_row():
+    vals = np.array([[1.0, 0, 0], [0.6, 0.4, 0], [0.2, 0.3, 0.5]])
+    masked = hm.causal_masked(3)
+    assert hm.colour_domain(vals, masked, "pattern") == (0.0, 0.6)      # row 0 (weight 1 on itself) left out
+    px = np.array(Image.open(io.BytesIO(hm.to_png(vals, masked, "pattern"))).convert("RGB"))
+    assert tuple(px[0, 0]) == tuple(px[1, 0]) == _rgb("#fde725")       # 1.0 clipped to the top colour
+    # a window without query 0 keeps its own maximum
+    assert hm.colour_domain(vals[1:], masked[1:], "pattern") == (0.0, 0.6)

@@ -67,7 +67,16 @@ def _lut(stops: list[str], n: int = 256) -> np.ndarray:
 
 def colour_domain(values: np.ndarray, masked: np.ndarray | None, kind: str) -> tuple[float, float]:
     """(low, high) of the colour scale from the visible cells: [0, max] for patterns,
-    symmetric [−a, a] for scores (so 0 is the neutral colour)."""
+    symmetric [−a, a] for scores (so 0 is the neutral colour).
+
+    For patterns, rows with a single visible key (query 0 under the causal mask, always weight 1)
+    are left out of the max, so that long prompts are not drawn against a range set by that one
+    cell; larger values take the top colour.
+    """
+    if kind == "pattern" and masked is not None and values.ndim == 2:
+        keep = (~masked).sum(-1) > 1
+        if keep.any() and not keep.all():
+            values, masked = values[keep], masked[keep]
     v = values if masked is None else values[~masked]
     v = v[np.isfinite(v)] if v.size else v
     if v.size == 0:
@@ -110,9 +119,9 @@ def to_png(values: np.ndarray, masked: np.ndarray | None, kind: str = "pattern",
 
 def _color(kind: str, domain: tuple[float, float], scale: str, title: str, legend: bool = True):
     if kind == "pattern":
-        sc = alt.Scale(scheme="viridis", domain=list(domain), type="sqrt" if scale == "sqrt" else "linear")
+        sc = alt.Scale(scheme="viridis", domain=list(domain), type="sqrt" if scale == "sqrt" else "linear", clamp=True)
     else:
-        sc = alt.Scale(scheme="redblue", reverse=True, domain=list(domain), domainMid=0)
+        sc = alt.Scale(scheme="redblue", reverse=True, domain=list(domain), domainMid=0, clamp=True)
     return alt.Color("value:Q", scale=sc, title=title, legend=alt.Legend(gradientLength=160) if legend else None)
 
 
@@ -246,8 +255,10 @@ def head_overview_chart(df: pd.DataFrame, stat: str, *, text: bool = True, selec
     outline = base.transform_filter("datum.picked").mark_rect(fill=None, stroke="#ff2d55", strokeWidth=2.5)
     layers = [rect, outline]
     if text and L * H <= 200:
+        spread = float(d[stat].max() - d[stat].min()) if d[stat].notna().any() else 1.0
+        fmt = ".3f" if spread < 0.05 else ".2f"
         layers.append(base.mark_text(fontSize=9).encode(
-            text=alt.Text(f"{stat}:Q", format=".2f"),
+            text=alt.Text(f"{stat}:Q", format=fmt),
             color=alt.condition(f"datum['{stat}'] > {float(d[stat].median()) if d[stat].notna().any() else 0}",
                                 alt.value("black"), alt.value("white"))))
     return alt.layer(*layers).properties(width=cell * H, height=cell * L, autosize=PAD)
