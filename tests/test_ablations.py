@@ -153,6 +153,21 @@ def test_hull_distance_is_zero_inside_a_random_hull_and_exact_outside_a_square()
     np.testing.assert_allclose(d, [1.0, 2 * math.sqrt(2), 0.0], atol=1e-9)
 
 
+def test_hull_distance_on_a_flat_hull_is_exact_and_certified():
+    # 60 points on a 6-dimensional affine slice of R^100 (real activations are this flat); plain
+    # Frank–Wolfe crawls here, the min-norm-point method must land on the points inside exactly
+    rng = np.random.default_rng(1)
+    basis = rng.normal(size=(6, 100))
+    V = rng.normal(size=(60, 6)) @ basis + 5 * rng.normal(size=100)
+    inside = rng.dirichlet(np.ones(60) * 0.2, size=20) @ V
+    d, info = A.hull_distance(inside, V)
+    assert d.max() < 1e-8 and info["converged"]
+    outside = inside + rng.normal(size=(20, 100))
+    d, info = A.hull_distance(outside, V)
+    assert np.all(d > 1) and info["converged"]
+    np.testing.assert_allclose(info["lower"], d, rtol=1e-6)     # the duality bound meets the distance
+
+
 def test_participation_ratio_by_hand():
     assert A.participation_ratio([[1, 0], [-1, 0], [0, 1], [0, -1]]) == pytest.approx(2.0)
     assert A.participation_ratio([[1, 2], [2, 4], [3, 6]]) == pytest.approx(1.0)
