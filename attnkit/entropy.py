@@ -589,18 +589,27 @@ def compare_frame(base: Summary, scaled: Summary, head: int | None = None, layer
 
 
 def loss_frame(base: Summary, scaled: Summary | None = None):
-    """Next-token loss by position, in bins n ∈ [2^k, 2^(k+1)) of n = i + 1 (token-weighted means)."""
+    """Next-token loss by position, in bins n ∈ [2^k, 2^(k+1)) of n = i + 1 (token-weighted means):
+    columns bin, n_from, unmodified, (log-length, change = log-length − unmodified), tokens."""
     import pandas as pd
 
-    rows = []
-    for name, s in (("unmodified", base), ("log-length", scaled)):
-        if s is None:
-            continue
+    def binned(s: Summary):
         n = np.arange(1, s.loss_by_position.shape[0] + 1)
         k = np.floor(np.log2(n)).astype(int)
+        out = {}
         for b in np.unique(k):
             sel = k == b
             w = s.loss_count[sel]
-            rows.append({"variant": name, "bin": f"{2 ** b}–{2 ** (b + 1) - 1}", "n_from": int(2 ** b),
-                         "loss": float((s.loss_by_position[sel] * w).sum() / w.sum()), "tokens": int(w.sum())})
+            out[int(b)] = (float((s.loss_by_position[sel] * w).sum() / w.sum()), int(w.sum()))
+        return out
+
+    a = binned(base)
+    c = binned(scaled) if scaled is not None else {}
+    rows = []
+    for b, (loss, tokens) in a.items():
+        row = {"bin": f"{2 ** b}–{2 ** (b + 1) - 1}", "n_from": 2 ** b, "unmodified": loss, "tokens": tokens}
+        if b in c:
+            row["log-length"] = c[b][0]
+            row["change"] = c[b][0] - loss
+        rows.append(row)
     return pd.DataFrame(rows)

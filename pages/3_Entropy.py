@@ -37,8 +37,8 @@ st.markdown(
     "**The seed's claim, in short:** the longer the context, the more terms share each softmax's mass; "
     "attention therefore spreads out (its entropy rises) and it gets harder to single out the tokens that "
     "matter — one reason long contexts and running past the training length are hard.\n\n"
-    "**How it is measured here:** for query position *i* the entropy is H = −Σ_{j≤i} a_ij·ln a_ij (nats) over "
-    "its n = i + 1 visible keys; uniform attention reaches the bound ln n. Under the causal mask query *i* sees "
+    "**How it is measured here:** for query position *i* the entropy is $H_i = -\\sum_{j \\le i} a_{ij} \\ln a_{ij}$ "
+    "(nats) over its n = i + 1 visible keys; uniform attention reaches the bound ln n. Under the causal mask query *i* sees "
     "exactly the prefix it would see if the text ended there, so **one forward pass of T tokens gives the curve "
     "for every length up to T**. A head whose entropy grows like ln n (slope 1 against ln n) spreads out as the "
     "claim says; slope 0 means it keeps the same focus however long the context."
@@ -221,10 +221,18 @@ if on:
     if not dfl.empty:
         chl = C.loss_bins(dfl)
         st.altair_chart(chl, width="stretch")
+        st.caption("Next-token loss change per bin of context length (log-length − unmodified; red = worse).")
         ui.download_buttons(dfl, chl, stem="loss_log_length", meta={**meta, "base": base, "clamp": clamp},
                             key="ent6")
     change = s2.loss - s.loss
     if math.isfinite(change):
-        st.caption(f"Loss {'rises' if change > 0 else 'falls' if change < 0 else 'is unchanged'} by "
-                   f"{abs(change):.4f} nats/token. Sharper attention at long range is not free on a model "
-                   "trained without the factor: the papers train with it.")
+        if change > 0:
+            tail = ("Sharper attention at long range is not free on a model trained without the factor "
+                    "(the papers train with it).")
+        elif change < 0:
+            tail = "On this text the sharper long-range attention helps the untouched model."
+        else:
+            tail = "The factor is 1 at every position used here."
+        st.caption(f"Over all {int(s.loss_count.sum()):,} predicted tokens the loss "
+                   f"{'rises' if change > 0 else 'falls' if change < 0 else 'is unchanged'} by "
+                   f"{abs(change):.4f} nats/token. {tail}")

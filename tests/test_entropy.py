@@ -280,3 +280,22 @@ def test_page_prompt_set_and_long_text_windows(odd_dir, odd):
     assert not at.exception and not at.error
     caption = " ".join(c.value for c in at.caption)
     assert f"{n // 32 + (n % 32 >= 2)} document(s)" in caption
+
+
+def test_tables_for_charts():
+    T = 1024
+    agg = E.Aggregate()
+    e = np.broadcast_to(np.log(np.arange(1, T + 1)), (2, 3, T)).copy()
+    agg.add(e, np.zeros((2, 3, T)), np.arange(T - 1, dtype=float))        # loss at position i is i
+    s = agg.result()
+    df = E.curve_frame(s, max_points=240)
+    per_layer = df.groupby("layer")["n"].apply(list)
+    assert len(per_layer) == 2 and all(len(v) <= 240 and v[0] == 1 and v[-1] == T for v in per_layer)
+    np.testing.assert_allclose(df["mean"], np.log(df["n"]), atol=1e-12)
+    assert (E.curve_frame(s, normalised=True)["n"] >= 2).all()
+    lf = E.loss_frame(s)
+    # bin [2^k, 2^(k+1)) of n = i + 1 holds positions i = 2^k − 1 … 2^(k+1) − 2: mean 1.5·2^k − 1.5;
+    # the last bin stops at the last predicted position, i = 1022
+    assert list(lf["n_from"]) == [2 ** k for k in range(10)]
+    np.testing.assert_allclose(lf["unmodified"], [1.5 * 2 ** k - 1.5 for k in range(9)] + [(511 + 1022) / 2], atol=1e-9)
+    assert E.slope_frame(s).shape[0] == 6

@@ -16,15 +16,21 @@ def _small(df: pd.DataFrame, digits: int = 5, drop=("position", "bound")) -> pd.
     return out
 
 
-def _x(log_x: bool):
+def _layer_scale(df: pd.DataFrame):
+    """Distinct colours for a few layers, a sequential scheme (depth order) for many."""
+    return alt.Scale(scheme="tableau10" if df["layer"].nunique() <= 10 else "viridis")
+
+
+def _x(log_x: bool, df: pd.DataFrame | None = None):
+    dom = {} if df is None or df.empty else {"domain": [int(df["n"].min()), int(df["n"].max())], "nice": False}
     return alt.X("n:Q", title="context length n = i + 1 (keys visible to query i)",
-                 scale=alt.Scale(type="log") if log_x else alt.Scale(zero=False))
+                 scale=alt.Scale(type="log", **dom) if log_x else alt.Scale(zero=False, **dom))
 
 
 def curves(df: pd.DataFrame, y_title: str, bound: str | None = "ln(n) (uniform attention)", log_x: bool = True,
            band: bool = True, height: int = 320) -> alt.LayerChart:
     """One line per layer (mean over documents), a band of ± 1 std, and the bound as a dashed line."""
-    color = alt.Color("layer:O", title="layer", scale=alt.Scale(scheme="viridis"))
+    color = alt.Color("layer:O", title="layer", scale=_layer_scale(df))
     tips = [alt.Tooltip("layer:O"), alt.Tooltip("position:Q", title="position i = n − 1"), alt.Tooltip("n:Q"),
             alt.Tooltip("mean:Q", format=".4f"), alt.Tooltip("std:Q", format=".4f", title="std across docs"),
             alt.Tooltip("docs:Q", title="documents")]
@@ -32,15 +38,14 @@ def curves(df: pd.DataFrame, y_title: str, bound: str | None = "ln(n) (uniform a
     layers = []
     if band and df["std"].notna().any():
         layers.append(base.mark_area(opacity=0.15).encode(
-            x=_x(log_x), y="lo:Q", y2="hi:Q", color=alt.Color("layer:O", scale=alt.Scale(scheme="viridis"),
-                                                              legend=None)))
+            x=_x(log_x, df), y="lo:Q", y2="hi:Q", color=alt.Color("layer:O", scale=_layer_scale(df), legend=None)))
     layers.append(base.transform_calculate(position="datum.n - 1").mark_line(
         point=alt.OverlayMarkDef(size=12, opacity=0.6)).encode(
-        x=_x(log_x), y=alt.Y("mean:Q", title=y_title), color=color, tooltip=tips))
+        x=_x(log_x, df), y=alt.Y("mean:Q", title=y_title), color=color, tooltip=tips))
     if bound:
         b = df.drop_duplicates("n")[["n", "bound"]].assign(what=bound)
         layers.append(alt.Chart(b).mark_line(strokeDash=[6, 4], color="black").encode(
-            x=_x(log_x), y="bound:Q", tooltip=[alt.Tooltip("what:N", title=""), alt.Tooltip("n:Q"),
+            x=_x(log_x, df), y="bound:Q", tooltip=[alt.Tooltip("what:N", title=""), alt.Tooltip("n:Q"),
                                                alt.Tooltip("bound:Q", format=".4f")]))
     return alt.layer(*layers).properties(height=height).interactive(bind_y=False)
 
@@ -62,23 +67,24 @@ def slope_map(df: pd.DataFrame, height: int = 320) -> alt.LayerChart:
 
 def compare(df: pd.DataFrame, y_title: str = "entropy (nats)", log_x: bool = True, height: int = 320):
     """Entropy curves with (dashed) and without (solid) the log-length intervention, one colour per layer."""
-    color = alt.Color("layer:O", scale=alt.Scale(scheme="viridis"))
+    color = alt.Color("layer:O", scale=_layer_scale(df))
     lines = alt.Chart(_small(df, drop=("position", "bound", "std", "lo", "hi", "docs"))).mark_line().encode(
-        x=_x(log_x), y=alt.Y("mean:Q", title=y_title), color=color,
+        x=_x(log_x, df), y=alt.Y("mean:Q", title=y_title), color=color,
         strokeDash=alt.StrokeDash("variant:N", title="model", sort=["unmodified", "log-length"]),
         tooltip=[alt.Tooltip("variant:N"), alt.Tooltip("layer:O"), alt.Tooltip("n:Q"),
                  alt.Tooltip("mean:Q", format=".4f")])
     b = df.drop_duplicates("n")[["n", "bound"]]
     bound = alt.Chart(b).mark_line(color="gray", opacity=0.6).encode(
-        x=_x(log_x), y="bound:Q", tooltip=[alt.Tooltip("n:Q"), alt.Tooltip("bound:Q", format=".4f", title="ln n")])
+        x=_x(log_x, df), y="bound:Q", tooltip=[alt.Tooltip("n:Q"), alt.Tooltip("bound:Q", format=".4f", title="ln n")])
     return alt.layer(bound, lines).properties(height=height).interactive(bind_y=False)
 
 
 def loss_bins(df: pd.DataFrame, height: int = 260):
-    """Next-token loss per bin of context length, for each variant."""
-    return alt.Chart(df).mark_line(point=True).encode(
+    """Change of the next-token loss with the intervention, per bin of context length (bars; red = worse)."""
+    return alt.Chart(df).mark_bar().encode(
         x=alt.X("bin:N", sort=alt.SortField("n_from"), title="context length n (bins)"),
-        y=alt.Y("loss:Q", title="next-token loss (nats/token)", scale=alt.Scale(zero=False)),
-        color=alt.Color("variant:N", title="model"),
-        tooltip=[alt.Tooltip("variant:N"), alt.Tooltip("bin:N"), alt.Tooltip("loss:Q", format=".4f"),
+        y=alt.Y("change:Q", title="loss change (nats/token)"),
+        color=alt.condition("datum.change > 0", alt.value("#c0392b"), alt.value("#2471a3")),
+        tooltip=[alt.Tooltip("bin:N"), alt.Tooltip("unmodified:Q", format=".4f"),
+                 alt.Tooltip("log-length:Q", format=".4f"), alt.Tooltip("change:Q", format="+.4f"),
                  alt.Tooltip("tokens:Q")]).properties(height=height)
