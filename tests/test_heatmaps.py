@@ -188,3 +188,30 @@ def test_pattern_colour_range_ignores_the_one_key_row():
     assert tuple(px[0, 0]) == tuple(px[1, 0]) == _rgb("#fde725")       # 1.0 clipped to the top colour
     # a window without query 0 keeps its own maximum
     assert hm.colour_domain(vals[1:], masked[1:], "pattern") == (0.0, 0.6)
+
+
+def test_switching_layer_head_and_view_never_reruns_the_model(odd_dir, monkeypatch):
+    import attnkit.ui as ui_mod
+
+    calls = []
+    real = ui_mod.run
+
+    def counting(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(ui_mod, "run", counting)
+    at = apptest(PAGE, odd_dir, text="A prompt seen by this test only: switching heads reuses one run.").run()
+    assert not at.exception
+    assert len(calls) == 1
+    at.selectbox(key="hm_head").set_value(4).run()
+    at.selectbox(key="hm_layer").set_value(1).run()
+    at.radio(key="hm_values").set_value("scores (before softmax)").run()
+    at.radio(key="hm_view").set_value("All heads of a layer").run()
+    assert not at.exception
+    assert len(calls) == 1
+    # the Compare page uses the same cached run (same captures)
+    at2 = apptest("pages/2_Compare_heads.py", odd_dir,
+                  text="A prompt seen by this test only: switching heads reuses one run.").run()
+    assert not at2.exception
+    assert len(calls) == 1
