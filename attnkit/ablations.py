@@ -649,6 +649,11 @@ def measure(weights, ids_list, spec: Spec, *, means=None, hull_iters: int = HULL
             f"(used up to {info.get('hull_iterations', 0)}; all converged: {info.get('hull_converged', True)}); "
             f"at most {HULL_MAX_ROWS} query rows per text, against all of that layer's x̂ rows. "
             "Effective dimension: participation ratio (Σσ²)²/Σσ⁴ of the centred rows.")
+    if spec.kind == "mean-head":
+        result["notes"].append(
+            "The mean is taken over the positions of these very texts, later positions included, so the "
+            "replacement carries a little information about the whole text; over a prompt set it is pooled "
+            "over all prompts, which dilutes that.")
     result["verdict"] = verdict(result)
     return _clean(result)
 

@@ -253,8 +253,29 @@ with ui.guard("The ablation"):
             bar.empty()
             df = C.head_map_frame(inc)
             ch = C.head_map_chart(df, mode)
-            st.altair_chart(ch)
+            st.altair_chart(ch, width="content")
             top = df.sort_values("increase", ascending=False).head(5)
             st.caption("Largest increases: " + ", ".join(f"{int(r.layer)}.{int(r.head)} ({r.increase:+.4f})"
                                                          for r in top.itertuples()))
             ui.download_buttons(df, ch, f"ablation-headmap-{mode}", meta, key="abl-map-")
+
+    # ------------------------------------------------------------------------- overview
+    st.subheader("Every claim on this text")
+    st.caption("Each layer-level intervention applied to all layers, with its verdict (cached per text).")
+    if st.button("Check every claim", key="ab_all_btn"):
+        st.session_state["ab_all_on"] = True
+    if st.session_state.get("ab_all_on"):
+        bar = st.progress(0.0, text="Claims")
+        kinds = [k for k in A.KINDS if k not in A.HEAD_KINDS]
+        recs = []
+        for i, k in enumerate(kinds):
+            bar.progress(i / len(kinds), text=f"Claims: {LABELS[k]} ({i + 1}/{len(kinds)})")
+            r = _measure(ctx.model_name, ctx.device, ids_key, k)
+            recs.append({"intervention": LABELS[k], "claim": r["claim"], "verdict": r["verdict"]["status"],
+                         "measured": r["verdict"]["text"], "loss increase (nats/token)": r["loss"]["increase nats/token"]})
+        bar.empty()
+        df = pd.DataFrame(recs)
+        st.dataframe(df, hide_index=True, width="stretch",
+                     column_config={"claim": st.column_config.TextColumn(width="large"),
+                                    "measured": st.column_config.TextColumn(width="large")})
+        ui.download_buttons(df, None, "ablation-claims", meta, key="abl-all-")

@@ -277,6 +277,10 @@ def test_page_runs_every_intervention_and_the_sweeps(odd_dir):
     at.button(key="ab_map_btn").click().run()
     assert not at.exception and not at.error
     assert any("Largest increases" in c.value for c in at.caption)
+    at.button(key="ab_all_btn").click().run()
+    assert not at.exception and not at.error
+    claims = at.dataframe[-1].value
+    assert list(claims["verdict"].isin(["supported", "mixed", "not supported", "undetermined"])) == [True] * 4
 
 
 def test_page_one_token_prompt_is_explained(odd_dir):
