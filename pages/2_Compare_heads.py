@@ -145,7 +145,7 @@ else:
     tr = ui.trace(ctx, capture=CAPTURE, ids=ids)
     q_rows = torch.stack([tr["pattern", l][0, :, q : q + 1, :] for l in range(L)])     # [L, H, 1, T]: row q only
     table = compare.rank_heads_for_pair(q_rows, 0, k)
-    bars = hm.rank_chart(table, title=f"Weight from {labels[q]} to {labels[k]}, top 15 of {L * H} heads")
+    bars = hm.rank_chart(table, title=f"Weight from {labels[q]} to {labels[k]}, top {min(15, L * H)} of {L * H} heads")
     left, right = st.columns([3, 2])
     left.altair_chart(bars, width="content")
     shown = table.head(20).assign(top_key=[labels[j] for j in table.head(20)["top_key"]])
@@ -158,7 +158,8 @@ else:
 
 # ----------------------------------------------------------------------------- similarity
 st.subheader("Which heads attend alike?")
-st.caption("Jensen–Shannon distance between two heads' patterns (base 2: 0 = identical rows, 1 = disjoint), "
+st.caption("Jensen–Shannon distance between two heads' patterns (base 2: 0 = identical rows, 1 = disjoint; "
+           "the colours span 0 to the largest distance shown), "
            "averaged over query rows 1…T−1 (row 0 sees only itself in every head). Heads are ordered by "
            "average-linkage clustering so similar heads sit together.")
 if T < 2:

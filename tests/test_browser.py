@@ -124,6 +124,10 @@ def test_browser_heatmap_and_compare(server, tmp_path):
             page.wait_for_timeout(500)
             shots.append(tmp_path / "compare.png")
             page.screenshot(path=str(shots[-1]), full_page=True)
+            page.get_by_text("Which heads attend alike?").scroll_into_view_if_needed()
+            page.wait_for_timeout(500)
+            shots.append(tmp_path / "compare_lower.png")
+            page.screenshot(path=str(shots[-1]))
             assert page.locator("[data-testid='stException']").count() == 0
             assert not errors, errors
         finally:

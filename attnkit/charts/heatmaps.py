@@ -282,9 +282,10 @@ def distance_chart(dist: np.ndarray, names: list[str], order: list[int], title: 
     n = len(order)
     df = pd.DataFrame({"head A": np.repeat(ordered, n), "head B": np.tile(ordered, n), "distance": D.reshape(-1)})
     side = max(200, min(640, 14 * n))
+    top = float(D.max()) if n > 1 and D.max() > 0 else 1.0       # the colours span the distances present
     return alt.Chart(df, title=title).mark_rect().encode(
         x=alt.X("head B:N", sort=ordered, title=None), y=alt.Y("head A:N", sort=ordered, title=None),
-        color=alt.Color("distance:Q", scale=alt.Scale(scheme="viridis", reverse=True, domain=[0, 1]),
+        color=alt.Color("distance:Q", scale=alt.Scale(scheme="viridis", reverse=True, domain=[0, top]),
                         title="JS distance"),
         tooltip=["head A", "head B", alt.Tooltip("distance:Q", format=".3f")],
     ).properties(width=side, height=side, autosize=PAD)
@@ -295,7 +296,8 @@ def distance_image(dist: np.ndarray, order: list[int], title: str = "", size: in
     D = np.asarray(dist, dtype=np.float64)[np.ix_(order, order)]
     from PIL import Image
 
-    idx = np.clip((1 - D) * 254 + 0.5, 0, 254).astype(np.uint8)          # similar = bright
+    top = float(D.max()) if D.size > 1 and D.max() > 0 else 1.0
+    idx = np.clip((1 - D / top) * 254 + 0.5, 0, 254).astype(np.uint8)    # similar = bright
     img = Image.frombytes("P", (D.shape[1], D.shape[0]), np.ascontiguousarray(idx).tobytes())
     img.putpalette(np.concatenate([_lut(_VIRIDIS, 255), np.zeros((1, 3), np.uint8)]).reshape(-1).tolist())
     buf = io.BytesIO()
@@ -307,6 +309,6 @@ def distance_image(dist: np.ndarray, order: list[int], title: str = "", size: in
         x2="x2:Q",
         y=alt.Y("y:Q", scale=alt.Scale(domain=[0, n], nice=False, reverse=True), title="position in the similarity order"),
         y2="y2:Q", url="url:N")
-    key = alt.Chart(alt.Data(values=[{"d": 0.0}, {"d": 1.0}])).mark_point(opacity=0).encode(
-        color=alt.Color("d:Q", scale=alt.Scale(scheme="viridis", reverse=True, domain=[0, 1]), title="JS distance"))
+    key = alt.Chart(alt.Data(values=[{"d": 0.0}, {"d": top}])).mark_point(opacity=0).encode(
+        color=alt.Color("d:Q", scale=alt.Scale(scheme="viridis", reverse=True, domain=[0, top]), title="JS distance"))
     return alt.layer(pic, key, title=title).properties(width=size, height=size, autosize=PAD)
