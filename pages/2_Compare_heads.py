@@ -47,6 +47,15 @@ def random_induction(model: str, device: str, _weights) -> np.ndarray:
     return metrics.induction_scores(_weights).double().cpu().numpy()
 
 
+def matrix_csv(values: np.ndarray, layer: int, head: int) -> bytes:
+    """One head's whole pattern, a row per query position (built only when the button is clicked)."""
+    df = pd.DataFrame(values, columns=[f"k{j}" for j in range(values.shape[1])])
+    df.insert(0, "query_token", toks[: values.shape[0]])
+    df.insert(0, "query_pos", range(values.shape[0]))
+    head_lines = "".join(f"# {k}: {v}\n" for k, v in meta(layer=layer, head=head).items())
+    return (head_lines + df.to_csv(index=False)).encode("utf-8")
+
+
 def meta(**extra) -> dict:
     return ui.meta_for(ctx, n_tokens=T if not ctx.all_selected else "various", **extra)
 
@@ -115,13 +124,18 @@ if picked:
             row = {s: float(v[l, h]) for s, v in prompt_scores(ctx.model_name, ctx.device, tuple(ids), CAPTURE,
                                                                ctx).items()}
             st.caption(" · ".join(f"{s} {v:.2f}" for s, v in row.items() if np.isfinite(v)))
-            cells = hm.cells_frame(vals, labels, labels, masked)
-            if T > hm.MARK_LIMIT:
-                cells = cells[~cells["masked"]]
-            cells = cells.assign(query_token=[toks[i] for i in cells["query_pos"]],
-                                 key_token=[toks[j] for j in cells["key_pos"]]).drop(columns=["query", "key"])
-            exports(cells.rename(columns={"value": "weight"}), ch, f"pattern_L{l}H{h}",
-                                meta(layer=l, head=h), key=f"side{name}")
+            if T <= hm.MARK_LIMIT:
+                cells = hm.cells_frame(vals, labels, labels, masked)
+                cells = cells.assign(query_token=[toks[i] for i in cells["query_pos"]],
+                                     key_token=[toks[j] for j in cells["key_pos"]]).drop(columns=["query", "key"])
+                exports(cells.rename(columns={"value": "weight"}), ch, f"pattern_L{l}H{h}", meta(layer=l, head=h),
+                        key=f"side{name}")
+            else:                             # a million cells: the statistics now, the matrix only on request
+                exports(pd.DataFrame([{"layer": l, "head": h, **row}]), ch, f"pattern_L{l}H{h}",
+                        meta(layer=l, head=h), key=f"side{name}")
+                st.download_button(f"Matrix as CSV ({T}×{T})", lambda v=vals, l=l, h=h: matrix_csv(v, l, h),
+                                   file_name=f"pattern_L{l}H{h}_matrix.csv", mime="text/csv",
+                                   key=f"side-matrix-{name}", on_click="ignore")
 
 # ----------------------------------------------------------------------------- token pair
 st.subheader("Which heads link these two tokens?")

@@ -217,3 +217,14 @@ def test_bad_upload_is_an_error_not_a_traceback(odd_dir):
     at = apptest(PAGE, odd_dir, ak_source="Upload", ak_upload_data=("bad.txt", b"\x00\x01binary")).run()
     assert not at.exception
     assert any("binary" in e.value for e in at.error)
+
+
+def test_long_prompt_draws_images_and_offers_the_matrix_on_request(odd_dir, odd):
+    text = "attention lets every token look back " * 20
+    at = apptest(PAGE, odd_dir, text=text).run()
+    assert not at.exception and not at.error
+    T = len(odd.encode(text))
+    assert T > 64
+    assert any(f"{T} tokens: each head is drawn as an image" in c.value for c in at.caption)
+    labels = [b.label for b in at.get("download_button")]
+    assert sum(f"Matrix as CSV ({T}×{T})" in lab for lab in labels) == 2      # the two opened heads
