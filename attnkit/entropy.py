@@ -434,7 +434,8 @@ def claim_check(s: Summary) -> tuple[str, str]:
             f"0 = fixed focus); {rising} of {sl.size} heads rise by more than 0.1 nat per unit of ln(i+1), "
             f"{near_uniform} by more than 0.7, {flat} stay flat (|slope| ≤ 0.1). At the longest position "
             f"({s.T} tokens) the head-mean normalised entropy per layer is "
-            + ", ".join(f"{v:.2f}" for v in last) + " (1 = uniform).")
+            + ", ".join(f"{v:.2f}" for v in last) + " (1 = uniform). Rule: 'supported' when the median "
+            "slope exceeds 0.3 and at least half the heads rise; 'partly' when some heads rise.")
     if med > 0.3 and rising >= 0.5 * sl.size:
         verdict = "supported"
     elif rising > 0:

@@ -63,6 +63,9 @@ if not docs:
     st.stop()
 notes = [f"{len(docs)} document(s) of 2–{max(map(len, docs))} tokens ({sum(map(len, docs)):,} tokens) "
          f"from {info['texts']} text(s)"]
+if mode == "split into windows" and len(docs) + info["short"] + info["left_out"] > info["texts"]:
+    notes.append("long texts are used whole, cut into windows (the sidebar's note on dropped tokens "
+                 "concerns the other pages)")
 if info["short"]:
     notes.append(f"{info['short']} text(s)/window(s) under 2 tokens skipped (nothing to attend over)")
 if info["dropped_tokens"]:
