@@ -56,6 +56,15 @@ def matrix_csv(values: np.ndarray, layer: int, head: int) -> bytes:
     return (head_lines + df.to_csv(index=False)).encode("utf-8")
 
 
+def _clicked_heads(event) -> list[str]:
+    """Heads ('L.H') picked in the overview chart's selection state, if any."""
+    try:
+        points = event["selection"]["pick"]
+    except (KeyError, TypeError):
+        return []
+    return [str(p["head"]) for p in points if isinstance(p, dict) and "head" in p]
+
+
 def meta(**extra) -> dict:
     return ui.meta_for(ctx, n_tokens=T if not ctx.all_selected else "various", **extra)
 
@@ -91,10 +100,16 @@ all_heads = list(df_stat["head"])
 ranked = list(df_stat.sort_values(stat, ascending=False, na_position="last")["head"])
 if "cmp_open" not in st.session_state or any(h not in all_heads for h in st.session_state["cmp_open"]):
     st.session_state["cmp_open"] = ranked[:2]
+# a click on a cell (the chart's selection, from the previous interaction) opens that head below
+clicked = _clicked_heads(st.session_state.get("cmp_overview"))
+if clicked and clicked != st.session_state.get("cmp_last_click"):
+    st.session_state["cmp_last_click"] = clicked
+    opened = [h for h in st.session_state["cmp_open"] if h not in clicked] + [h for h in clicked if h in all_heads]
+    st.session_state["cmp_open"] = opened[-4:]
 picked = st.session_state["cmp_open"]
-overview = hm.head_overview_chart(df_stat, stat, selected=picked)
-st.altair_chart(overview, width="content")
-st.caption(note + " Outlined: the heads opened below.")
+overview = hm.head_overview_chart(df_stat, stat, selected=picked, select="pick")
+st.altair_chart(overview, width="content", on_select="rerun", selection_mode="pick", key="cmp_overview")
+st.caption(note + " Click a cell to open that head below; outlined: the heads opened.")
 exports(df_stat, overview, f"head_{stat.replace(' ', '_')}", meta(statistic=stat), key="overview")
 
 # ----------------------------------------------------------------------------- side by side

@@ -240,8 +240,12 @@ def grid_chart(mats: list[np.ndarray], titles: list[str], labels: list[str], *, 
 
 # ----------------------------------------------------------------------------- compare-heads charts
 
-def head_overview_chart(df: pd.DataFrame, stat: str, *, text: bool = True, selected: list[str] | None = None) -> alt.LayerChart:
-    """Layer × head grid coloured by ``df[stat]`` (columns head, layer, head_index, stat); selected heads outlined."""
+def head_overview_chart(df: pd.DataFrame, stat: str, *, text: bool = True, selected: list[str] | None = None,
+                        select: str | None = None) -> alt.LayerChart:
+    """Layer × head grid coloured by ``df[stat]`` (columns head, layer, head_index, stat); selected heads outlined.
+
+    ``select``: the name of a click selection on the cells (field ``head``), for Streamlit's ``on_select``.
+    """
     L = int(df["layer"].max()) + 1
     H = int(df["head_index"].max()) + 1
     d = df.copy()
@@ -252,6 +256,8 @@ def head_overview_chart(df: pd.DataFrame, stat: str, *, text: bool = True, selec
     rect = base.mark_rect().encode(
         color=alt.Color(f"{stat}:Q", scale=alt.Scale(scheme="viridis"), title=stat),
         tooltip=[alt.Tooltip("head:N", title="head (layer.head)"), alt.Tooltip(f"{stat}:Q", format=".4f")])
+    if select:
+        rect = rect.add_params(alt.selection_point(name=select, fields=["head"], on="click", clear=False))
     outline = base.transform_filter("datum.picked").mark_rect(fill=None, stroke="#ff2d55", strokeWidth=2.5)
     layers = [rect, outline]
     if text and L * H <= 200:
