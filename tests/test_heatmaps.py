@@ -215,3 +215,36 @@ def test_switching_layer_head_and_view_never_reruns_the_model(odd_dir, monkeypat
                   text="A prompt seen by this test only: switching heads reuses one run.").run()
     assert not at2.exception
     assert len(calls) == 1
+
+
+def test_exports_render_to_png_and_svg():
+    import vl_convert as vlc
+
+    T = 100
+    torch.manual_seed(1)
+    p = torch.softmax(torch.randn(T, T) + causal_mask(T), -1).numpy()
+    labels = [f"{i}:<b>t{i}</b>" for i in range(T)]
+    for chart in (hm.image_chart(p, masked=hm.causal_masked(T)),
+                  hm.cell_chart(p[:8, :8], labels, labels, masked=hm.causal_masked(T)[:8, :8])):
+        spec = chart.to_json()
+        png = vlc.vegalite_to_png(spec)
+        assert Image.open(io.BytesIO(png)).size[0] > 200
+        svg = vlc.vegalite_to_svg(spec)
+        assert svg.lstrip().startswith("<svg")
+    assert "&lt;b&gt;t1&lt;/b&gt;" in svg                  # token text escaped inside the SVG, not markup
+
+
+def test_all_prompts_selected_shows_the_first_and_says_so(odd_dir):
+    at = apptest(PAGE, odd_dir, ak_source="Upload", ak_upload_data=("p.csv", b"text\nfirst prompt\nsecond prompt\n"),
+                 ak_pick="all").run()
+    assert not at.exception and not at.error
+    assert any("prompt 1 of 2" in i.value for i in at.info)
+    assert len(_cells(at)) > 0
+
+
+def test_long_prompt_grid_exports_statistics(odd_dir):
+    text = "attention lets every token look back " * 20
+    at = apptest(PAGE, odd_dir, text=text, hm_view="All heads of a layer").run()
+    assert not at.exception and not at.error
+    assert any("each panel is an image" in c.value for c in at.caption)
+    assert any("one row of statistics per panel" in c.value for c in at.caption)
