@@ -144,7 +144,7 @@ def rank_heads_for_pair(patterns: torch.Tensor, query: int, key: int) -> pd.Data
     L, H, T, S = patterns.shape
     if not 0 <= query < T or not 0 <= key < S:
         raise ValueError(f"positions out of range: query {query} of {T}, key {key} of {S}")
-    row = patterns[:, :, query, :].float()                       # [L, H, S]
+    row = patterns[:, :, query, :].float().cpu()                 # [L, H, S]
     w = row[:, :, key]                                           # [L, H]
     rank = (row > w.unsqueeze(-1)).sum(-1) + 1
     df = pd.DataFrame({

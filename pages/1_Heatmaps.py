@@ -11,13 +11,15 @@ CAPTURE = ("pattern", "scores")        # the same capture as the Compare page: o
 VIEWS = ["One head", "All heads of a layer", "One head through all layers"]
 KINDS = {"pattern (after softmax)": "pattern", "scores (before softmax)": "scores"}
 
-ui.setup_page("Heatmaps")
+
+
 def exports(df, chart, stem, meta, key):
     """CSV / PNG / SVG buttons kept together under the chart."""
     with st.container(width=330):
         ui.download_buttons(df, chart, stem, meta, key=key)
 
 
+ui.setup_page("Heatmaps")
 ctx = ui.sidebar()
 if ctx is None:
     st.stop()
@@ -46,7 +48,7 @@ scale = scale if kind == "pattern" else "linear"
 
 
 def matrix(l: int, h: int) -> np.ndarray:
-    return tr[kind, l][0, h].float().numpy()          # a view of the cached run: read only
+    return tr[kind, l][0, h].float().cpu().numpy()    # on the CPU a view of the cached run: read only
 
 
 def token_meta() -> dict:
@@ -158,7 +160,7 @@ else:
         for m, (l, h) in zip(mats, panels):
             row = {"layer": l, "head": h}
             if kind == "pattern":
-                sc = metrics.head_scores(torch.from_numpy(m), ids)
+                sc = metrics.head_scores(torch.from_numpy(m), ids)         # m is already on the CPU
                 row.update({s: float(v) for s, v in sc.items()})
             else:
                 row.update({"max score": float(m[~masked_full].max()), "min score": float(m[~masked_full].min())})

@@ -15,13 +15,15 @@ STATS = {**metrics.HEAD_STATS,
                            "second copy to the token that followed it in the first copy (independent of the prompt)"}
 SIMILARITY_BUDGET = 1e8                # N²·rows·keys element operations allowed for the head-similarity matrix
 
-ui.setup_page("Compare heads")
+
+
 def exports(df, chart, stem, meta, key):
     """CSV / PNG / SVG buttons kept together under the chart."""
     with st.container(width=330):
         ui.download_buttons(df, chart, stem, meta, key=key)
 
 
+ui.setup_page("Compare heads")
 ctx = ui.sidebar()
 if ctx is None:
     st.stop()
@@ -39,7 +41,7 @@ def prompt_scores(model: str, device: str, ids: tuple, capture: tuple, _ctx) -> 
     """head_scores of every head on one prompt, {stat: [L, H] array}; keyed by (model, device, ids)."""
     tr = ui.trace(_ctx, capture=capture, ids=list(ids))
     per_layer = [metrics.head_scores(tr["pattern", l][0], list(ids)) for l in range(L)]     # layer by layer:
-    return {k: torch.stack([d[k] for d in per_layer]).double().numpy() for k in per_layer[0]}  # no [L,H,T,T] copy
+    return {k: torch.stack([d[k] for d in per_layer]).double().cpu().numpy() for k in per_layer[0]}  # no [L,H,T,T] copy
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -127,7 +129,7 @@ if picked:
     cols = st.columns(len(picked))
     for col, name in zip(cols, picked):
         l, h = compare.parse_head(name)
-        vals = tr["pattern", l][0, h].float().numpy()
+        vals = tr["pattern", l][0, h].float().cpu().numpy()
         with col:
             if T <= hm.MARK_LIMIT:
                 ch = hm.cell_chart(vals, labels, labels, masked=masked, title=f"head {name}",
@@ -172,7 +174,7 @@ else:
     k = c2.selectbox("Key token (attended to, at or before the query)", range(0, q + 1), key="cmp_k",
                      format_func=lambda j: labels[j])
     tr = ui.trace(ctx, capture=CAPTURE, ids=ids)
-    q_rows = torch.stack([tr["pattern", l][0, :, q : q + 1, :] for l in range(L)])     # [L, H, 1, T]: row q only
+    q_rows = torch.stack([tr["pattern", l][0, :, q : q + 1, :].cpu() for l in range(L)])   # [L, H, 1, T]: row q
     table = compare.rank_heads_for_pair(q_rows, 0, k)
     bars = hm.rank_chart(table, title=f"Weight from {labels[q]} to {labels[k]}, top {min(15, L * H)} of {L * H} heads")
     left, right = st.columns([3, 2])
@@ -210,7 +212,8 @@ else:
         pats = ui.trace(_ctx, capture=CAPTURE, ids=list(ids))
         r = torch.tensor(rows)
         keys = int(r.max()) + 1                  # causal: later keys are 0 in every sampled row
-        stack = torch.stack([pats["pattern", l][0, h][r, :keys] for l, h in heads])     # [N, R, keys] only
+        stack = torch.stack([pats["pattern", l][0, h][r.to(pats["pattern", l].device), :keys].cpu()
+                             for l, h in heads])                                        # [N, R, keys] only
         return compare.distance_matrix(stack, torch.arange(len(rows))).numpy()
 
     dist = similarity(ctx.model_name, ctx.device, tuple(ids), tuple(heads), tuple(int(r) for r in rows), ctx)
