@@ -360,19 +360,20 @@ def loss(weights, ids_list, intervention: Intervention | None = None) -> Loss:
 # ----------------------------------------------------------------------------- geometry
 
 def _min_norm_row(K, diag, c, pp, iters, tol_abs, rel, shift):
-    """Wolfe's minimum-norm-point method for conv{a_k − p}: (weights over the n vertices, major steps, gap, g_min).
+    """Wolfe's minimum-norm-point method for conv{a_k − p}: (weights, major steps, gap, g_min, converged).
 
     Each major step is a Frank–Wolfe step (the vertex k minimising x·(a_k − p) joins the active set S);
     minor steps then minimise exactly over the affine hull of S and, when that leaves the simplex,
-    move back to its boundary and drop a vertex. The affine minimiser is (G + s·11ᵀ)⁻¹·1 normalised,
-    G the Gram matrix of the active a_k − p and s a shift that keeps it positive definite while the
-    active vertices are affinely independent; its inverse Cholesky factor is updated as vertices join.
+    move back to its boundary and drop a vertex. The affine minimiser is M⁻¹·1 normalised, with
+    M = G + s·11ᵀ (G the Gram matrix of the active a_k − p, s a shift keeping M positive definite while
+    the active vertices are affinely independent). The inverse Cholesky factor of M grows by one row per
+    new vertex (O(|S|²)) and is refactorised when vertices leave.
     """
     n = c.shape[0]
     j0 = int(np.argmin(diag - 2 * c))
     S = [j0]
     lam = np.ones(1)
-    Li = np.array([[1.0 / math.sqrt(max(diag[j0] - 2 * c[j0] + pp + shift, 1e-300))]])
+    Li = np.array([[1.0 / math.sqrt(max(diag[j0] - 2 * c[j0] + pp + shift, 1e-300))]])   # L⁻¹, M = L·Lᵀ
     it, gap, gmin = 0, math.inf, 0.0
     for it in range(1, iters + 1):
         g = lam @ K[S] - lam @ c[S] - c + pp          # x·(a_k − p) for every vertex k
@@ -381,12 +382,12 @@ def _min_norm_row(K, diag, c, pp, iters, tol_abs, rel, shift):
         gmin = float(g[j])
         gap = xx - gmin                                # Frank–Wolfe gap
         if gap <= tol_abs or gap <= rel * xx or j in S:
-            break
+            return _weights(n, S, lam), it, gap, gmin, True
         b = K[S, j] - c[S] - c[j] + pp + shift
         y = Li @ b
         d2 = float(diag[j] - 2 * c[j] + pp + shift - y @ y)
         if d2 <= 1e-12 * shift:                        # numerically inside aff(S) already
-            break
+            return _weights(n, S, lam), it, gap, gmin, False
         k, dl = len(S), math.sqrt(d2)
         Li2 = np.zeros((k + 1, k + 1))
         Li2[:k, :k] = Li
@@ -394,7 +395,7 @@ def _min_norm_row(K, diag, c, pp, iters, tol_abs, rel, shift):
         Li2[k, k] = 1.0 / dl
         Li, S, lam = Li2, S + [j], np.append(lam, 0.0)
         for _ in range(len(S) + 1):                    # minor steps
-            u = Li.T @ Li.sum(1)                       # (L·Lᵀ)⁻¹·1
+            u = Li.T @ Li.sum(1)                       # M⁻¹·1
             alpha = u / u.sum()
             if (alpha > 0).all():
                 lam = alpha
@@ -409,12 +410,66 @@ def _min_norm_row(K, diag, c, pp, iters, tol_abs, rel, shift):
             S = [v for v, d in zip(S, drop) if not d]
             lam = np.maximum(lam[~drop], 0.0)
             lam = lam / lam.sum()
-            G = K[np.ix_(S, S)] - c[S][:, None] - c[S][None, :] + pp + shift
             try:
-                Li = np.linalg.inv(np.linalg.cholesky(G))
-            except np.linalg.LinAlgError:              # lost positive definiteness: stop here (still feasible)
-                return _weights(n, S, lam), it, gap, gmin
-    return _weights(n, S, lam), it, gap, gmin
+                Li = np.linalg.inv(np.linalg.cholesky(K[np.ix_(S, S)] - c[S][:, None] - c[S][None, :] + pp + shift))
+            except np.linalg.LinAlgError:              # lost positive definiteness: stop (still a hull point)
+                return _weights(n, S, lam), it, gap, gmin, False
+    return _weights(n, S, lam), it, gap, gmin, False
+
+
+def _min_norm_row_fast(K, diag, c, pp, iters, tol_abs, rel, shift):
+    """The same method keeping M⁻¹ itself by rank-one updates as vertices join or leave (O(|S|²), no
+    factorisation); quicker, but on nearly degenerate active sets (more tokens than dimensions) it can
+    lose precision and stop early, reporting ``converged`` False: :func:`hull_distance` then reruns the row
+    with :func:`_min_norm_row`."""
+    n = c.shape[0]
+    j0 = int(np.argmin(diag - 2 * c))
+    S = [j0]
+    lam = np.ones(1)
+    Minv = np.array([[1.0 / max(diag[j0] - 2 * c[j0] + pp + shift, 1e-300)]])
+    it, gap, gmin = 0, math.inf, 0.0
+    for it in range(1, iters + 1):
+        g = lam @ K[S] - lam @ c[S] - c + pp
+        xx = float(lam @ g[S])
+        j = int(np.argmin(g))
+        gmin = float(g[j])
+        gap = xx - gmin
+        if gap <= tol_abs or gap <= rel * xx or j in S:
+            return _weights(n, S, lam), it, gap, gmin, j not in S     # trust only the gap here
+        b = K[S, j] - c[S] - c[j] + pp + shift
+        y = (Minv * b).sum(1)
+        delta = float(diag[j] - 2 * c[j] + pp + shift - b @ y)       # Schur complement
+        if delta <= 1e-12 * shift:
+            return _weights(n, S, lam), it, gap, gmin, False
+        k = len(S)
+        M2 = np.empty((k + 1, k + 1))
+        M2[:k, :k] = Minv + np.outer(y, y) / delta
+        M2[:k, k] = M2[k, :k] = -y / delta
+        M2[k, k] = 1.0 / delta
+        Minv, S, lam = M2, S + [j], np.append(lam, 0.0)
+        for _ in range(len(S) + 1):
+            u = Minv.sum(1)
+            alpha = u / u.sum()
+            if (alpha > 0).all():
+                lam = alpha
+                break
+            neg = alpha <= 0
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratios = np.where(neg, lam / (lam - alpha), np.inf)
+            theta = min(max(float(ratios.min()), 0.0), 1.0)
+            lam = lam + theta * (alpha - lam)
+            drop = lam <= 0
+            drop[int(np.argmin(np.where(neg, lam, np.inf)))] = True
+            for i in sorted(np.flatnonzero(drop), reverse=True):      # M⁻¹ of M without row/column i
+                piv = Minv[i, i]
+                if piv <= 0:
+                    return _weights(n, S, lam), it, gap, gmin, False
+                col = np.delete(Minv[:, i], i)
+                Minv = np.delete(np.delete(Minv, i, 0), i, 1) - np.outer(col, col) / piv
+            S = [v for v, d in zip(S, drop) if not d]
+            lam = np.maximum(lam[~drop], 0.0)
+            lam = lam / lam.sum()
+    return _weights(n, S, lam), it, gap, gmin, False
 
 
 def _weights(n, S, lam):
@@ -448,16 +503,17 @@ def hull_distance(points, hull, iters: int = HULL_ITERS, tol: float = 1e-12,
     shift = max(float(diag.mean()), 1e-300)
     tol_abs = tol * shift
     W = np.zeros((m, n))
-    used, gaps, gmins = np.zeros(m, dtype=int), np.zeros(m), np.zeros(m)
+    used, gaps, gmins, conv = np.zeros(m, dtype=int), np.zeros(m), np.zeros(m), np.zeros(m, dtype=bool)
     for r in range(m):
-        W[r], used[r], gaps[r], gmins[r] = _min_norm_row(K, diag, C[r], float(P[r] @ P[r]), iters, tol_abs, rel,
-                                                         shift)
+        args = (K, diag, C[r], float(P[r] @ P[r]), iters, tol_abs, rel, shift)
+        W[r], used[r], gaps[r], gmins[r], conv[r] = _min_norm_row_fast(*args)
+        if not conv[r]:
+            W[r], used[r], gaps[r], gmins[r], conv[r] = _min_norm_row(*args)
     dist = np.linalg.norm(W @ A - P, axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         lower = np.where(dist > 0, np.maximum(gmins, 0.0) / dist, 0.0)
-    ok = (gaps <= tol_abs) | (gaps <= rel * dist ** 2 * 10) | (used < iters)
     return dist, {"lower": np.minimum(lower, dist), "iterations": int(used.max()) if m else 0,
-                  "max_gap": float(gaps.max()) if m else 0.0, "converged": bool(ok.all()), "budget": iters}
+                  "max_gap": float(gaps.max()) if m else 0.0, "converged": bool(conv.all()), "budget": iters}
 
 
 def participation_ratio(rows) -> float:
