@@ -29,8 +29,8 @@ import argparse
 import json
 import math
 import sys
-from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Callable, Iterable
 
 import numpy as np
 import torch
