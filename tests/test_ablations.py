@@ -298,3 +298,19 @@ def test_page_pools_a_prompt_set(odd_dir):
     assert not at.exception and not at.error
     assert any("All 3 prompts" in c.value for c in at.caption)
     assert any("1 one-token text" in c.value for c in at.caption)
+
+
+def test_verdicts_follow_the_numbers():
+    def res(kind, inc, summary, tokens=10):
+        return {"kind": kind, "summary": summary, "scope": {"heads": ["0.1"]},
+                "loss": {"increase nats/token": inc, "predicted tokens": tokens,
+                         "baseline nats/token": 3.0, "ablated nats/token": 3.0 + inc}}
+    cheat = {"mean relative logit change, positions before the last": 0.2,
+             "share of earlier positions whose top-1 changed": 0.1, "attention on future keys (ablated layers)": 0.4}
+    assert A.verdict(res("no-mask", -0.5, cheat))["status"] == "supported"
+    assert A.verdict(res("no-mask", +0.5, cheat))["status"] == "mixed"
+    ent = {"entropy, baseline": 2.0, "entropy, ablated": 1.0, "entropy drop": 1.0, "layers measured": 4}
+    assert A.verdict(res("no-scale", 0.1, dict(ent, **{"layers whose entropy dropped": 4})))["status"] == "supported"
+    assert A.verdict(res("no-scale", 0.1, dict(ent, **{"layers whose entropy dropped": 0})))["status"] == "not supported"
+    assert A.verdict(res("zero-head", 0.2, {}))["status"] == "supported"
+    assert A.verdict(res("zero-head", 0.0, {}, tokens=0))["status"] == "undetermined"
