@@ -355,21 +355,25 @@ def _render(spec_json: str, fmt: str) -> bytes:
 
 
 def download_buttons(df: pd.DataFrame, chart=None, stem: str = "attnkit", meta: dict | None = None, key: str = ""):
-    """CSV of the numbers (with model/prompt metadata columns), PNG and SVG of the chart."""
+    """CSV of the numbers (with model/prompt metadata columns), PNG and SVG of the chart.
+
+    Every file is built only when its button is clicked.
+    """
     meta = meta or {}
-    cols = st.columns(3)
-    cols[0].download_button("CSV", _meta_frame(df, meta).to_csv(index=False).encode("utf-8"),
-                            file_name=f"{stem}.csv", mime="text/csv", key=f"csv-{key}{stem}")
-    if chart is None:
-        return
-    try:
-        spec = chart.to_json()
-        cols[1].download_button("PNG", lambda: _render(spec, "png"), file_name=f"{stem}.png",
-                                mime="image/png", key=f"png-{key}{stem}", on_click="ignore")
-        cols[2].download_button("SVG", lambda: _render(spec, "svg"), file_name=f"{stem}.svg",
-                                mime="image/svg+xml", key=f"svg-{key}{stem}", on_click="ignore")
-    except Exception as e:                   # exports must never break the page
-        cols[1].caption(f"picture export unavailable ({e.__class__.__name__})")
+    with st.container(width=330):
+        cols = st.columns(3)
+        cols[0].download_button("CSV", lambda: _meta_frame(df, meta).to_csv(index=False).encode("utf-8"),
+                                file_name=f"{stem}.csv", mime="text/csv", key=f"csv-{key}{stem}", on_click="ignore")
+        if chart is None:
+            return
+        try:
+            spec = chart.to_json()
+            cols[1].download_button("PNG", lambda: _render(spec, "png"), file_name=f"{stem}.png",
+                                    mime="image/png", key=f"png-{key}{stem}", on_click="ignore")
+            cols[2].download_button("SVG", lambda: _render(spec, "svg"), file_name=f"{stem}.svg",
+                                    mime="image/svg+xml", key=f"svg-{key}{stem}", on_click="ignore")
+        except Exception as e:               # exports must never break the page
+            cols[1].caption(f"picture export unavailable ({e.__class__.__name__})")
 
 
 def meta_for(ctx: Context, **extra) -> dict:
