@@ -259,11 +259,11 @@ def forward_section(loaded, hf_sdpa, T: int, repeats: int, warmup: int, tl_model
         _row("pattern_vs_hf_eager", dev, T, s["attnkit pattern"], s["HF eager attentions"]),
         _row("nocapture_vs_hf_sdpa", dev, T, s["attnkit none"], s["HF sdpa"]),
         _row("all_vs_hf_eager_hidden", dev, T, s["attnkit all"], s["HF eager attentions+hidden"],
-             label="run(capture='all') / HF eager attentions+hidden states (no target)"),
+             label="run(capture='all') / HF eager attentions+hidden states"),
     ]
     if tl_model is not None:
         rows.append(_row("all_vs_transformer_lens", dev, T, s["attnkit all"], s["TransformerLens run_with_cache"],
-                         label="run(capture='all') / TransformerLens run_with_cache (no target)"))
+                         label="run(capture='all') / TransformerLens run_with_cache"))
     with torch.inference_mode():
         for row, (fa, fb) in zip(rows[:2], [(fns["attnkit pattern"], fns["HF eager attentions"]),
                                             (fns["attnkit none"], fns["HF sdpa"])]):
@@ -306,7 +306,7 @@ def generation_section(loaded, hf_sdpa, n_prompt: int, n_new: int, repeats: int,
     rows = [
         _row("kv_cache_speedup", dev, n_prompt, s["attnkit no cache"], s["attnkit KV cache"], ratio=speedup),
         _row("kv_cache_vs_hf_generate", dev, n_prompt, s["attnkit KV cache"], s["HF generate"],
-             label="attnkit generate (KV cache) / HF generate (greedy, cache; no target)"),
+             label="attnkit generate (KV cache) / HF generate (greedy, cache)"),
     ]
     info = {
         "prompt_tokens": n_prompt,
@@ -336,12 +336,32 @@ def _maxrss_bytes() -> int:
     return int(r if sys.platform == "darwin" else r * 1024)
 
 
-def memory_probe(source: str, device: str, T: int, variant: str, threads: int | None = None) -> dict:
-    """In a fresh process: peak-memory growth of one forward with the given capture variant.
+def _reset_peak_rss() -> int | None:
+    """Linux: reset this process's peak RSS to the current RSS (``echo 5 > /proc/self/clear_refs``)
+    and return it, so that the loading's own peak does not hide the forward pass's; None elsewhere."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return _vm_hwm_bytes()
+    except (OSError, ValueError):
+        return None
 
-    CPU: ru_maxrss after a plain forward (baseline, so transient activations are counted on both
-    sides) and after the capturing forward. CUDA: torch.cuda.max_memory_allocated above the
-    allocation before the call. Also the exact bytes of the captured tensors."""
+
+def _vm_hwm_bytes() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise ValueError("no VmHWM in /proc/self/status")
+
+
+def memory_probe(source: str, device: str, T: int, variant: str, threads: int | None = None) -> dict:
+    """In a fresh process: how far memory rises during one forward with the given capture variant.
+
+    CPU (Linux): the peak RSS is reset to the current RSS after loading and a warm-up forward
+    (/proc/self/clear_refs), and the peak during the call is read back (VmHWM); elsewhere the growth
+    of ru_maxrss, which the loading's own peak can hide. CUDA: torch.cuda.max_memory_allocated above
+    the allocation before the call. Compare each variant with 'none' (a plain forward)."""
     from .loading import load
     from .model import run
 
@@ -357,10 +377,17 @@ def memory_probe(source: str, device: str, T: int, variant: str, threads: int | 
         if dev.type == "cuda":
             torch.cuda.reset_peak_memory_stats(dev)
             base = torch.cuda.memory_allocated(dev)
+            method = "torch.cuda.max_memory_allocated"
         else:
-            base = _maxrss_bytes()
+            base = _reset_peak_rss()
+            method = "peak RSS (VmHWM) after reset, fresh process"
+            if base is None:
+                base, method = _maxrss_bytes(), "ru_maxrss growth, fresh process (may be hidden by loading)"
         t0 = time.perf_counter()
-        if variant == "hf_eager_attentions_hidden":
+        if variant == "none":
+            run(w, ids)
+            kept = []
+        elif variant == "hf_eager_attentions_hidden":
             res = loaded.hf_model(ids, output_attentions=True, output_hidden_states=True, use_cache=False)
             kept = list(res.attentions) + list(res.hidden_states)
         else:
@@ -368,12 +395,15 @@ def memory_probe(source: str, device: str, T: int, variant: str, threads: int | 
             kept = list(tr.captures.values())
         _sync(dev)
         seconds = time.perf_counter() - t0
-        peak = torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else _maxrss_bytes()
+        if dev.type == "cuda":
+            peak = torch.cuda.max_memory_allocated(dev)
+        else:
+            peak = _maxrss_bytes() if method.startswith("ru_maxrss") else _vm_hwm_bytes()
     return {
         "variant": variant,
         "captured_bytes": sum(t.numel() * t.element_size() for t in kept),
         "peak_delta_bytes": max(0, peak - base),
-        "peak_method": "torch.cuda.max_memory_allocated" if dev.type == "cuda" else "ru_maxrss delta (subprocess)",
+        "peak_method": method,
         "seconds_single_call": seconds,
     }
 
@@ -402,7 +432,7 @@ def memory_section(loaded, source: str, T: int, repeats: int, warmup: int, threa
     w, dev = loaded.weights, loaded.device
     L = w.config.n_layers
     variants = _capture_variants(L)
-    probed = ["all"] if quick else [*variants, "hf_eager_attentions_hidden"]
+    probed = ["none", "all"] if quick else ["none", *variants, "hf_eager_attentions_hidden"]
     probes = {v: _probe_in_subprocess(source, str(dev), T, v, threads) for v in probed}
     ids = _ids(w.config.d_vocab, T, dev, seed=T)
     fns = {name: (lambda kw=kw: run(w, ids, **kw)) for name, kw in variants.items()}
@@ -425,7 +455,8 @@ def memory_section(loaded, source: str, T: int, repeats: int, warmup: int, threa
     timing = {k: _side(k, v) for k, v in t.items()}
     base = timing["pattern"]["median_s"]
     rows = []
-    for name in [*variants, "hf_eager_attentions_hidden"]:
+    captured["none"] = 0
+    for name in ["none", *variants, "hf_eager_attentions_hidden"]:
         p = probes.get(name, {})
         rows.append({"variant": name, "captured_bytes": captured.get(name, p.get("captured_bytes")),
                      "peak_delta_bytes": p.get("peak_delta_bytes"), "peak_method": p.get("peak_method"),
@@ -481,7 +512,7 @@ def entropy_section(loaded, T: int, repeats: int, warmup: int) -> tuple[list, di
     for other in ("metrics.entropy per layer", "metrics.entropy over stack"):
         if other != main:
             rows.append(_row(f"entropy_{other.split()[-1]}_vs_pattern", dev, T, s[other], s["attnkit pattern"],
-                             label=f"{other} / run(capture=['pattern']) (no target)"))
+                             label=f"{other} / run(capture=['pattern'])"))
     return rows, {"timed": source}
 
 
@@ -648,8 +679,9 @@ def format_table(res: dict) -> str:
                    + f"{g['same_tokens_attnkit_vs_hf']}")
     for dev, mem in res["memory"].items():
         out.append("")
-        out.append(f"memory at T={mem['T']} on {dev} (peak growth of one forward over a plain forward):")
-        out.append(f"  {'capture':<28} {'captured':>12} {'peak growth':>12} {'time / pattern fp32':>20}")
+        out.append(f"memory at T={mem['T']} on {dev}: captured tensors, and how far memory rose during one "
+                   f"forward (each in a fresh process; 'none' = plain forward)")
+        out.append(f"  {'capture':<28} {'captured':>12} {'peak rise':>12} {'time / pattern fp32':>20}")
         for p in mem["probes"]:
             if "error" in p:
                 out.append(f"  {p['variant']:<28} {p['error']}")
