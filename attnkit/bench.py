@@ -545,7 +545,15 @@ def _transformer_lens(loaded) -> tuple[object | None, dict]:
                                               fold_value_biases=False, refactor_factored_attn_matrices=False)
         else:  # pragma: no cover
             model.load_state_dict(sd, strict=False)
-        return model.eval(), {"status": "measured", "version": getattr(tl, "__version__", "?")}
+        model.eval()
+        probe = _ids(c.d_vocab, min(8, c.n_ctx), loaded.device, seed=0)
+        with torch.inference_mode():
+            logits, _ = model.run_with_cache(probe)            # fails here rather than mid-benchmark
+            from .model import run
+
+            diff = float((logits - run(w, probe).logits).abs().max())
+        return model, {"status": "measured", "version": getattr(tl, "__version__", "?"),
+                       "logits_max_abs_vs_attnkit": diff}
     except Exception as e:
         return None, {"status": "skipped", "reason": f"could not build a HookedTransformer: {e.__class__.__name__}: {e}"}
 
@@ -644,6 +652,7 @@ def bench(model: str | None = None, *, lengths=None, repeats=None, quick: bool =
                     "target": r["target"], "miss_by": r["miss_by"], "why": r.get("why")}
                    for r in judged if not r["pass"]],
         "wall_seconds": time.time() - started,
+        "load_average_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     }
     return result
 
@@ -700,7 +709,10 @@ def format_table(res: dict) -> str:
         out.append(f"TransformerLens on {dev}: {t['status']}" + (f" ({t['reason']})" if t.get("reason") else ""))
     s = res["summary"]
     out.append("")
-    out.append(f"targets met: {s['passed']}/{s['judged']} · wall time {s['wall_seconds']:.0f} s")
+    out.append(f"targets met: {s['passed']}/{s['judged']} · wall time {s['wall_seconds']:.0f} s"
+               + (f" · load average at end {', '.join(f'{x:.2f}' for x in s['load_average_end'])}"
+                  if s.get("load_average_end") else ""))
+    out.append("ratio = A median / B median; rows without a target are context")
     return "\n".join(out)
 
 

@@ -164,3 +164,18 @@ def test_cli_rejects_bad_arguments(tmp_path, capsys):
     assert B.cli(["--repeats", "0"]) == 2
     assert B.cli(["--model", str(tmp_path / "missing"), "--quick", "--no-memory"]) == 1
     assert "not found" in capsys.readouterr().err
+
+
+def test_transformer_lens_that_cannot_build_is_skipped_with_the_reason(odd, monkeypatch):
+    import types
+
+    fake = types.ModuleType("transformer_lens")
+
+    def broken(**kwargs):
+        raise TypeError("unexpected keyword argument 'eps'")
+
+    fake.HookedTransformerConfig = broken
+    monkeypatch.setitem(sys.modules, "transformer_lens", fake)
+    model, info = B._transformer_lens(odd)
+    assert model is None and info["status"] == "skipped"
+    assert "TypeError" in info["reason"] and "eps" in info["reason"]
