@@ -4,71 +4,23 @@ Opens the app, points the sidebar at a local test checkpoint, enters a prompt, w
 heatmap to render on the Heatmaps page, opens the Compare-heads page, and saves screenshots
 (to pytest's tmp dir and to /tmp/attnkit_browser*.png). Skipped when Chromium or Playwright is missing.
 """
-import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, make_checkpoint
+from browser import CHROMIUM, CHROMIUM_ARGS as ARGS, need_browser, streamlit_server
+from helpers import make_checkpoint
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 PROMPT = "The animal didn't cross the street because it was too tired. <b>not bold</b>"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_healthy(url: str, proc, timeout: float = 40) -> None:
-    end = time.time() + timeout
-    while time.time() < end:
-        if proc.poll() is not None:
-            raise RuntimeError(f"streamlit exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.3)
-    raise TimeoutError("streamlit did not come up")
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    if not os.path.exists(CHROMIUM) or shutil.which(CHROMIUM) is None:
-        pytest.skip("Chromium is not installed at /usr/bin/chromium")
-    pytest.importorskip("playwright.sync_api", reason="Playwright is not installed")
+    need_browser()
     model = make_checkpoint(tmp_path_factory.mktemp("browser-model"), seed=2, n_layer=2, n_head=4, n_embd=64,
                             n_positions=256, vocab_size=1000)
-    port = _free_port()
-    log = open(tmp_path_factory.mktemp("browser-log") / "streamlit.log", "w")
-    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.address",
-         "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_healthy(url, proc)
+    with streamlit_server() as (url, _proc):
         yield url, model
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
 
 def _chart(page, timeout=30_000):
