@@ -31,6 +31,7 @@ __all__ = [
     "resolve_device",
     "default_model",
     "hub_available",
+    "load_for_cli",
 ]
 
 SHIPPED_MODEL = "attnkit-tiny"
@@ -175,6 +176,22 @@ def default_model(timeout: float = 3.0) -> tuple[str, str | None]:
         f"Using the shipped model '{SHIPPED_MODEL}' (small, trained offline; not OpenAI's weights): "
         f"'{DEFAULT_HUB_MODEL}' is not cached and {why}."
     )
+
+
+def load_for_cli(name: str | None, device: str, prog: str) -> Loaded | None:
+    """The command-line way to load: no name means the default model (its notice goes to stderr);
+    a LoadError is printed as ``prog: message`` and gives None."""
+    import sys
+
+    if name is None:
+        name, notice = default_model()
+        if notice:
+            print(notice, file=sys.stderr)
+    try:
+        return load(name, device)
+    except LoadError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return None
 
 
 # ----------------------------------------------------------------------------- folders

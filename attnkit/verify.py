@@ -135,7 +135,7 @@ def compare(hf_model, weights, ids, *, name: str = "") -> Report:
 
 
 def cli(argv=None) -> int:
-    from .loading import LoadError, load
+    from .loading import load_for_cli
 
     p = argparse.ArgumentParser(prog="python -m attnkit verify", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default=None, help="hub name (gpt2, distilgpt2, …), attnkit-tiny or a local folder "
@@ -147,16 +147,8 @@ def cli(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", dest="json_out", default=None, help="write the report as JSON here")
     a = p.parse_args(argv)
-    if a.model is None:
-        from .loading import default_model
-
-        a.model, notice = default_model()
-        if notice:
-            print(notice, file=sys.stderr)
-    try:
-        m = load(a.model, a.device)
-    except LoadError as e:
-        print(f"attnkit verify: {e}", file=sys.stderr)
+    m = load_for_cli(a.model, a.device, "attnkit verify")
+    if m is None:
         return 2
     if a.tokens:
         n = min(a.tokens, m.config.n_ctx)
