@@ -158,7 +158,7 @@ def cli(argv=None) -> int:
         if ids.numel() == 0:
             print("attnkit verify: the text has no tokens", file=sys.stderr)
             return 2
-    rep = compare(m.hf_model, m.weights, ids.to(m.device), name=a.model)
+    rep = compare(m.hf_model, m.weights, ids.to(m.device), name=m.name)
     print(rep.table())
     if a.json_out:
         with open(a.json_out, "w", encoding="utf-8") as f:
