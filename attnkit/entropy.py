@@ -457,7 +457,7 @@ def sample_positions(T: int, max_points: int = 240, head: int = 48) -> np.ndarra
 # ----------------------------------------------------------------------------- CLI
 
 def cli(argv=None) -> int:
-    from .loading import LoadError, load
+    from .loading import load_for_cli
 
     p = argparse.ArgumentParser(prog="python -m attnkit entropy",
                                 description="Attention entropy against context length, per layer, head and position.")
@@ -474,12 +474,6 @@ def cli(argv=None) -> int:
                    help="use log_b(i+1) as is (flattens positions < b); default max(1, log_b(i+1))")
     p.add_argument("--json", dest="json_out", default=None, help="write all the numbers as JSON here")
     a = p.parse_args(argv)
-    if a.model is None:
-        from .loading import default_model
-
-        a.model, notice = default_model()
-        if notice:
-            print(notice, file=sys.stderr)
     try:
         with open(a.text_file, "rb") as f:
             text = P.decode_text(f.read(), a.text_file)
@@ -490,11 +484,10 @@ def cli(argv=None) -> int:
     except P.PromptError as e:
         print(f"attnkit entropy: {e}", file=sys.stderr)
         return 2
-    try:
-        m = load(a.model, a.device)
-    except LoadError as e:
-        print(f"attnkit entropy: {e}", file=sys.stderr)
+    m = load_for_cli(a.model, a.device, "attnkit entropy")
+    if m is None:
         return 2
+    a.model = m.name
     window = min(a.window or m.config.n_ctx, m.config.n_ctx)
     try:
         docs, info = documents(m.encode, [text], window, split=True, max_docs=a.max_docs)
