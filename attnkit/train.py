@@ -359,6 +359,19 @@ def package_versions() -> dict[str, str]:
         return {}
 
 
+def _stages_text(info: dict) -> str:
+    stages = info.get("stages") or [{"command": info["command"]}]
+    if len(stages) == 1:
+        return f"```\n{stages[0]['command']}\n```"
+    lines = [f"Trained in {len(stages)} stages; each later stage continues the previous one's output "
+             "(`--init-from`), with a fresh optimizer and its own LR schedule:", ""]
+    for i, st_ in enumerate(stages, 1):
+        lines.append(f"{i}. {st_['steps']:,} steps, {st_['tokens_seen']:,} tokens, "
+                     f"{st_['train_seconds'] / 60:.1f} min:")
+        lines.append(f"   `{st_['command']}`")
+    return "\n".join(lines)
+
+
 def write_card(out: Path, info: dict) -> None:
     vers = info.get("package_versions", {})
     src_rows = "\n".join(
@@ -448,9 +461,7 @@ _To be filled by `python -m attnkit heads --model attnkit-tiny`._
 
 ## Reproduce
 
-```
-{info['command']}
-```
+{_stages_text(info)}
 
 Library versions used: torch {info['versions']['torch']}, transformers {info['versions']['transformers']},
 tokenizers {info['versions']['tokenizers']}, Python {info['versions']['python']}.
@@ -474,6 +485,9 @@ def parse_args(argv):
     p.add_argument("--decay-start", type=int, default=None, help="wsd: step the decay starts (default 80%%)")
     p.add_argument("--stop-after", type=int, default=None,
                    help="stop after this many steps; the LR schedule is still planned for --steps")
+    p.add_argument("--init-from", default=None,
+                   help="continue training the model in this folder (a later stage; its tokenizer is retrained "
+                        "identically from the same corpus and seed and must match)")
     p.add_argument("--corpus-limit", type=int, default=None, help="max characters of corpus")
     p.add_argument("--corpus-file", default=None, help="train on this text file instead of Debian text")
     p.add_argument("--seed", type=int, default=1234)
@@ -582,7 +596,22 @@ def cli(argv=None) -> int:
     cfg = GPT2Config(n_layer=a.n_layer, n_head=a.n_head, n_embd=a.n_embd, n_positions=block,
                      vocab_size=V, bos_token_id=eot, eos_token_id=eot,
                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-    model = GPT2LMHeadModel(cfg)
+    stages = []
+    if a.init_from:
+        init = Path(a.init_from)
+        model = GPT2LMHeadModel.from_pretrained(str(init))
+        if model.config.vocab_size != V or model.config.n_positions != block:
+            raise SystemExit(f"{init}: vocab/context {model.config.vocab_size}/{model.config.n_positions} "
+                             f"do not match this run's {V}/{block}")
+        prev_log = init / "training_log.json"
+        if prev_log.is_file():
+            prev = json.loads(prev_log.read_text(encoding="utf-8"))
+            stages = prev.get("stages") or [{"command": prev["command"], "steps": prev["steps"],
+                                             "tokens_seen": prev["tokens_seen"],
+                                             "train_seconds": prev["train_seconds"]}]
+        print(f"stage {len(stages) + 1}: continuing from {init}", flush=True)
+    else:
+        model = GPT2LMHeadModel(cfg)
     model.train()
     n_params = sum(p.numel() for p in model.parameters())
     n_params_non_emb = n_params - model.transformer.wte.weight.numel() - model.transformer.wpe.weight.numel()
@@ -593,7 +622,7 @@ def cli(argv=None) -> int:
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
-    gen = torch.Generator().manual_seed(a.seed)
+    gen = torch.Generator().manual_seed(a.seed + 1000 * len(stages))   # later stages draw other batches
     eval_gen_seed = a.seed + 1
     import torch.nn.functional as F
 
@@ -692,6 +721,8 @@ def cli(argv=None) -> int:
 
     cmd = "python -m attnkit train-default " + " ".join(reproduce_argv(
         argv, total_steps if total_steps < 10**9 else step, step, schedule, decay_start))
+    stages = stages + [{"command": cmd.strip(), "steps": step, "tokens_seen": step * a.batch * block,
+                        "train_seconds": time.time() - t_train}]
     info = {
         "config": {"n_layer": a.n_layer, "n_head": a.n_head, "n_embd": a.n_embd,
                    "n_positions": block, "vocab_size": V},
@@ -712,7 +743,13 @@ def cli(argv=None) -> int:
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "tokenizers": tokenizers.__version__, "python": sys.version.split()[0]},
         "history": history, "head_scores": {"previous_token": prev, "induction": ind},
+        "stages": stages,
     }
+    if len(stages) > 1:   # the card reports the whole training, every stage added up
+        info["tokens_seen"] = sum(s_["tokens_seen"] for s_ in stages)
+        info["epochs"] = info["tokens_seen"] / len(train_ids)
+        info["train_seconds"] = sum(s_["train_seconds"] for s_ in stages)
+        info["tokens_per_s"] = info["tokens_seen"] / info["train_seconds"]
     write_card(out, info)
     (out / "training_log.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
     print(f"saved to {out} ({time.time() - t_start:.0f}s total)", flush=True)

@@ -147,3 +147,22 @@ def test_shipped_model():
     check_folder(SHIPPED)
     total = sum(p.stat().st_size for p in SHIPPED.iterdir() if p.is_file())
     assert total <= 25 * 1024 * 1024
+
+
+def test_second_stage_continues_the_first(tmp_path):
+    import json
+
+    from safetensors.torch import load_file
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(TINY_CORPUS, encoding="utf-8")
+    first, second = tmp_path / "s1", tmp_path / "s2"
+    assert train.cli(["--tiny-test", "--corpus-file", str(corpus), "--out", str(first)]) == 0
+    assert train.cli(["--tiny-test", "--corpus-file", str(corpus), "--out", str(second),
+                      "--init-from", str(first)]) == 0
+    log = json.loads((second / "training_log.json").read_text(encoding="utf-8"))
+    assert len(log["stages"]) == 2 and log["tokens_seen"] == sum(s["tokens_seen"] for s in log["stages"])
+    assert "--init-from" in log["stages"][1]["command"]
+    assert "Trained in 2 stages" in (second / "MODEL_CARD.md").read_text(encoding="utf-8")
+    w1, w2 = load_file(str(first / "model.safetensors")), load_file(str(second / "model.safetensors"))
+    assert any(not (w1[k] == w2[k]).all() for k in w1)          # it trained further
