@@ -6,18 +6,13 @@ from attnkit import ui
 from attnkit.weights import attention_weight_count, param_counts
 
 
-def _md(text: str) -> str:
-    """A user-given name (a folder path) shown literally inside Markdown."""
-    return "".join("\\" + c if c in "\\`*_{}[]()#+-.!|<>~$" else c for c in text)
-
-
 ui.setup_page("attnkit — GPT-2's attention, seen and checked")
 ctx = ui.sidebar()
 if ctx is None:
     st.stop()
 
 cfg = ctx.model.config
-st.caption(f"Model **{_md(ctx.model_name)}** on **{ctx.device}** · every number on these pages is computed by attnkit's "
+st.caption(f"Model **{ui.plain(ctx.model_name)}** on **{ctx.device}** · every number on these pages is computed by attnkit's "
            "own implementation of GPT-2 and checked against HuggingFace on the *Verify* page.")
 
 left, right = st.columns([1, 1])

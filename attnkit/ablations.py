@@ -959,7 +959,7 @@ def _read_texts(path: str, column: str | None) -> list[str]:
 
 
 def cli(argv=None) -> int:
-    from .loading import LoadError, load
+    from .loading import load_for_cli
     from .prompts import PromptError
 
     p = argparse.ArgumentParser(
@@ -979,16 +979,8 @@ def cli(argv=None) -> int:
     p.add_argument("--hull-iters", type=int, default=HULL_ITERS)
     p.add_argument("--json", dest="json_out", default=None, help="write the results here as JSON")
     a = p.parse_args(argv)
-    if a.model is None:
-        from .loading import default_model
-
-        a.model, notice = default_model()
-        if notice:
-            print(notice, file=sys.stderr)
-    try:
-        m = load(a.model, a.device)
-    except LoadError as e:
-        print(f"attnkit ablate: {e}", file=sys.stderr)
+    m = load_for_cli(a.model, a.device, "attnkit ablate")
+    if m is None:
         return 2
     cfg = m.config
     try:

@@ -240,7 +240,7 @@ def _read_prompts() -> tuple[list[str] | None, int | None, list[str]]:
         return None, None, []
     name, data = stored
     if up is None:
-        st.caption(f"Using the earlier upload **{_plain(name)}** ({len(data):,} bytes).")
+        st.caption(f"Using the earlier upload **{plain(name)}** ({len(data):,} bytes).")
     try:
         table = P.read_upload(name, data)
         column = None
@@ -269,12 +269,9 @@ def _preview(text: str, n: int = 50) -> str:
     return t if len(t) <= n else t[: n - 1] + "…"
 
 
-def _plain(text: str) -> str:
-    """Text to put inside Markdown, with Markdown/HTML syntax escaped."""
-    out = []
-    for c in text:
-        out.append("\\" + c if c in "\\`*_{}[]()#+-.!|<>~" else c)
-    return "".join(out)
+def plain(text: str) -> str:
+    """User text to put inside st.markdown, with Markdown/HTML/LaTeX syntax escaped (shown literally)."""
+    return "".join("\\" + c if c in "\\`*_{}[]()#+-.!|<>~$" else c for c in text)
 
 
 def sidebar() -> Context | None:

@@ -12,11 +12,6 @@ from attnkit.charts import entropy as C
 ui.setup_page("Entropy versus context length", icon="📈")
 
 
-def _md(text: str) -> str:
-    """Text with Markdown/HTML syntax escaped, to sit inside st.markdown."""
-    return "".join("\\" + c if c in "\\`*_{}[]()#+-.!|<>~$" else c for c in text)
-
-
 ctx = ui.sidebar()
 if ctx is None:
     st.stop()
@@ -114,7 +109,7 @@ meta = ui.meta_for(ctx, documents=s.n_docs, window=window)
 verdict, why = E.claim_check(s)
 st.subheader("Does the measurement support it?")
 icon = {"supported": "✅", "partly": "➗", "not supported": "❌"}.get(verdict, "❔")
-st.markdown(f"{icon} On **{_md(ctx.model_name)}** with these {s.n_docs} document(s): "
+st.markdown(f"{icon} On **{ui.plain(ctx.model_name)}** with these {s.n_docs} document(s): "
             f"**{verdict}**. {why}")
 if s.T < 64:
     st.caption(f"Only {s.T} positions: a short basis for a claim about long contexts — upload a long text "
