@@ -67,3 +67,18 @@ def test_script_tags_are_text(odd_dir):
         assert "<script>" not in md.value
     shown = "".join(at.dataframe[2].value["token"])   # … but shown literally in the token table
     assert "<script>alert('x')</script><b>bold</b>" in shown
+
+
+def test_every_page_survives_a_one_token_prompt(odd_dir, odd):
+    from pathlib import Path
+
+    assert len(odd.encode("Hi")) == 1 or len(odd.encode("H")) == 1
+    text = "Hi" if len(odd.encode("Hi")) == 1 else "H"
+    pages = ["app.py"] + sorted(str(p.relative_to(Path(__file__).parents[1]))
+                                for p in (Path(__file__).parents[1] / "pages").glob("*.py"))
+    assert len(pages) >= 7
+    for page in pages:
+        at = apptest(page, odd_dir, text=text).run()
+        assert not at.exception, (page, at.exception)
+        for e in at.error:
+            assert "could not be computed" not in e.value, (page, e.value)
