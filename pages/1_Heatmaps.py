@@ -13,12 +13,6 @@ KINDS = {"pattern (after softmax)": "pattern", "scores (before softmax)": "score
 
 
 
-def exports(df, chart, stem, meta, key):
-    """CSV / PNG / SVG buttons kept together under the chart."""
-    with st.container(width=330):
-        ui.download_buttons(df, chart, stem, meta, key=key)
-
-
 ui.setup_page("Heatmaps")
 ctx = ui.sidebar()
 if ctx is None:
@@ -95,7 +89,7 @@ if view == VIEWS[0]:
     if T <= hm.MARK_LIMIT:
         chart = hm.cell_chart(vals, labels, labels, masked=masked_full, kind=kind, scale=scale, title=title)
         st.altair_chart(chart, width="content")
-        exports(long_table(vals), chart, stem, token_meta() | {"layer": layer, "head": head}, key="one")
+        ui.download_buttons(long_table(vals), chart, stem, token_meta() | {"layer": layer, "head": head}, key="one")
     else:
         png = head_png((ctx.model_name, ctx.device, tuple(ids), layer, head, kind, scale), vals, kind, scale)
         domain = hm.colour_domain(vals, masked_full, kind)            # one colour scale for image and window
@@ -109,7 +103,7 @@ if view == VIEWS[0]:
         left, right = st.columns([1, 1])
         with left:
             st.altair_chart(full, width="content")
-            exports(pd.DataFrame({"query_pos": range(T), "query_token": ctx.model.token_strs(ids)}),
+            ui.download_buttons(pd.DataFrame({"query_pos": range(T), "query_token": ctx.model.token_strs(ids)}),
                                 full, stem + "_full", token_meta() | {"layer": layer, "head": head}, key="full")
             st.download_button(f"Whole matrix as CSV ({T}×{T})", lambda: full_csv(vals), file_name=f"{stem}_matrix.csv",
                                mime="text/csv", key="full-matrix-csv", on_click="ignore")
@@ -130,7 +124,7 @@ if view == VIEWS[0]:
                            f"attention on average; the rest goes to keys outside the window.")
             else:
                 st.caption(f"Window of {size}×{size} out of {T}×{T}.")
-            exports(long_table(block, q0, k0), wchart, stem + f"_q{q0}_k{k0}",
+            ui.download_buttons(long_table(block, q0, k0), wchart, stem + f"_q{q0}_k{k0}",
                                 token_meta() | {"layer": layer, "head": head}, key="win")
 else:
     if view == VIEWS[1]:
@@ -168,4 +162,4 @@ else:
         df = pd.DataFrame(rows)
         st.caption("CSV: one row of statistics per panel (the full matrices are too large; export a single head "
                    "from *One head*).")
-    exports(df, chart, stem, token_meta(), key="grid")
+    ui.download_buttons(df, chart, stem, token_meta(), key="grid")

@@ -17,12 +17,6 @@ SIMILARITY_BUDGET = 1e8                # N²·rows·keys element operations allo
 
 
 
-def exports(df, chart, stem, meta, key):
-    """CSV / PNG / SVG buttons kept together under the chart."""
-    with st.container(width=330):
-        ui.download_buttons(df, chart, stem, meta, key=key)
-
-
 ui.setup_page("Compare heads")
 ctx = ui.sidebar()
 if ctx is None:
@@ -112,7 +106,7 @@ picked = st.session_state["cmp_open"]
 overview = hm.head_overview_chart(df_stat, stat, selected=picked, select="pick")
 st.altair_chart(overview, width="content", on_select="rerun", selection_mode="pick", key="cmp_overview")
 st.caption(note + " Click a cell to open that head below; outlined: the heads opened.")
-exports(df_stat, overview, f"head_{stat.replace(' ', '_')}", meta(statistic=stat), key="overview")
+ui.download_buttons(df_stat, overview, f"head_{stat.replace(' ', '_')}", meta(statistic=stat), key="overview")
 
 # ----------------------------------------------------------------------------- side by side
 st.subheader("Heads side by side")
@@ -145,10 +139,10 @@ if picked:
                 cells = hm.cells_frame(vals, labels, labels, masked)
                 cells = cells.assign(query_token=[toks[i] for i in cells["query_pos"]],
                                      key_token=[toks[j] for j in cells["key_pos"]]).drop(columns=["query", "key"])
-                exports(cells.rename(columns={"value": "weight"}), ch, f"pattern_L{l}H{h}", meta(layer=l, head=h),
+                ui.download_buttons(cells.rename(columns={"value": "weight"}), ch, f"pattern_L{l}H{h}", meta(layer=l, head=h),
                         key=f"side{name}")
             else:                             # a million cells: the statistics now, the matrix only on request
-                exports(pd.DataFrame([{"layer": l, "head": h, **row}]), ch, f"pattern_L{l}H{h}",
+                ui.download_buttons(pd.DataFrame([{"layer": l, "head": h, **row}]), ch, f"pattern_L{l}H{h}",
                         meta(layer=l, head=h), key=f"side{name}")
                 st.download_button(f"Matrix as CSV ({T}×{T})", lambda v=vals, l=l, h=h: matrix_csv(v, l, h),
                                    file_name=f"pattern_L{l}H{h}_matrix.csv", mime="text/csv",
@@ -184,7 +178,7 @@ else:
                     column_config={"rank_in_row": st.column_config.NumberColumn(
                         "rank in row", help="1 = this key gets the most attention from this query in that head"),
                         "top_key": st.column_config.TextColumn("most attended key")})
-    exports(table.assign(query_pos=q, query_token=toks[q], key_pos=k, key_token=toks[k]), bars,
+    ui.download_buttons(table.assign(query_pos=q, query_token=toks[q], key_pos=k, key_token=toks[k]), bars,
                         f"heads_linking_{q}_{k}", meta(), key="pair")
 
 # ----------------------------------------------------------------------------- similarity
@@ -236,5 +230,5 @@ else:
     with st.expander("The order, with each head's nearest neighbour"):
         st.dataframe(order_df, hide_index=True, width="stretch")
     long = pd.DataFrame({"head A": np.repeat(names, N), "head B": np.tile(names, N), "js_distance": dist.reshape(-1)})
-    exports(long, sim, "head_similarity", meta(rows_used=len(rows), order=" ".join(names[i] for i in order)),
+    ui.download_buttons(long, sim, "head_similarity", meta(rows_used=len(rows), order=" ".join(names[i] for i in order)),
                         key="sim")
