@@ -293,6 +293,7 @@ def load(name_or_path: str, device: str | torch.device = "auto") -> Loaded:
         msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
         raise LoadError(f"could not load {name!r}: {e.__class__.__name__}: {msg}") from None
     model.eval().to(dev)
+    tokenizer.model_max_length = 10**9     # attnkit cuts to the context itself, and says so
     return Loaded(name=name, source=source, hf_model=model, tokenizer=tokenizer, weights=extract(model),
                   device=dev, notice=notice)
 

@@ -359,6 +359,13 @@ def package_versions() -> dict[str, str]:
         return {}
 
 
+def _last_stage_note(info: dict) -> str:
+    if len(info.get("stages") or []) < 2:
+        return ""
+    return (" (This paragraph describes the last stage; *Reproduce* lists every\n"
+            "stage. The figures below cover the whole training.)")
+
+
 def _stages_text(info: dict) -> str:
     stages = info.get("stages") or [{"command": info["command"]}]
     if len(stages) == 1:
@@ -440,7 +447,7 @@ Chinese (fortunes-zh).
 AdamW (betas 0.9/0.95, weight decay {info['weight_decay']} on matrices), peak LR {info['lr']},
 {sched_text}, gradient clipping 1.0,
 batches of {info['batch']} random {c['n_positions']}-token windows, {info['steps']:,} steps{sched},
-seed {info['seed']}, {info['threads']} CPU thread(s), float32.
+seed {info['seed']}, {info['threads']} CPU thread(s), float32.{_last_stage_note(info)}
 
 - tokens seen: {info['tokens_seen']:,} (about {info['epochs']:.2f} epochs of the training split)
 - wall time: {info['train_seconds'] / 60:.1f} min ({info['tokens_per_s']:,.0f} tokens/s on CPU)
