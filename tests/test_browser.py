@@ -1,6 +1,6 @@
 """One real browser: `streamlit run app.py` on localhost, driven by Playwright in Debian's Chromium.
 
-Opens the app, points the sidebar at a local test checkpoint, enters a prompt, waits for a
+Opens the app on a local test checkpoint (ATTNKIT_MODEL), enters a prompt, waits for a
 heatmap to render on the Heatmaps page, opens the Compare-heads page, and saves screenshots
 (to pytest's tmp dir and to /tmp/attnkit_browser*.png). Skipped when Chromium or Playwright is missing.
 """
@@ -19,7 +19,7 @@ def server(tmp_path_factory):
     need_browser()
     model = make_checkpoint(tmp_path_factory.mktemp("browser-model"), seed=2, n_layer=2, n_head=4, n_embd=64,
                             n_positions=256, vocab_size=1000)
-    with streamlit_server() as (url, _proc):
+    with streamlit_server(model) as (url, _proc):      # ATTNKIT_MODEL: the app opens on this folder
         yield url, model
 
 
@@ -43,17 +43,16 @@ def test_browser_heatmap_and_compare(server, tmp_path):
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(url, wait_until="domcontentloaded")
             side = page.locator("[data-testid='stSidebar']")
-            # Model: "Local folder…", then the folder
-            side.locator("[data-testid='stSelectbox']").first.click()
-            page.get_by_role("option", name="Local folder…").click()
-            folder = side.get_by_label("Folder")
-            folder.fill(str(model))
-            folder.press("Enter")
+            page.get_by_role("heading", name="Model card").wait_for(timeout=60_000)   # first run done
+            assert side.get_by_label("Folder").input_value() == str(model)
             text = side.get_by_label("Text")
             text.wait_for(timeout=30_000)
             text.fill(PROMPT)
             text.press("Control+Enter")
-            page.get_by_role("heading", name="Model card").wait_for(timeout=60_000)
+            from transformers import AutoTokenizer
+
+            n = len(AutoTokenizer.from_pretrained(str(model)).encode(PROMPT))
+            page.get_by_text(f"{n} tokens (", exact=False).wait_for(timeout=60_000)      # the new prompt ran
             page.wait_for_function("document.querySelectorAll(\"[data-testid='stDataFrame']\").length >= 3",
                                    timeout=30_000)
             shots.append(tmp_path / "home.png")
