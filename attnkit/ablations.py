@@ -400,16 +400,9 @@ def _min_norm_row(K, diag, c, pp, iters, tol_abs, rel, shift):
             if (alpha > 0).all():
                 lam = alpha
                 break
-            neg = alpha <= 0
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratios = np.where(neg, lam / (lam - alpha), np.inf)
-            theta = min(max(float(ratios.min()), 0.0), 1.0)
-            lam = lam + theta * (alpha - lam)
-            drop = lam <= 0
-            drop[int(np.argmin(np.where(neg, lam, np.inf)))] = True
+            lam, drop = _minor_step(lam, alpha)
             S = [v for v, d in zip(S, drop) if not d]
-            lam = np.maximum(lam[~drop], 0.0)
-            lam = lam / lam.sum()
+            lam = _renormalised(lam, drop)
             try:
                 Li = np.linalg.inv(np.linalg.cholesky(K[np.ix_(S, S)] - c[S][:, None] - c[S][None, :] + pp + shift))
             except np.linalg.LinAlgError:              # lost positive definiteness: stop (still a hull point)
@@ -468,13 +461,7 @@ def _min_norm_row_fast(K, diag, c, pp, iters, tol_abs, rel, shift):
             if (alpha > 0).all():
                 lam = alpha
                 break
-            neg = alpha <= 0
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratios = np.where(neg, lam / (lam - alpha), np.inf)
-            theta = min(max(float(ratios.min()), 0.0), 1.0)
-            lam = lam + theta * (alpha - lam)
-            drop = lam <= 0
-            drop[int(np.argmin(np.where(neg, lam, np.inf)))] = True
+            lam, drop = _minor_step(lam, alpha)
             for i in sorted(np.flatnonzero(drop), reverse=True):      # M⁻¹ of M without row/column i
                 piv = Minv[i, i]
                 if piv <= 0:
@@ -482,9 +469,26 @@ def _min_norm_row_fast(K, diag, c, pp, iters, tol_abs, rel, shift):
                 col = np.delete(Minv[:, i], i)
                 Minv = np.delete(np.delete(Minv, i, 0), i, 1) - np.outer(col, col) / piv
             S = [v for v, d in zip(S, drop) if not d]
-            lam = np.maximum(lam[~drop], 0.0)
-            lam = lam / lam.sum()
+            lam = _renormalised(lam, drop)
     return _weights(n, S, lam), it, gap, gmin, False
+
+
+def _minor_step(lam, alpha):
+    """Wolfe's minor step: move the weights from ``lam`` towards the affine minimiser ``alpha`` until the
+    first weight reaches 0; returns (new weights, mask of the vertices to drop, at least that one)."""
+    neg = alpha <= 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.where(neg, lam / (lam - alpha), np.inf)
+    theta = min(max(float(ratios.min()), 0.0), 1.0)
+    lam = lam + theta * (alpha - lam)
+    drop = lam <= 0
+    drop[int(np.argmin(np.where(neg, lam, np.inf)))] = True
+    return lam, drop
+
+
+def _renormalised(lam, drop):
+    lam = np.maximum(lam[~drop], 0.0)
+    return lam / lam.sum()
 
 
 def _weights(n, S, lam):
