@@ -173,15 +173,10 @@ def parse_spec(text: str, layers=None, n_layers: int | None = None, n_heads: int
 
 class _Scoped(Intervention):
     def __init__(self, layers: Iterable[int] | None = None, heads: Iterable[tuple[int, int]] = ()):
-        self.layers = None if layers is None else frozenset(int(l) for l in layers)
         self.heads: dict[int, list[int]] = {}
         for l, h in heads:
             self.heads.setdefault(int(l), []).append(int(h))
-        if self.heads and self.layers is None:
-            self.layers = frozenset(self.heads)
-
-    def on(self, layer: int) -> bool:
-        return self.layers is None or layer in self.layers
+        super().__init__(frozenset(self.heads) if self.heads and layers is None else layers)
 
     def head_index(self, layer: int):
         """The heads to touch in ``layer``: a list, or ``slice(None)`` for all of them."""
@@ -189,11 +184,19 @@ class _Scoped(Intervention):
 
 
 class ValueIsInput(_Scoped):
-    """V = X: the layer's attention output is mean_h(pattern_h · x̂), no W_V/b_V/W_O/b_O."""
+    """V = X: the layer's attention output is mean_h(pattern_h · x̂), no W_V/b_V/W_O/b_O.
 
-    def attn_out(self, layer, out, *, z, pattern, x_hat, lw):
-        if not self.on(layer):
-            return out
+    x̂ is the block's own norm of X (ln1); under grouped-query attention the mean runs over the
+    query heads (each has its own pattern)."""
+
+    def ln1(self, x_hat, layer):
+        self._x_hat = x_hat
+
+    def pattern(self, pattern, layer):
+        self._pattern = pattern
+
+    def attn_out(self, out, layer):
+        pattern, x_hat = self._pattern, self._x_hat
         if pattern.shape[-1] != x_hat.shape[-2]:
             raise AblationError("V = X cannot be combined with a KV cache (the earlier x̂ rows are not kept)")
         return torch.matmul(pattern, x_hat.unsqueeze(1)).mean(1)
@@ -202,54 +205,61 @@ class ValueIsInput(_Scoped):
 class KeyIsQuery(_Scoped):
     """W_K = W_Q and b_K = b_Q: k := q (in all heads of the scoped layers, or in the named heads)."""
 
-    def qkv(self, layer, q, k, v, x_hat, lw):
-        if not self.on(layer):
-            return q, k, v
+    def q(self, q, layer):
+        self._q = q
+
+    def k(self, k, layer):
+        q = self._q
+        if q.shape[1] != k.shape[1]:
+            raise AblationError("W_K = W_Q is not defined under grouped-query attention "
+                                "(fewer key heads than query heads)")
         if not self.heads:
-            return q, q, v
+            return q
         k = k.clone()
         idx = self.head_index(layer)
         k[:, idx] = q[:, idx]
-        return q, k, v
+        return k
 
 
 class NoScale(_Scoped):
-    """No 1/√d_head: scale 1.0 (per head: the named heads' scores are multiplied back by √d_head)."""
+    """No 1/√d_head: the scores are multiplied back by √d_head (all heads, or the named heads).
 
-    def __init__(self, layers=None, heads=()):
+    Only 1/√d_head is removed: another factor a model applies (GPT-2's optional 1/(layer+1)) stays.
+    A model that does not scale by 1/√d_head (``scale_attn_weights=False``, GPT-Neo) is unchanged;
+    :attr:`no_op` says so."""
+
+    def __init__(self, layers=None, heads=(), config=None):
         super().__init__(layers, heads)
-        self._default: dict[int, float] = {}
+        self.config = config
+        self.no_op = config is not None and not config.scale_attn_weights
 
-    def scale(self, layer, default):
-        if not self.on(layer):
-            return default
+    def hooks(self):
+        return [] if self.no_op else super().hooks()
+
+    def q(self, q, layer):
+        self._d_head = q.shape[-1]
+
+    def scores(self, s, layer):
+        factor = self._d_head ** 0.5
         if not self.heads:
-            return 1.0
-        self._default[layer] = default
-        return default
-
-    def scores(self, layer, s):
-        if not self.heads or not self.on(layer):
-            return s
+            return s * factor
         s = s.clone()
         idx = self.head_index(layer)
-        s[:, idx] = s[:, idx] / self._default[layer]
+        s[:, idx] = s[:, idx] * factor
         return s
 
 
 class NoMask(_Scoped):
     """No causal mask: every query sees every key."""
 
-    def mask(self, layer, mask):
-        return None if self.on(layer) else mask
+    def mask(self, mask, layer):
+        return torch.zeros_like(mask)
 
 
 class ZeroHead(_Scoped):
     """z[:, h] = 0 for the named heads (or all heads of the scoped layers when none are named)."""
 
-    def z(self, layer, z):
-        if not self.on(layer):
-            return z
+    def z(self, z, layer):
         z = z.clone()
         z[:, self.head_index(layer)] = 0
         return z
@@ -262,9 +272,7 @@ class MeanHead(_Scoped):
         super().__init__(layers, heads)
         self.means = means
 
-    def z(self, layer, z):
-        if not self.on(layer):
-            return z
+    def z(self, z, layer):
         z = z.clone()
         idx = self.head_index(layer)
         mean = self.means[layer].to(device=z.device, dtype=z.dtype)     # [H, e]
@@ -301,7 +309,7 @@ def build(spec: Spec, weights=None, ids_list=None, means: torch.Tensor | None = 
     if spec.kind == "wk=wq":
         return KeyIsQuery(spec.layers, spec.heads)
     if spec.kind == "no-scale":
-        return NoScale(spec.layers, spec.heads)
+        return NoScale(spec.layers, spec.heads, config=getattr(weights, 'config', None))
     if spec.kind == "no-mask":
         return NoMask(spec.layers)
     heads = spec.heads

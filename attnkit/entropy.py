@@ -74,7 +74,7 @@ class LogLengthScaling(Intervention):
             raise ValueError(f"the log base must be a finite number > 1, got {base}")
         self.base = base
         self.clamp = bool(clamp)
-        self.layers = None if layers is None else set(int(l) for l in layers)
+        super().__init__(layers)
 
     def factors(self, T: int, S: int | None = None, device=None, dtype=torch.float32) -> torch.Tensor:
         """f_i for the T queries at absolute positions S − T … S − 1, shape [T]."""
@@ -85,9 +85,7 @@ class LogLengthScaling(Intervention):
             f = f.clamp(min=1.0)
         return f.to(dtype)
 
-    def scores(self, layer: int, s):
-        if self.layers is not None and layer not in self.layers:
-            return s
+    def scores(self, s, layer: int):
         T, S = s.shape[-2:]
         return s * self.factors(T, S, device=s.device, dtype=s.dtype)[:, None]
 
@@ -97,37 +95,17 @@ class LogLengthScaling(Intervention):
 
 
 class _Recorder(Intervention):
-    """Reads every layer's pattern as the forward pass makes it (entropy and first-token mass),
-    passing everything else through to ``inner``; nothing is kept but [B, H, T] per layer."""
+    """Reads every layer's pattern as the forward pass makes it (entropy and first-token mass);
+    nothing is kept but [B, H, T] per layer. Composed *after* the user's intervention."""
 
-    def __init__(self, inner: Intervention | None):
-        self.inner = inner or Intervention()
+    def __init__(self):
+        super().__init__()
         self.entropy: list[torch.Tensor] = []
         self.first: list[torch.Tensor] = []
 
-    def qkv(self, layer, q, k, v, x_hat, lw):
-        return self.inner.qkv(layer, q, k, v, x_hat, lw)
-
-    def scale(self, layer, default):
-        return self.inner.scale(layer, default)
-
-    def scores(self, layer, s):
-        return self.inner.scores(layer, s)
-
-    def mask(self, layer, mask):
-        return self.inner.mask(layer, mask)
-
-    def pattern(self, layer, pattern):
-        pattern = self.inner.pattern(layer, pattern)
+    def pattern(self, pattern, layer):
         self.entropy.append(M.entropy(pattern).float())
         self.first.append(M.first_token_mass(pattern).float())
-        return pattern
-
-    def z(self, layer, z):
-        return self.inner.z(layer, z)
-
-    def attn_out(self, layer, out, *, z, pattern, x_hat, lw):
-        return self.inner.attn_out(layer, out, z=z, pattern=pattern, x_hat=x_hat, lw=lw)
 
 
 # ----------------------------------------------------------------------------- one forward pass
@@ -161,8 +139,8 @@ def entropy_profile(weights, ids, intervention: Intervention | None = None, loss
     next-token loss) from ONE forward pass of ``ids`` ([T] or [B, T]); patterns are read layer by
     layer as the pass makes them, never stored together."""
     ids = as_ids(ids, weights.device)
-    rec = _Recorder(intervention)
-    tr = run(weights, ids, intervention=rec)
+    rec = _Recorder()
+    tr = run(weights, ids, intervention=[intervention, rec])
     logits = tr.logits
     B, T = ids.shape
     if not loss:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from .weights import GPT2Weights, extract
+from .weights import Weights, extract
 
 __all__ = [
     "LoadError",
@@ -59,7 +59,7 @@ class Loaded:
     source: str              # folder or hub repository actually read
     hf_model: object         # transformers GPT2LMHeadModel (eager, float32, eval)
     tokenizer: object
-    weights: GPT2Weights     # views of hf_model's parameters
+    weights: Weights         # views of hf_model's parameters
     device: torch.device
     notice: str | None = None  # something the user should be told (fallbacks)
 
@@ -214,8 +214,7 @@ def _check_folder(path: Path) -> None:
     except (OSError, ValueError) as e:
         raise LoadError(f"{cfg_file} is not valid JSON ({e.__class__.__name__})") from None
     kind = cfg.get("model_type") if isinstance(cfg, dict) else None
-    if kind != "gpt2":
-        raise LoadError(f"{path} holds a {kind or 'unknown'!r} model, not GPT-2 (config.json model_type must be 'gpt2')")
+    _family(kind, str(path))
     has_st = any(path.glob("*.safetensors"))
     if not has_st:
         pickles = [p.name for p in path.iterdir() if p.suffix in {".bin", ".pt", ".pth", ".ckpt", ".pkl"}]
@@ -229,6 +228,16 @@ def _check_folder(path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- load
+
+def _family(model_type, where: str):
+    """The family for ``model_type``, or a LoadError naming what the folder/repo holds."""
+    from .families import UnsupportedModel, family_for
+
+    try:
+        return family_for(model_type)
+    except UnsupportedModel as e:
+        raise LoadError(f"{where} holds a {model_type or 'unknown'!r} model: {e}") from None
+
 
 def _source(name: str) -> tuple[str, bool]:
     """(folder or repo id, is_local)."""
@@ -249,7 +258,7 @@ def _source(name: str) -> tuple[str, bool]:
 
 def load(name_or_path: str, device: str | torch.device = "auto") -> Loaded:
     """Load a GPT-2 family checkpoint and its tokenizer on ``device``."""
-    from transformers import AutoConfig, AutoTokenizer, GPT2LMHeadModel
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     name = str(name_or_path).strip()
     if not name:
@@ -269,17 +278,20 @@ def load(name_or_path: str, device: str | torch.device = "auto") -> Loaded:
                 raise LoadError(f"{name!r} is not cached and the HuggingFace hub cannot be reached{also}")
         else:
             kwargs["local_files_only"] = _offline() or not hub_available(source, 2.0)
-        try:
-            cfg = AutoConfig.from_pretrained(source, **kwargs)
-        except Exception as e:
-            raise LoadError(f"could not read the config of {name!r}: {e.__class__.__name__}") from None
-        if cfg.model_type != "gpt2":
-            raise LoadError(f"{name!r} is a {cfg.model_type!r} model, not GPT-2")
+    try:
+        cfg = AutoConfig.from_pretrained(source, **kwargs)
+    except Exception as e:
+        raise LoadError(f"could not read the config of {name!r}: {e.__class__.__name__}") from None
+    family = _family(cfg.model_type, repr(name))
+    try:
+        family.config(cfg)             # refuses what attnkit cannot compute (e.g. an unknown activation)
+    except ValueError as e:
+        raise LoadError(f"{name!r}: {e}") from None
     try:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-        model = GPT2LMHeadModel.from_pretrained(
+        model = AutoModelForCausalLM.from_pretrained(
             source, attn_implementation="eager", dtype=torch.float32, use_safetensors=True, **kwargs
         )
         notice = None
@@ -294,7 +306,11 @@ def load(name_or_path: str, device: str | torch.device = "auto") -> Loaded:
         raise LoadError(f"could not load {name!r}: {e.__class__.__name__}: {msg}") from None
     model.eval().to(dev)
     tokenizer.model_max_length = 10**9     # attnkit cuts to the context itself, and says so
-    return Loaded(name=name, source=source, hf_model=model, tokenizer=tokenizer, weights=extract(model),
+    try:
+        weights = extract(model)
+    except ValueError as e:                # the family refused the config (e.g. an unknown activation)
+        raise LoadError(f"could not load {name!r}: {e}") from None
+    return Loaded(name=name, source=source, hf_model=model, tokenizer=tokenizer, weights=weights,
                   device=dev, notice=notice)
 
 

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+from .families import family_for
 from .model import run
 
 __all__ = ["TOL_PATTERN", "TOL_LOGITS", "TOL_HIDDEN_REL", "LayerDiff", "Report", "compare", "cli", "DEFAULT_TEXT"]
@@ -102,7 +103,7 @@ def compare(hf_model, weights, ids, *, name: str = "") -> Report:
     ids = torch.as_tensor(ids, dtype=torch.long, device=weights.device).reshape(1, -1)
     if hf_model.config._attn_implementation != "eager":
         hf_model.config._attn_implementation = "eager"
-    blocks = hf_model.transformer.h
+    blocks = family_for(hf_model.config.model_type).blocks(hf_model)
     outs: dict[int, torch.Tensor] = {}
     handles = [
         b.register_forward_hook(lambda mod, inp, out, l=l: outs.__setitem__(l, out[0] if isinstance(out, tuple) else out))

@@ -84,8 +84,9 @@ def test_memory_section_counts_the_captured_bytes(quick):
     L, H, d, T = m["n_layers"], m["n_heads"], m["d_model"], mem["T"]
     assert T == 32
     # capture='all': 11 per-layer captures of T·d floats (resid_pre, ln1, q, k, v, z, attn_out, resid_mid,
-    # ln2, mlp_out, resid_post), scores and pattern of H·T·T each, and embed, pos_embed, ln_final (T·d)
-    all_floats = L * (11 * T * d + 2 * H * T * T) + 3 * T * d
+    # ln2, mlp_out, resid_post), mlp_pre and mlp_post of T·4d, scores and pattern of H·T·T each, and
+    # embed, pos_embed, ln_final (T·d)
+    all_floats = L * (11 * T * d + 2 * T * 4 * d + 2 * H * T * T) + 3 * T * d
     probes = {p["variant"]: p for p in mem["probes"]}
     assert probes["all"]["captured_bytes"] == 4 * all_floats
     assert probes["all_fp16"]["captured_bytes"] == 2 * all_floats

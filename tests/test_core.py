@@ -204,7 +204,7 @@ def test_missing_folder(tmp_path):
 
 def test_not_gpt2(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 8}))
-    with pytest.raises(LoadError, match="'bert' model, not GPT-2"):
+    with pytest.raises(LoadError, match="'bert' model: model type 'bert' is not supported; attnkit supports: .*gpt2"):
         load(str(tmp_path))
 
 

@@ -19,14 +19,14 @@ TEXT = "The animal didn't cross the street because it was too tired. Attention l
 class Uniform(Intervention):
     """All scores 0: every query attends uniformly to its visible keys."""
 
-    def scores(self, layer, s):
+    def scores(self, s, layer):
         return torch.zeros_like(s)
 
 
 class SelfOnly(Intervention):
     """Each query sees only itself: one-hot attention on the diagonal."""
 
-    def mask(self, layer, mask):
+    def mask(self, mask, layer):
         T, S = mask.shape
         m = torch.full_like(mask, -math.inf)
         m[torch.arange(T), torch.arange(S - T, S)] = 0
