@@ -99,8 +99,41 @@ def guard(view: str):
 
 
 def setup_page(title: str, icon: str = "🔍"):
-    st.set_page_config(page_title=f"{title} · attnkit", page_icon=icon, layout="wide")
+    """Page config and title (inside the navigation frame the frame has set the config already)."""
+    if not getattr(_frame, "active", False):
+        st.set_page_config(page_title=f"{title} · attnkit", page_icon=icon, layout="wide")
     st.title(title)
+
+
+#: Set by the navigation frame (app.py) for the duration of one script run.
+_frame = threading.local()
+
+
+def run_frame(pages: list) -> None:
+    """app.py: page config, the navigation, the sidebar drawn once, then the chosen page under :func:`guard`.
+
+    Pages call :func:`page`, which returns the Context the frame resolved."""
+    st.set_page_config(page_title="attnkit", page_icon="🔍", layout="wide")
+    nav = st.navigation(pages)
+    _frame.active, _frame.ctx = True, sidebar()
+    try:
+        with guard(nav.title):
+            nav.run()
+    finally:
+        _frame.active, _frame.ctx = False, None
+
+
+def page(title: str, icon: str = "🔍") -> Context:
+    """Start a page: its title, and the Context (model + prompt) from the sidebar; stops the page
+    (after the sidebar has said why) when there is nothing to run on.
+
+    Inside the frame the sidebar has been drawn once already; run on its own (``streamlit run
+    pages/X.py`` or AppTest) the page draws it itself."""
+    setup_page(title, icon)
+    ctx = _frame.ctx if getattr(_frame, "active", False) else sidebar()
+    if ctx is None:
+        st.stop()
+    return ctx
 
 
 def show_error(err: Exception | str):

@@ -13,10 +13,7 @@ KINDS = {"pattern (after softmax)": "pattern", "scores (before softmax)": "score
 
 
 
-ui.setup_page("Heatmaps")
-ctx = ui.sidebar()
-if ctx is None:
-    st.stop()
+ctx = ui.page("Heatmaps")
 
 cfg = ctx.model.config
 if ctx.all_selected:

@@ -17,10 +17,7 @@ SIMILARITY_BUDGET = 1e8                # N²·rows·keys element operations allo
 
 
 
-ui.setup_page("Compare heads")
-ctx = ui.sidebar()
-if ctx is None:
-    st.stop()
+ctx = ui.page("Compare heads")
 
 cfg = ctx.model.config
 L, H = cfg.n_layers, cfg.n_heads

@@ -9,12 +9,9 @@ from attnkit import entropy as E
 from attnkit import ui
 from attnkit.charts import entropy as C
 
-ui.setup_page("Entropy versus context length", icon="📈")
 
 
-ctx = ui.sidebar()
-if ctx is None:
-    st.stop()
+ctx = ui.page("Entropy versus context length", icon="📈")
 cfg = ctx.model.config
 L, H = cfg.n_layers, cfg.n_heads
 

@@ -7,10 +7,7 @@ from attnkit import ablations as A
 from attnkit import ui
 from attnkit.charts import ablations as C
 
-ui.setup_page("Ablations", "✂️")
-ctx = ui.sidebar()
-if ctx is None:
-    st.stop()
+ctx = ui.page("Ablations", "✂️")
 
 cfg = ctx.model.config
 L, H = cfg.n_layers, cfg.n_heads

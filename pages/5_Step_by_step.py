@@ -9,10 +9,7 @@ from attnkit import steps as S
 from attnkit import ui
 from attnkit.charts import steps as C
 
-ui.setup_page("Step by step", "🧮")
-ctx = ui.sidebar()
-if ctx is None:
-    st.stop()
+ctx = ui.page("Step by step", "🧮")
 
 cfg = ctx.model.config
 ids = ctx.ids

@@ -7,10 +7,7 @@ from attnkit import ui
 from attnkit import verify as V
 from attnkit.charts import steps as C
 
-ui.setup_page("Verify", "✅")
-ctx = ui.sidebar()
-if ctx is None:
-    st.stop()
+ctx = ui.page("Verify", "✅")
 
 ids = ctx.ids
 if ctx.all_selected:
