@@ -207,8 +207,9 @@ def machine_info(devices) -> dict:
     }
     try:
         import transformer_lens  # noqa: F401
+        from importlib.metadata import version
 
-        info["transformer_lens"] = getattr(transformer_lens, "__version__", "installed")
+        info["transformer_lens"] = version("transformer-lens")
     except Exception:
         info["transformer_lens"] = None
     return info
@@ -286,7 +287,9 @@ def generation_section(loaded, hf_sdpa, n_prompt: int, n_new: int, repeats: int,
         return f
 
     def hf():
-        g = hf_sdpa.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n_new, min_new_tokens=n_new,
+        # no min_new_tokens: it sets end-of-text's logit to −∞, so HF would not pick the argmax attnkit picks.
+        # HF may then stop early at end-of-text; the tokens are compared up to where it stopped.
+        g = hf_sdpa.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n_new,
                              do_sample=False, use_cache=True, pad_token_id=0)
         out["hf"] = g[0, n_prompt:].tolist()
 
@@ -297,7 +300,7 @@ def generation_section(loaded, hf_sdpa, n_prompt: int, n_new: int, repeats: int,
         "a": lambda: generate(w, ids, short, use_cache=True),
         "b": lambda: generate(w, ids, short, use_cache=False),
         "c": lambda: hf_sdpa.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=short,
-                                      min_new_tokens=short, do_sample=False, use_cache=True, pad_token_id=0),
+                                      do_sample=False, use_cache=True, pad_token_id=0),
     }
     with torch.inference_mode():
         t = interleaved(fns, repeats, warmup, dev, warm_fns=warm)
@@ -312,10 +315,19 @@ def generation_section(loaded, hf_sdpa, n_prompt: int, n_new: int, repeats: int,
         "prompt_tokens": n_prompt,
         "new_tokens": n_new,
         "same_tokens_cache_vs_nocache": out.get(True) == out.get(False),
-        "same_tokens_attnkit_vs_hf": out.get(True) == out.get("hf"),
+        "same_tokens_attnkit_vs_hf": _same_greedy(out.get(True), out.get("hf")),
+        "hf_new_tokens": len(out.get("hf") or []),
         "ms_per_token": {k: 1000 * v["median_s"] / n_new for k, v in s.items()},
     }
     return rows, info
+
+
+def _same_greedy(ours: list | None, hf: list | None) -> bool:
+    """Like with like: HF's greedy tokens equal ours up to where HF stopped (at end-of-text, which ours
+    must then have chosen too)."""
+    if ours is None or hf is None or not hf:
+        return False
+    return ours[: len(hf)] == hf
 
 
 def _capture_variants(L: int) -> dict[str, dict]:
@@ -517,45 +529,36 @@ def entropy_section(loaded, T: int, repeats: int, warmup: int) -> tuple[list, di
 
 
 def _transformer_lens(loaded) -> tuple[object | None, dict]:
-    """A HookedTransformer holding the very same weights (no folding, no centring), or why not."""
+    """TransformerLens 4's ``TransformerBridge`` around the very same HF model (raw HF weights, no
+    folding, no centring), or why not. Its ``run_with_cache`` is the peer timed against attnkit."""
     try:
-        import transformer_lens as tl
+        import transformer_lens
+        from transformer_lens.model_bridge import TransformerBridge
     except Exception as e:
         return None, {"status": "skipped", "reason": f"transformer_lens is not importable ({e.__class__.__name__})"}
     try:
-        w, c = loaded.weights, loaded.weights.config
-        cfg = tl.HookedTransformerConfig(
-            n_layers=c.n_layers, d_model=c.d_model, n_ctx=c.n_ctx, d_head=c.d_head, n_heads=c.n_heads,
-            d_mlp=c.d_mlp, d_vocab=c.d_vocab, act_fn=c.act_fn, eps=c.layer_norm_eps, normalization_type="LN",
-            device=str(loaded.device), default_prepend_bos=False,
-        )
-        model = tl.HookedTransformer(cfg)
-        sd = {"embed.W_E": w.wte, "pos_embed.W_pos": w.wpe, "ln_final.w": w.lnf_w, "ln_final.b": w.lnf_b,
-              "unembed.W_U": w.W_U.T, "unembed.b_U": torch.zeros(c.d_vocab, device=w.device)}
-        for l, lw in enumerate(w.layers):
-            p = f"blocks.{l}."
-            sd.update({p + "ln1.w": lw.ln1_w, p + "ln1.b": lw.ln1_b, p + "ln2.w": lw.ln2_w, p + "ln2.b": lw.ln2_b,
-                       p + "attn.W_Q": lw.W_Q, p + "attn.W_K": lw.W_K, p + "attn.W_V": lw.W_V, p + "attn.W_O": lw.W_O,
-                       p + "attn.b_Q": lw.b_Q, p + "attn.b_K": lw.b_K, p + "attn.b_V": lw.b_V, p + "attn.b_O": lw.b_O,
-                       p + "mlp.W_in": lw.W_in, p + "mlp.b_in": lw.b_in, p + "mlp.W_out": lw.W_out,
-                       p + "mlp.b_out": lw.b_out})
-        sd = {k: v.contiguous() for k, v in sd.items()}
-        if hasattr(model, "load_and_process_state_dict"):
-            model.load_and_process_state_dict(sd, fold_ln=False, center_writing_weights=False, center_unembed=False,
-                                              fold_value_biases=False, refactor_factored_attn_matrices=False)
-        else:  # pragma: no cover
-            model.load_state_dict(sd, strict=False)
-        model.eval()
+        from importlib.metadata import version
+
+        import copy
+
+        # the bridge rewires the HF model it wraps: give it its own copy, not the one HF is timed on
+        bridge = TransformerBridge.boot_transformers(
+            loaded.source, hf_model=copy.deepcopy(loaded.hf_model), tokenizer=loaded.tokenizer,
+            device=str(loaded.device))
+        bridge.eval()
+        c = loaded.weights.config
         probe = _ids(c.d_vocab, min(8, c.n_ctx), loaded.device, seed=0)
         with torch.inference_mode():
-            logits, _ = model.run_with_cache(probe)            # fails here rather than mid-benchmark
+            logits, _ = bridge.run_with_cache(probe)            # fails here rather than mid-benchmark
             from .model import run
 
-            diff = float((logits - run(w, probe).logits).abs().max())
-        return model, {"status": "measured", "version": getattr(tl, "__version__", "?"),
-                       "logits_max_abs_vs_attnkit": diff}
+            diff = float((logits - run(loaded.weights, probe).logits).abs().max())
+        return bridge, {"status": "measured", "version": version("transformer-lens"),
+                        "api": "TransformerBridge.boot_transformers(…, hf_model=…)",
+                        "logits_max_abs_vs_attnkit": diff}
     except Exception as e:
-        return None, {"status": "skipped", "reason": f"could not build a HookedTransformer: {e.__class__.__name__}: {e}"}
+        return None, {"status": "skipped",
+                      "reason": f"could not build a TransformerBridge: {e.__class__.__name__}: {str(e)[:200]}"}
 
 
 # ----------------------------------------------------------------------------- driver

@@ -105,12 +105,17 @@ def test_memory_section_counts_the_captured_bytes(quick):
 
 
 def test_transformer_lens_column_skipped_cleanly_when_absent(quick, odd, monkeypatch):
+    import importlib.util
+
+    installed = importlib.util.find_spec("transformer_lens") is not None
     monkeypatch.setitem(sys.modules, "transformer_lens", None)   # import now fails, installed or not
+    monkeypatch.setitem(sys.modules, "transformer_lens.model_bridge", None)
     model, info = B._transformer_lens(odd)
     assert model is None and info["status"] == "skipped" and "not importable" in info["reason"]
-    try:
-        import transformer_lens  # noqa: F401
-    except ImportError:
+    if installed:                                                 # the real run filled the column
+        assert quick["transformer_lens"]["cpu"]["status"] == "measured"
+        assert any("transformer_lens" in r["check"] for r in quick["results"])
+    else:
         assert quick["transformer_lens"]["cpu"]["status"] == "skipped"
         assert not any("transformer_lens" in r["check"] for r in quick["results"])
         assert quick["machine"]["transformer_lens"] is None
@@ -171,12 +176,34 @@ def test_transformer_lens_that_cannot_build_is_skipped_with_the_reason(odd, monk
     import types
 
     fake = types.ModuleType("transformer_lens")
+    bridge_mod = types.ModuleType("transformer_lens.model_bridge")
 
-    def broken(**kwargs):
-        raise TypeError("unexpected keyword argument 'eps'")
+    class Broken:
+        @staticmethod
+        def boot_transformers(*a, **k):
+            raise TypeError("unexpected keyword argument 'hf_model'")
 
-    fake.HookedTransformerConfig = broken
+    bridge_mod.TransformerBridge = Broken
+    fake.model_bridge = bridge_mod
     monkeypatch.setitem(sys.modules, "transformer_lens", fake)
+    monkeypatch.setitem(sys.modules, "transformer_lens.model_bridge", bridge_mod)
     model, info = B._transformer_lens(odd)
     assert model is None and info["status"] == "skipped"
-    assert "TypeError" in info["reason"] and "eps" in info["reason"]
+    assert "hf_model" in info["reason"]
+
+
+def test_transformer_lens_bridge_is_the_same_model(odd):
+    """TransformerLens 4's bridge around the same HF model: an independent check of attnkit's numbers."""
+    pytest.importorskip("transformer_lens.model_bridge")
+    model, info = B._transformer_lens(odd)
+    assert info["status"] == "measured", info
+    assert info["logits_max_abs_vs_attnkit"] <= 1e-4
+    ids = torch.tensor([odd.encode("The animal didn't cross the street because it was too tired.")])
+    from attnkit.model import run
+
+    ours = run(odd.weights, ids, capture=["pattern", "resid_post"])
+    with torch.inference_mode():
+        _, cache = model.run_with_cache(ids)
+    for l in range(odd.config.n_layers):
+        torch.testing.assert_close(cache[f"blocks.{l}.attn.hook_pattern"], ours["pattern", l], atol=1e-5, rtol=0)
+        torch.testing.assert_close(cache[f"blocks.{l}.hook_resid_post"], ours["resid_post", l], atol=1e-4, rtol=1e-5)
