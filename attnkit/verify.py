@@ -24,7 +24,8 @@ import torch
 from .families import family_for
 from .model import run
 
-__all__ = ["TOL_PATTERN", "TOL_LOGITS", "TOL_HIDDEN_REL", "LayerDiff", "Report", "compare", "cli", "DEFAULT_TEXT"]
+__all__ = ["TOL_PATTERN", "TOL_LOGITS", "TOL_HIDDEN_REL", "LayerDiff", "Report", "compare", "checks", "QUANTITIES",
+           "cli", "DEFAULT_TEXT"]
 
 TOL_PATTERN = 1e-5
 TOL_LOGITS = 1e-4
@@ -84,6 +85,35 @@ class Report:
                      f"logits ≤ {TOL_LOGITS:g} abs")
         lines.append("PASS" if self.ok else "FAIL")
         return "\n".join(lines)
+
+
+#: Report fields -> what they measure (the names pages and charts show).
+QUANTITIES = {
+    "hidden_rel": "hidden state (relative)",
+    "pattern_abs": "attention pattern",
+    "logits_abs": "logits",
+    "ln_final_rel": "final norm (relative)",
+}
+
+
+def checks(report: dict, run_label: str = ""):
+    """Every comparison of a report (``Report.to_dict()``) as one row — layer ('final' after the last),
+    quantity, max |Δ|, tolerance, ok: the one place pass/fail is decided per comparison."""
+    import pandas as pd
+
+    tol = report["tolerances"]
+    recs = []
+    for row in report["layers"]:
+        for q in ("hidden_rel", "pattern_abs"):
+            recs.append({"layer": str(row["layer"]), "quantity": QUANTITIES[q], "max |Δ|": row[q], "tolerance": tol[q]})
+    recs.append({"layer": "final", "quantity": QUANTITIES["ln_final_rel"], "max |Δ|": report["ln_final_rel"],
+                 "tolerance": tol["hidden_rel"]})
+    recs.append({"layer": "final", "quantity": QUANTITIES["logits_abs"], "max |Δ|": report["logits_abs"],
+                 "tolerance": tol["logits_abs"]})
+    df = pd.DataFrame(recs)
+    df["ok"] = df["max |Δ|"] <= df["tolerance"]
+    df["run"] = run_label
+    return df
 
 
 def versions(device) -> dict:

@@ -5,7 +5,7 @@ import torch
 
 from attnkit import ui
 from attnkit import verify as V
-from attnkit.charts import steps as C
+from attnkit.charts import verify as C
 
 ctx = ui.page("Verify", "✅")
 
@@ -69,17 +69,15 @@ for col, (dev, r) in zip(cols, results.items()):
         st.dataframe(table, hide_index=True, width="stretch",
                      column_config={c: st.column_config.NumberColumn(format="%.3e")
                                     for c in ("hidden max|Δ|", "max|h|", "hidden relative", "pattern max|Δ|")})
-        final = pd.DataFrame([
-            {"after the last layer": "final LayerNorm (relative)", "max |Δ|": r["ln_final_rel"],
-             "tolerance": V.TOL_HIDDEN_REL, "ok": r["ln_final_rel"] <= V.TOL_HIDDEN_REL},
-            {"after the last layer": "logits (absolute)", "max |Δ|": r["logits_abs"],
-             "tolerance": V.TOL_LOGITS, "ok": r["logits_abs"] <= V.TOL_LOGITS}])
+        rows = V.checks(r, dev)
+        final = (rows[rows["layer"] == "final"].drop(columns=["layer", "run"])
+                 .rename(columns={"quantity": "after the last layer"}))
         st.dataframe(final, hide_index=True, width="stretch",
                      column_config={c: st.column_config.NumberColumn(format="%.3e") for c in ("max |Δ|", "tolerance")})
         st.dataframe(pd.DataFrame({"": ["device", *r["versions"]],
                                    "value": [r["device"], *map(str, r["versions"].values())]}),
                      hide_index=True, width="stretch")
-        frames.append(C.verify_frame(r, dev))
+        frames.append(rows)
 
 df = pd.concat(frames, ignore_index=True)
 chart = C.verify_chart(df)
@@ -92,4 +90,4 @@ c1, c2 = st.columns([1, 3])
 c1.download_button("Report (JSON)", ui.json_bytes(payload), file_name="attnkit_verify.json",
                    mime="application/json", key="vf_json")
 with c2:
-    ui.download_buttons(df.drop(columns=["plotted"]), chart, stem="attnkit_verify", meta=ui.meta_for(ctx), key="vf")
+    ui.download_buttons(df, chart, stem="attnkit_verify", meta=ui.meta_for(ctx), key="vf")
