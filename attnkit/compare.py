@@ -13,6 +13,7 @@ Pure torch/numpy/pandas (no Streamlit), so every piece is testable on its own.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -27,16 +28,20 @@ _LN2 = math.log(2.0)
 
 
 def head_label(layer: int, head: int) -> str:
-    """'L.H', the name heads go by on the pages (both 0-based)."""
-    return f"{layer}.{head}"
+    """'L3H5', the name heads go by on the pages (both 0-based; "3.5" read like a number)."""
+    return f"L{layer}H{head}"
+
+
+_HEAD_RE = re.compile(r"^(?:[Ll](\d+)[Hh](\d+)|(\d+)\.(\d+))$")
 
 
 def parse_head(label: str) -> tuple[int, int]:
-    """'3.5' -> (3, 5); ValueError for anything else."""
-    parts = str(label).strip().split(".")
-    if len(parts) != 2 or not all(p.isdigit() for p in parts):
-        raise ValueError(f"not a head label of the form layer.head: {label!r}")
-    return int(parts[0]), int(parts[1])
+    """'L3H5' (or the older '3.5') -> (3, 5); ValueError for anything else."""
+    m = _HEAD_RE.match(str(label).strip())
+    if not m:
+        raise ValueError(f"not a head label of the form L{{layer}}H{{head}}: {label!r}")
+    a, b, c, d = m.groups()
+    return (int(a), int(b)) if a is not None else (int(c), int(d))
 
 
 def js_divergence_rows(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
