@@ -73,3 +73,55 @@ def peak_rss_mb(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+# ----------------------------------------------------------------------------- driving pages
+
+#: The pages of app.py's navigation: title -> URL path (st.Page takes it from the file name).
+PAGES = {"Home": "", "Heatmaps": "Heatmaps", "Compare heads": "Compare_heads", "Entropy": "Entropy",
+         "Ablations": "Ablations", "Step by step": "Step_by_step", "Verify": "Verify"}
+CHART = "[data-testid='stVegaLiteChart'] canvas, [data-testid='stVegaLiteChart'] svg"
+SCREENSHOTS = ROOT / "artifacts" / "screenshots"
+
+
+def page_url(base_url: str, page_name: str = "Home", query: dict | None = None) -> str:
+    """The address of a page, with query parameters (``query={"layer": 1, "head": 2}``)."""
+    from urllib.parse import urlencode
+
+    path = PAGES.get(page_name, page_name)
+    return f"{base_url.rstrip('/')}/{path}" + (f"?{urlencode(query)}" if query else "")
+
+
+def wait_idle(page, timeout: float = 60_000):
+    """Wait until Streamlit has finished the script run (no 'running' status widget, no stale elements)."""
+    page.wait_for_selector("[data-testid='stApp']", timeout=timeout)
+    page.wait_for_function(
+        "() => !document.querySelector(\"[data-testid='stStatusWidget']\") && "
+        "document.querySelectorAll(\"[data-stale='true']\").length === 0", timeout=timeout)
+    page.wait_for_timeout(300)
+
+
+def open_page(page, base_url: str, page_name: str = "Home", query: dict | None = None, *,
+              heading: str | None = None, charts: int = 0, timeout: float = 60_000):
+    """Open ``page_name`` (a title of :data:`PAGES`) with URL ``query`` parameters in a Playwright page and
+    wait until it has run: its heading shown (``heading``, default the page name; Home's is the app's title),
+    no script running, and at least ``charts`` Vega charts drawn. Returns the Playwright page."""
+    page.goto(page_url(base_url, page_name, query), wait_until="domcontentloaded")
+    if heading is None and page_name != "Home":
+        heading = page_name
+    if heading:
+        page.get_by_role("heading", name=heading).first.wait_for(timeout=timeout)
+    wait_idle(page, timeout)
+    if charts:
+        page.wait_for_function(f"document.querySelectorAll({CHART!r}).length >= {charts}", timeout=timeout)
+        page.wait_for_timeout(300)
+    return page
+
+
+def screenshot(page, name: str, folder: Path | None = None, full_page: bool = True) -> Path:
+    """Save a PNG of the page under ``artifacts/screenshots/`` (ignored by git) for a person to look at."""
+    folder = Path(folder or SCREENSHOTS)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
+    page.screenshot(path=str(path), full_page=full_page)
+    return path
