@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import io
+import warnings
 
 import altair as alt
 import numpy as np
@@ -193,8 +194,11 @@ def to_png(values: np.ndarray, masked: np.ndarray | None, kind: str = "pattern",
 
 
 def _color(kind: str, domain: tuple[float, float], scale: str, title: str, legend: bool = True, length: int = 160,
-           field: str = "colour"):
-    lg = alt.Legend(gradientLength=length, **({"format": "~g"} if kind == "pattern" and scale == "log" else {}))
+           field: str = "colour", orient: str = "right"):
+    extra = {"format": "~g"} if kind == "pattern" and scale == "log" else {}
+    if orient in ("top", "bottom"):
+        extra |= {"orient": orient, "direction": "horizontal", "titleOrient": "left"}
+    lg = alt.Legend(gradientLength=length, **extra)
     return alt.Color(f"{field}:Q", scale=colour_scale(kind, domain, scale), title=title, legend=lg if legend else None)
 
 
@@ -220,7 +224,7 @@ def cell_chart(values: np.ndarray, q_labels: list[str], k_labels: list[str], *, 
                q0: int = 0, k0: int = 0, kind: str = "pattern", scale: str = "linear", title: str = "",
                size: int | None = None, domain: tuple[float, float] | None = None, axes: bool = True,
                legend: bool = True, top: bool = True, name: str | None = None, select: str | None = None,
-               legend_length: int = 160) -> alt.Chart:
+               legend_length: int = 160, legend_orient: str = "right") -> alt.Chart:
     """One rectangle per cell of the [R, C] block starting at (q0, k0); labels are the full label lists.
 
     ``name``: the head's name (a column ``head`` and a tooltip line); ``select``: the name of a click
@@ -247,7 +251,7 @@ def cell_chart(values: np.ndarray, q_labels: list[str], k_labels: list[str], *, 
         x=alt.X("key:N", sort=k_order, title="key (attended to)", **ax),
         y=alt.Y("query:N", sort=q_order, title="query (attending)", **ax),
         color=alt.condition("datum.masked", alt.value(MASKED_COLOR),
-                            _color(kind, domain, scale, vname, legend, legend_length)),
+                            _color(kind, domain, scale, vname, legend, legend_length, orient=legend_orient)),
         tooltip=_name_tooltip(name) + [
             alt.Tooltip("query:N", title="query token"), alt.Tooltip("key:N", title="key token"),
             alt.Tooltip("value:Q", title=vname, format=".4f"), alt.Tooltip("state:N", title="cell")],
@@ -310,7 +314,7 @@ def image_chart(values: np.ndarray, *, masked: np.ndarray | None = None, kind: s
                 png: bytes | None = None, top: bool = True, labels: list[str] | None = None,
                 name: str | None = None, select: str | None = None, blocks: int = TOOLTIP_BLOCKS,
                 tip_values: np.ndarray | None = None, tip_masked: np.ndarray | None = None,
-                legend_length: int = 160) -> alt.LayerChart:
+                legend_length: int = 160, window: tuple[int, int, int, int] | None = None) -> alt.LayerChart:
     """The [R, C] matrix as one image, axes in token positions; a colour legend from an invisible layer.
 
     With ``labels`` (the token labels) an invisible layer of at most ``blocks``×``blocks`` rectangles lies
@@ -318,7 +322,7 @@ def image_chart(values: np.ndarray, *, masked: np.ndarray | None = None, kind: s
     weight; see :func:`blocks_frame`) and, with ``select``, a click selection (fields ``x``, ``y``: the
     block's first key and query position; ``head``: ``name``). ``tip_values``/``tip_masked``: the full
     matrix the tooltips read when ``values`` is a shrunken picture of it (:func:`block_max`).
-    The image itself has no tooltip."""
+    ``window``: (q0, k0, rows, cols) of a focus window, outlined. The image itself has no tooltip."""
     R, C = values.shape
     domain = domain or colour_domain(np.asarray(values), masked, kind)
     png = png if png is not None else to_png(values, masked, kind, domain, scale)
@@ -351,6 +355,10 @@ def image_chart(values: np.ndarray, *, masked: np.ndarray | None = None, kind: s
         if select:
             over = over.add_params(_param(select, ["head", "x", "y"] if name else ["x", "y"]))
         layers.append(over)
+    if window is not None:
+        wq, wk, wr, wc = (int(v) for v in window)
+        layers.append(alt.Chart(alt.Data(values=[{"x": wk, "x2": wk + wc, "y": wq, "y2": wq + wr}])).mark_rect(
+            fill=None, stroke="#ff2d55", strokeWidth=2, tooltip=None).encode(x=xs, x2="x2:Q", y=ys, y2="y2:Q"))
     if legend:
         vname = "weight" if kind == "pattern" else "score (pre-softmax)"
         lo = colour_values(np.array(domain), domain, kind, scale)
@@ -451,8 +459,10 @@ def grid_chart(mats: list[np.ndarray], titles: list[str], labels: list[str], *, 
                             blocks=GRID_TOOLTIP_BLOCKS, tip_values=m, tip_masked=masked,
                             legend_length=min(240, panel))
         charts.append(c)
-    rows = [alt.hconcat(*charts[i : i + columns], spacing=20) for i in range(0, len(charts), columns)]
-    chart = alt.vconcat(*rows, spacing=16).resolve_scale(color="shared" if shared else "independent")
+    with warnings.catch_warnings():          # the one click parameter is meant to be shared by every panel
+        warnings.filterwarnings("ignore", message="Automatically deduplicated selection parameter")
+        rows = [alt.hconcat(*charts[i : i + columns], spacing=20) for i in range(0, len(charts), columns)]
+        chart = alt.vconcat(*rows, spacing=16).resolve_scale(color="shared" if shared else "independent")
     return chart.properties(autosize=PAD), k
 
 
