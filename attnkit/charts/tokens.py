@@ -131,6 +131,9 @@ def token_chart(weights: np.ndarray, tokens: list[str], *, direction: str = "to"
         shade=f"datum.pos == datum.focus ? 0 : datum['w' + datum.focus]",
         bx0="datum.x0 - datum.pad_l", bx1="datum.x1 + datum.pad_r", y0="datum.line + 0.1", y1="datum.line + 0.9",
         ty="datum.line + 0.5",
+    ).transform_joinaggregate(top="max(shade)").transform_calculate(
+        dark="datum.seen && !datum.is_focus && datum.top > 0 && "
+             + ("datum.shade > 0.55 * datum.top" if scale != "sqrt" else "datum.shade > 0.3 * datum.top"),
     )
     tips = [alt.Tooltip("token:N", title="token"), alt.Tooltip("weight:Q", title=wname, format=".4f")]
     colour = alt.Color("shade:Q", title=wname, scale=alt.Scale(
@@ -145,7 +148,7 @@ def token_chart(weights: np.ndarray, tokens: list[str], *, direction: str = "to"
         color=colour_enc, tooltip=tips)
     text = base.mark_text(align="left", baseline="middle", font=FONT, fontSize=13, cursor="pointer").encode(
         x=alt.X("x0:Q", scale=xs, axis=None), y=alt.Y("ty:Q", scale=ys, axis=None), text="text:N",
-        color={"condition": [{"test": "datum.is_focus", "value": "#ffffff"},
+        color={"condition": [{"test": "datum.is_focus || datum.dark", "value": "#ffffff"},
                              {"test": "!datum.seen", "value": FUTURE_TEXT}], "value": "#1a1a1a"},
         tooltip=tips)
     for p in params:
