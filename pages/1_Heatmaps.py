@@ -178,7 +178,9 @@ elif view == VIEWS[0]:
         st.altair_chart(chart, width="content")
         ui.download_buttons(long_table(vals), chart, stem, meta(layer=layer, head=head), key="one")
     else:
-        size = int(st.session_state.get("hm_win", min(32, hm.MARK_LIMIT)))
+        if st.session_state.get("hm_win") not in range(8, hm.MARK_LIMIT + 1, 4):
+            st.session_state["hm_win"] = min(32, hm.MARK_LIMIT)
+        size = int(st.session_state["hm_win"])
         # the focus window starts on the block holding the most attention, for each head (until moved)
         auto_key = (tuple(ids), layer, head, kind, size)
         if st.session_state.get("hm_win_auto") != auto_key:

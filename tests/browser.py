@@ -95,10 +95,11 @@ def page_url(base_url: str, page_name: str = "Home", query: dict | None = None) 
 def wait_idle(page, timeout: float = 60_000):
     """Wait until Streamlit has finished the script run (no 'running' status widget, no stale elements)."""
     page.wait_for_selector("[data-testid='stApp']", timeout=timeout)
-    page.wait_for_function(
-        "() => !document.querySelector(\"[data-testid='stStatusWidget']\") && "
-        "document.querySelectorAll(\"[data-stale='true']\").length === 0", timeout=timeout)
-    page.wait_for_timeout(300)
+    idle = ("() => !document.querySelector(\"[data-testid='stStatusWidget']\") && "
+            "document.querySelectorAll(\"[data-stale='true'], [data-testid='stSkeleton']\").length === 0")
+    for _ in range(2):                    # twice: a rerun can start just after the first look
+        page.wait_for_function(idle, timeout=timeout)
+        page.wait_for_timeout(400)
 
 
 def open_page(page, base_url: str, page_name: str = "Home", query: dict | None = None, *,
@@ -123,5 +124,17 @@ def screenshot(page, name: str, folder: Path | None = None, full_page: bool = Tr
     folder = Path(folder or SCREENSHOTS)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.png"
-    page.screenshot(path=str(path), full_page=full_page)
+    size = page.viewport_size
+    if full_page and size:
+        # Streamlit scrolls inside its main container, not the document: grow the window to the content
+        tall = page.evaluate("Math.max(document.documentElement.scrollHeight, ...[...document.querySelectorAll("
+                             "\"[data-testid='stMain'], [data-testid='stSidebarContent']\")].map(e => e.scrollHeight))")
+        if tall > size["height"]:
+            page.set_viewport_size({"width": size["width"], "height": min(int(tall) + 40, 12_000)})
+            page.wait_for_timeout(400)
+    try:
+        page.screenshot(path=str(path), full_page=full_page)
+    finally:
+        if size and page.viewport_size != size:
+            page.set_viewport_size(size)
     return path

@@ -334,7 +334,7 @@ def image_chart(values: np.ndarray, *, masked: np.ndarray | None = None, kind: s
     xs = alt.X("x:Q", scale=alt.Scale(domain=[k0, k0 + FC], nice=False, zero=False), axis=ax_x)
     ys = alt.Y("y:Q", scale=alt.Scale(domain=[q0, q0 + FR], nice=False, zero=False, reverse=True), axis=ax_y)
     img = alt.Chart(alt.Data(values=[{"x": k0, "x2": k0 + FC, "y": q0, "y2": q0 + FR, "url": url}])).mark_image(
-        aspect=False, tooltip=None).encode(x=xs, x2="x2:Q", y=ys, y2="y2:Q", url="url:N")
+        aspect=False, smooth=False, tooltip=None).encode(x=xs, x2="x2:Q", y=ys, y2="y2:Q", url="url:N")
     h = int(size * FR / max(FR, FC))
     w = int(size * FC / max(FR, FC))
     layers = [img]
