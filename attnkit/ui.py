@@ -52,6 +52,7 @@ class Context:
     prompts: list[str]
     index: int | None              # the chosen prompt, None for "all prompts"
     notices: list[str] = field(default_factory=list)
+    prepend_bos: bool = False      # put the tokenizer's <|endoftext|> (BOS) before every prompt
 
     @property
     def all_selected(self) -> bool:
@@ -62,8 +63,17 @@ class Context:
         return self.prompts[self.index or 0]
 
     def encode(self, text: str) -> tuple[list[int], int]:
-        """(token ids cut to the model's context, number of tokens dropped)."""
-        return P.truncate(_encode(self.model, text), self.model.config.n_ctx)
+        """(token ids cut to the model's context, number of tokens dropped); with ``prepend_bos`` the
+        tokenizer's BOS token comes first (as TransformerLens does by default)."""
+        ids = _encode(self.model, text)
+        if self.prepend_bos and self.bos_id is not None:
+            ids = [self.bos_id] + ids
+        return P.truncate(ids, self.model.config.n_ctx)
+
+    @property
+    def bos_id(self) -> int | None:
+        tok = self.model.tokenizer
+        return tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
 
     @property
     def ids(self) -> list[int]:
@@ -108,6 +118,55 @@ def setup_page(title: str, icon: str = "🔍"):
 #: Set by the navigation frame (app.py) for the duration of one script run.
 _frame = threading.local()
 
+#: URL query parameter -> session key: a view is shared by its link (the page is the URL's path).
+URL_KEYS = {"model": "ak_model", "folder": "ak_folder", "prompt": "ak_text", "bos": "ak_bos",
+            "layer": "hm_layer", "head": "hm_head", "view": "hm_view", "values": "hm_values",
+            "stat": "cmp_stat"}
+_URL_INTS = {"hm_layer", "hm_head"}
+_URL_BOOLS = {"ak_bos"}
+#: Longer prompts are not put in the URL (the page says so).
+URL_PROMPT_MAX = 400
+
+
+def url_restore() -> None:
+    """Once per browser session: selections named in the URL's query parameters become the session's
+    (a value a widget does not offer falls back to its default)."""
+    if st.session_state.get("_ak_url_restored"):
+        return
+    st.session_state["_ak_url_restored"] = True
+    for q, key in URL_KEYS.items():
+        if q not in st.query_params or key in st.session_state:
+            continue
+        raw = st.query_params[q]
+        try:
+            value = int(raw) if key in _URL_INTS else (raw in ("1", "true", "yes")) if key in _URL_BOOLS else raw
+        except ValueError:
+            continue
+        if key == "ak_model" and value not in MODEL_CHOICES:          # a folder given by the link
+            st.session_state["ak_folder"] = str(value)
+            value = LOCAL
+        st.session_state[key] = value
+
+
+def url_save() -> str | None:
+    """Write the current selections into the URL; returns a notice when the prompt is too long for it."""
+    notice = None
+    for q, key in URL_KEYS.items():
+        value = st.session_state.get(key)
+        if key == "ak_folder" and st.session_state.get("ak_model") != LOCAL:
+            value = None
+        if key == "ak_text" and (st.session_state.get("ak_source", "Type") != "Type" or value == DEFAULT_PROMPT):
+            value = None
+        if key == "ak_text" and value is not None and len(value) > URL_PROMPT_MAX:
+            notice = (f"The prompt ({len(value):,} characters) is longer than {URL_PROMPT_MAX} and is not kept in the "
+                      "page's link; a shared link opens with the default prompt.")
+            value = None
+        if value is None or value == "":
+            st.query_params.pop(q, None)
+        else:
+            st.query_params[q] = ("1" if value else "0") if key in _URL_BOOLS else str(value)
+    return notice
+
 
 def run_frame(pages: list) -> None:
     """app.py: page config, the navigation, the sidebar drawn once, then the chosen page under :func:`guard`.
@@ -115,12 +174,16 @@ def run_frame(pages: list) -> None:
     Pages call :func:`page`, which returns the Context the frame resolved."""
     st.set_page_config(page_title="attnkit", page_icon="🔍", layout="wide")
     nav = st.navigation(pages)
+    url_restore()
     _frame.active, _frame.ctx = True, sidebar()
     try:
         with guard(nav.title):
             nav.run()
     finally:
         _frame.active, _frame.ctx = False, None
+        notice = url_save()
+        if notice:
+            st.sidebar.caption(notice)
 
 
 def page(title: str, icon: str = "🔍") -> Context:
@@ -130,6 +193,8 @@ def page(title: str, icon: str = "🔍") -> Context:
     Inside the frame the sidebar has been drawn once already; run on its own (``streamlit run
     pages/X.py`` or AppTest) the page draws it itself."""
     setup_page(title, icon)
+    if not getattr(_frame, "active", False):
+        url_restore()
     ctx = _frame.ctx if getattr(_frame, "active", False) else sidebar()
     if ctx is None:
         st.stop()
@@ -256,8 +321,11 @@ def _read_prompts() -> tuple[list[str] | None, int | None, list[str]]:
     if source == "Type":
         if "ak_text" not in st.session_state:
             st.session_state["ak_text"] = DEFAULT_PROMPT
-        text = st.text_area("Text", key="ak_text", height=140, label_visibility="collapsed",
-                            max_chars=P.MAX_PROMPT_CHARS)
+        # a form: the prompt runs on the Run button (or Ctrl+Enter), not on every keystroke or blur
+        with st.form("ak_prompt_form", border=False):
+            text = st.text_area("Text", key="ak_text", height=160, label_visibility="collapsed",
+                                max_chars=P.MAX_PROMPT_CHARS)
+            st.form_submit_button("Run", type="primary", help="Run the model on this prompt (Ctrl+Enter also runs it)")
         try:
             return [P.check_text(text)], 0, []
         except P.PromptError as e:
@@ -315,6 +383,10 @@ def sidebar() -> Context | None:
         prompts, index, warnings = _read_prompts()
         for w in warnings:
             st.warning(w, icon="⚠️")
+        bos = st.toggle("Prepend <|endoftext|>", key="ak_bos",
+                        help="Put the tokenizer's beginning-of-text token before every prompt, as TransformerLens does "
+                             "by default. Real GPT-2's first-token (attention-sink) heads behave differently with it; "
+                             "exports record the choice.")
     if not name:
         st.info("Enter the path of a local checkpoint folder in the sidebar.")
         return None
@@ -340,7 +412,8 @@ def sidebar() -> Context | None:
     if prompts is None:
         st.info("Give a prompt in the sidebar to start.")
         return None
-    ctx = Context(model=model, model_name=name, device=dev, prompts=prompts, index=index, notices=notices)
+    ctx = Context(model=model, model_name=name, device=dev, prompts=prompts, index=index, notices=notices,
+                  prepend_bos=bool(bos))
     if not ctx.all_selected:
         ids, dropped = ctx.encode(ctx.text)
         if dropped:
@@ -361,11 +434,20 @@ def token_labels(tokens: list[str]) -> list[str]:
     return [f"{i}:{visible(t)}" for i, t in enumerate(tokens)]
 
 
+def tokens_inline(tokens: list[str]) -> str:
+    """The tokens as one wrapped line of text, separated by a thin bar (spaces and breaks made visible)."""
+    return " │ ".join(visible(t) for t in tokens)
+
+
 def show_tokens(ctx: Context, ids: list[int] | None = None):
+    """The tokens as wrapped plain text (never Markdown), with the table of positions and ids a click away."""
     ids = ctx.ids if ids is None else ids
     toks = ctx.model.token_strs(ids)
-    st.dataframe(pd.DataFrame({"position": range(len(ids)), "id": ids, "token": [visible(t) for t in toks]}),
-                 hide_index=True, width="stretch", height=min(400, 38 + 35 * len(ids)))
+    with st.container(border=True, height=min(320, 40 + 26 * (1 + len(tokens_inline(toks)) // 120))):
+        st.text(tokens_inline(toks))
+    with st.expander("As a table (position, id, token)"):
+        st.dataframe(pd.DataFrame({"position": range(len(ids)), "id": ids, "token": [visible(t) for t in toks]}),
+                     hide_index=True, width="stretch", height=min(400, 38 + 35 * len(ids)))
 
 
 def _meta_frame(df: pd.DataFrame, meta: dict) -> pd.DataFrame:
@@ -407,7 +489,8 @@ def download_buttons(df: pd.DataFrame, chart=None, stem: str = "attnkit", meta: 
 
 
 def meta_for(ctx: Context, **extra) -> dict:
-    return {"model": ctx.model_name, "prompt": "all prompts" if ctx.all_selected else ctx.text[:500], **extra}
+    return {"model": ctx.model_name, "prompt": "all prompts" if ctx.all_selected else ctx.text[:500],
+            "prepend_bos": ctx.prepend_bos, **extra}
 
 
 def json_bytes(obj) -> bytes:
