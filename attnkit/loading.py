@@ -174,8 +174,17 @@ def default_model(timeout: float = 3.0) -> tuple[str, str | None]:
     why = "HF_HUB_OFFLINE is set" if _offline() else "the HuggingFace hub cannot be reached"
     return SHIPPED_MODEL, (
         f"Using the shipped model '{SHIPPED_MODEL}' (small, trained offline; not OpenAI's weights): "
-        f"'{DEFAULT_HUB_MODEL}' is not cached and {why}."
+        f"'{DEFAULT_HUB_MODEL}' is not cached and {why}. " + how_to_get(repo)
     )
+
+
+def how_to_get(repo: str) -> str:
+    """One sentence: how to make a hub model available on a machine that cannot reach the hub."""
+    folder = repo.split("/")[-1]
+    return ("To use it, on a connected machine run: python -c \"from transformers import AutoModelForCausalLM as M, "
+            f"AutoTokenizer as T; [C.from_pretrained('{repo}').save_pretrained('{folder}') for C in (M, T)]\" — then "
+            "copy that folder here and choose it as a local folder, or point HF_HOME at a HuggingFace cache that "
+            "holds the model.")
 
 
 def load_for_cli(name: str | None, device: str, prog: str) -> Loaded | None:
@@ -272,10 +281,12 @@ def load(name_or_path: str, device: str | torch.device = "auto") -> Loaded:
     else:
         if not _cached(source):
             if _offline():
-                raise LoadError(f"{name!r} is not in the local HuggingFace cache and HF_HUB_OFFLINE is set")
+                raise LoadError(f"{name!r} is not in the local HuggingFace cache and HF_HUB_OFFLINE is set. "
+                                + how_to_get(source))
             if not hub_available(source):
                 also = " (and there is no local folder of that name)" if "/" in name else ""
-                raise LoadError(f"{name!r} is not cached and the HuggingFace hub cannot be reached{also}")
+                raise LoadError(f"{name!r} is not cached and the HuggingFace hub cannot be reached{also}. "
+                                + how_to_get(source))
         else:
             kwargs["local_files_only"] = _offline() or not hub_available(source, 2.0)
     try:
