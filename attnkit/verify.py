@@ -13,7 +13,6 @@ exits 1 when any comparison is out of tolerance.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import sys
@@ -136,17 +135,18 @@ def compare(hf_model, weights, ids, *, name: str = "") -> Report:
 
 
 def cli(argv=None) -> int:
+    from . import cli_args as T
     from .loading import load_for_cli
 
-    p = argparse.ArgumentParser(prog="python -m attnkit verify", description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default=None, help="hub name (gpt2, distilgpt2, …), attnkit-tiny or a local folder "
+    p = T.Parser(prog="python -m attnkit verify", description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default=None, type=T.utf8_text, help="hub name (gpt2, distilgpt2, …), attnkit-tiny or a local folder "
                                                  "(default: gpt2 if reachable, else the shipped model)")
-    p.add_argument("--device", default="cpu", help="cpu, cuda, mps or auto (default: cpu)")
-    p.add_argument("--text", default=DEFAULT_TEXT, help="text to run on")
-    p.add_argument("--tokens", type=int, default=None,
+    p.add_argument("--device", default="cpu", type=T.device, help="cpu, cuda, mps or auto (default: cpu)")
+    p.add_argument("--text", default=DEFAULT_TEXT, type=T.utf8_text, help="text to run on")
+    p.add_argument("--tokens", type=T.positive_int, default=None,
                    help="instead of --text, this many random token ids (e.g. the full context, 1024)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", dest="json_out", default=None, help="write the report as JSON here")
+    p.add_argument("--seed", type=T.nonneg_int, default=0)
+    p.add_argument("--json", dest="json_out", default=None, type=T.writable_path, help="write the report as JSON here")
     a = p.parse_args(argv)
     m = load_for_cli(a.model, a.device, "attnkit verify")
     if m is None:
