@@ -399,6 +399,11 @@ CLAIM = ("The longer the context, the more terms share the softmax's mass, so th
 
 def claim_check(s: Summary) -> tuple[str, str]:
     """(verdict, explanation) of the claim on the measured slopes: 'supported', 'partly' or 'not supported'."""
+    bad = ~np.isfinite(s.mean["entropy"])
+    if bad.any():                       # NaN/Inf attention: no verdict computed from it
+        layer = int(np.argwhere(bad)[0][0])
+        return "undetermined", (f"The attention holds NaN or Inf values (first in layer {layer}), so no entropy and "
+                                "no verdict can be computed: the weights or the input overflow float32.")
     sl = s.slope[np.isfinite(s.slope)]
     if sl.size == 0:
         return "undetermined", "Too few positions (need at least 3 tokens) to fit a slope."

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "PromptError", "Table", "MAX_UPLOAD_MB", "MAX_PROMPTS", "MAX_PROMPT_CHARS",
-    "check_text", "cut_text", "decode_text", "read_upload", "prompts_from", "truncate", "windows",
+    "check_text", "cut_text", "replace_surrogates", "decode_text", "read_upload", "prompts_from", "truncate", "windows",
 ]
 
 MAX_UPLOAD_MB = 10            # keep equal to server.maxUploadSize in .streamlit/config.toml
@@ -59,6 +59,19 @@ def check_text(text: str | None) -> str:
             f"(line {line:,}): half of an emoji or other character that is not valid text. Remove it or paste "
             "the text again.")
     return text
+
+
+def replace_surrogates(text, what: str = "The prompt") -> tuple[str, str | None]:
+    """(text with unpaired surrogates replaced by U+FFFD, a notice saying where, or None)."""
+    if not isinstance(text, str):
+        return text, None
+    bad = _LONE_SURROGATE.search(text)
+    if not bad:
+        return text, None
+    n = len(_LONE_SURROGATE.findall(text))
+    return _LONE_SURROGATE.sub("\ufffd", text), (
+        f"{what} contained {n} unpaired surrogate(s) (first U+{ord(bad.group()):04X} at character "
+        f"{bad.start() + 1:,}): half of an emoji or other character, not valid text; replaced by \ufffd.")
 
 
 def cut_text(text: str, what: str = "The prompt") -> tuple[str, list[str]]:

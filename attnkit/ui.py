@@ -258,6 +258,9 @@ def _read_prompts() -> tuple[list[str] | None, int | None, list[str]]:
     if source == "Type":
         if "ak_text" not in st.session_state:
             st.session_state["ak_text"] = DEFAULT_PROMPT
+        fixed, note = P.replace_surrogates(st.session_state["ak_text"])   # before the widget: it cannot hold them
+        if note:
+            st.session_state["ak_text"] = fixed
         # No max_chars: Streamlit's browser side silently ignores a paste that would exceed it (the old
         # prompt keeps running). Everything arrives; past the limit it is cut here, and the page says so.
         text = st.text_area("Text", key="ak_text", height=140, label_visibility="collapsed",
@@ -265,7 +268,7 @@ def _read_prompts() -> tuple[list[str] | None, int | None, list[str]]:
                                  "to that length, with a notice.")
         try:
             text, warnings = P.cut_text(P.check_text(text), "The typed text")
-            return [text], 0, warnings
+            return [text], 0, ([note] if note else []) + warnings
         except P.PromptError as e:
             show_error(e)
             return None, None, []
@@ -279,7 +282,7 @@ def _read_prompts() -> tuple[list[str] | None, int | None, list[str]]:
         return None, None, []
     name, data = stored
     if up is None:
-        st.caption(f"Using the earlier upload **{plain(name)}** ({len(data):,} bytes).")
+        st.caption(f"Using the earlier upload “{plain(name)}” ({len(data):,} bytes).")
     try:
         same_file = st.session_state.get("ak_csv_for") == (name, len(data))
         table = P.read_upload(name, data, header=st.session_state.get("ak_csv_header") if same_file else None)
@@ -432,10 +435,10 @@ def csv_bytes(df: pd.DataFrame, comments: dict | None = None) -> bytes:
             df[c] = df[c].map(neutralise)
     buf = io.StringIO()
     if comments:
-        w = csv.writer(buf, lineterminator="\n")
+        w = csv.writer(buf, lineterminator="\r\n")
         for k, v in comments.items():
             w.writerow([f"# {k}: " + str(v).replace("\r", "\\r").replace("\n", "\\n")])
-    df.to_csv(buf, index=False)
+    df.to_csv(buf, index=False, lineterminator="\r\n")     # RFC 4180: a CR inside a cell is quoted too
     return buf.getvalue().encode("utf-8")
 
 

@@ -14,6 +14,7 @@ exits 1 when any comparison is out of tolerance.
 from __future__ import annotations
 
 import json
+import math
 import platform
 import sys
 from dataclasses import asdict, dataclass, field
@@ -64,9 +65,22 @@ class Report:
         return (all(l.ok for l in self.layers) and self.logits_abs <= TOL_LOGITS
                 and self.ln_final_rel <= TOL_HIDDEN_REL)
 
+    @property
+    def first_nonfinite(self) -> str | None:
+        """Where NaN/Inf first appears ('layer 3', 'the final LayerNorm', 'the logits'), None if nowhere."""
+        for l in self.layers:
+            if not all(math.isfinite(v) for v in (l.hidden_abs, l.hidden_max, l.pattern_abs)):
+                return f"layer {l.layer}"
+        if not math.isfinite(self.ln_final_rel):
+            return "the final LayerNorm"
+        if not math.isfinite(self.logits_abs):
+            return "the logits"
+        return None
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["ok"] = self.ok
+        d["first_nonfinite"] = self.first_nonfinite
         for row, l in zip(d["layers"], self.layers):
             row["ok"] = l.ok
         return d
@@ -81,6 +95,10 @@ class Report:
         lines.append(f"logits max|Δ| {self.logits_abs:.3e} (≤ {TOL_LOGITS:g})")
         lines.append(f"tolerances: patterns ≤ {TOL_PATTERN:g} abs, hidden ≤ {TOL_HIDDEN_REL:g} rel, "
                      f"logits ≤ {TOL_LOGITS:g} abs")
+        where = self.first_nonfinite
+        if where:
+            lines.append(f"NaN/Inf first appears at {where} (in HuggingFace's or attnkit's output): the differences "
+                         "from there on are undefined; the weights or the input overflow float32")
         lines.append("PASS" if self.ok else "FAIL")
         return "\n".join(lines)
 
