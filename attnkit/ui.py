@@ -325,6 +325,11 @@ _AUTOLINK = re.compile(r"(?i)[a-z]:(?=//)|www\.|@")
 _MD_BLOCK_START = re.compile(r"^(\s*)([#+\-=>|]|\d+(?=[.)]))")
 
 
+def _intraword_underscore(text: str, i: int) -> bool:
+    """'_' between two letters/digits (HF_HUB_OFFLINE, model_type) cannot start or end emphasis: kept as is."""
+    return text[i] == "_" and 0 < i < len(text) - 1 and text[i - 1].isalnum() and text[i + 1].isalnum()
+
+
 def plain(text) -> str:
     """THE escaping helper: any user-derived string (prompt, file name, column name, folder path, model name,
     an error message that quotes them) goes through it before it reaches Streamlit's Markdown — messages,
@@ -333,7 +338,8 @@ def plain(text) -> str:
     start inside it); a block marker at the very start (#, -, +, >, 1.) is escaped too.
     tests/test_hardening2.py scans app.py, pages/ and this module for st.* calls that skip it."""
     text = "" if text is None else str(text)
-    out = "".join("\\" + c if c in _MD_INLINE else (" " if c < " " or c == "\x7f" else c) for c in text)
+    out = "".join("\\" + c if c in _MD_INLINE and not _intraword_underscore(text, i)
+                  else (" " if c < " " or c == "\x7f" else c) for i, c in enumerate(text))
     out = _AUTOLINK.sub(lambda m: m.group(0)[:-1] + "\\" + m.group(0)[-1], out)   # GFM bare URLs, e-mails
     m = _MD_BLOCK_START.match(out)
     if m:
