@@ -263,9 +263,8 @@ def _read_prompts() -> tuple[list[str] | None, int | None, list[str]]:
             st.session_state["ak_text"] = fixed
         # No max_chars: Streamlit's browser side silently ignores a paste that would exceed it (the old
         # prompt keeps running). Everything arrives; past the limit it is cut here, and the page says so.
-        text = st.text_area("Text", key="ak_text", height=140, label_visibility="collapsed",
-                            help=f"Up to {P.MAX_PROMPT_CHARS:,} characters are used; longer text is cut "
-                                 "to that length, with a notice.")
+        text = st.text_area("Text", key="ak_text", height=140, label_visibility="collapsed")
+        st.caption(f"Up to {P.MAX_PROMPT_CHARS:,} characters are used; longer text is cut, with a notice.")
         try:
             text, warnings = P.cut_text(P.check_text(text), "The typed text")
             return [text], 0, ([note] if note else []) + warnings
