@@ -25,7 +25,7 @@ def test_twelve_sessions_no_cross_talk(odd_dir, odd, tmp_path):
         ctx = await browser.new_context(viewport={"width": 1300, "height": 900})
         page = await ctx.new_page()
         t0 = time.perf_counter()
-        await page.goto(url)
+        await page.goto(url, timeout=180_000)          # 12 sessions start at once on a small machine
         box = page.get_by_label("Text")
         await box.wait_for(timeout=60_000)
         await box.fill(prompts[i])
