@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from . import checkpoint
 from .weights import Weights, extract
 
 __all__ = [
@@ -298,6 +299,10 @@ def load(name_or_path: str, device: str | torch.device = "auto") -> Loaded:
         family.config(cfg)             # refuses what attnkit cannot compute (e.g. an unknown activation)
     except ValueError as e:
         raise LoadError(f"{name!r}: {e}") from None
+    try:   # checkpoint checks before building (attnkit/checkpoint.py): header vs config, memory, tokenizer.json
+        checkpoint.before_build(source, local, kwargs.get("local_files_only", False), cfg)
+    except checkpoint.CheckpointError as e:
+        raise LoadError(str(e)) from None
     try:
         from transformers.utils import logging as hf_logging
 
@@ -315,6 +320,10 @@ def load(name_or_path: str, device: str | torch.device = "auto") -> Loaded:
     except Exception as e:
         msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
         raise LoadError(f"could not load {name!r}: {e.__class__.__name__}: {msg}") from None
+    try:   # checkpoint checks on the built model (attnkit/checkpoint.py): NaN/Inf, tokenizer vs embedding
+        checkpoint.after_build(model, tokenizer)
+    except checkpoint.CheckpointError as e:
+        raise LoadError(str(e)) from None
     model.eval().to(dev)
     tokenizer.model_max_length = 10**9     # attnkit cuts to the context itself, and says so
     try:

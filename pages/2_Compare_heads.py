@@ -44,8 +44,7 @@ def matrix_csv(values: np.ndarray, layer: int, head: int) -> bytes:
     df = pd.DataFrame(values, columns=[f"k{j}" for j in range(values.shape[1])])
     df.insert(0, "query_token", toks[: values.shape[0]])
     df.insert(0, "query_pos", range(values.shape[0]))
-    head_lines = "".join(f"# {k}: {v}\n" for k, v in meta(layer=layer, head=head).items())
-    return (head_lines + df.to_csv(index=False)).encode("utf-8")
+    return ui.csv_bytes(df, comments=meta(layer=layer, head=head))
 
 
 def _clicked_heads(event) -> list[str]:
