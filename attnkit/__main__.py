@@ -30,7 +30,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"attnkit: unknown command {name!r}; try one of: {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
     module = importlib.import_module(COMMANDS[name][0])
-    return int(module.cli(rest) or 0)
+    try:
+        return int(module.cli(rest) or 0)
+    except SystemExit as e:            # argparse: --help (0) or a bad value (2, one line already printed)
+        return e.code if isinstance(e.code, int) else 2
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ the text: they are skipped for the loss and counted.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -971,25 +970,27 @@ def _read_texts(path: str, column: str | None) -> list[str]:
 
 
 def cli(argv=None) -> int:
+    from . import cli_args as T
     from .loading import load_for_cli
     from .prompts import PromptError
 
-    p = argparse.ArgumentParser(
+    p = T.Parser(
         prog="python -m attnkit ablate",
         description="Run one ablation on a text (or prompt set) and compare with the unmodified model.",
         epilog="interventions: " + "; ".join(f"{k}: {v}" for k, v in DEFINITIONS.items()))
-    p.add_argument("--model", default=None, help="hub name, attnkit-tiny or a local folder (default: as verify)")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--text-file", required=True, help=".txt/.md (one text) or .csv/.jsonl (one prompt per row)")
-    p.add_argument("--column", default=None, help="column/field of a .csv/.jsonl upload")
-    p.add_argument("--intervention", required=True,
+    p.add_argument("--model", default=None, type=T.utf8_text,
+                   help="hub name, attnkit-tiny or a local folder (default: as verify)")
+    p.add_argument("--device", default="cpu", type=T.device)
+    p.add_argument("--text-file", required=True, type=T.existing_nonempty_text_file, help=".txt/.md (one text) or .csv/.jsonl (one prompt per row)")
+    p.add_argument("--column", default=None, type=T.utf8_text, help="column/field of a .csv/.jsonl upload")
+    p.add_argument("--intervention", required=True, type=T.utf8_text,
                    help="v=x | wk=wq[:L.H,…] | no-scale[:L.H,…] | no-mask | zero-head:L.H[,…] | mean-head:L.H[,…]")
-    p.add_argument("--layers", default=None, help="layer scope, e.g. 0,2 (default: all layers)")
+    p.add_argument("--layers", default=None, type=T.utf8_text, help="layer scope, e.g. 0,2 (default: all layers)")
     p.add_argument("--sweep", action="store_true", help="also ablate each layer alone, then all layers")
     p.add_argument("--head-map", action="store_true",
                    help="also the loss increase of every head ablated alone (L·H forwards per text)")
-    p.add_argument("--hull-iters", type=int, default=HULL_ITERS)
-    p.add_argument("--json", dest="json_out", default=None, help="write the results here as JSON")
+    p.add_argument("--hull-iters", type=T.positive_int, default=HULL_ITERS)
+    p.add_argument("--json", dest="json_out", default=None, type=T.writable_path, help="write the results here as JSON")
     a = p.parse_args(argv)
     m = load_for_cli(a.model, a.device, "attnkit ablate")
     if m is None:

@@ -21,7 +21,6 @@ the path users take. Timing does not depend on the weights' values.
 """
 from __future__ import annotations
 
-import argparse
 import copy
 import gc
 import json
@@ -720,15 +719,17 @@ def format_table(res: dict) -> str:
 
 
 def cli(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m attnkit bench", description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", help="model name or folder (default: random-weight GPT-2 small shape)")
-    p.add_argument("--json", dest="json_out", metavar="OUT", help="write every figure and raw timing here")
+    from . import cli_args as T
+
+    p = T.Parser(prog="python -m attnkit bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", type=T.utf8_text, help="model name or folder (default: random-weight GPT-2 small shape)")
+    p.add_argument("--json", dest="json_out", metavar="OUT", type=T.writable_path, help="write every figure and raw timing here")
     p.add_argument("--lengths", help="comma-separated sequence lengths (default 128,512,1024)")
     p.add_argument("--repeats", type=int, help="timed runs per measurement (default 5)")
     p.add_argument("--quick", action="store_true", help="tiny model, T 16/32, 2 repeats: a few seconds")
-    p.add_argument("--device", action="append", help="cpu / cuda (repeatable; default cpu, plus cuda if present)")
-    p.add_argument("--threads", type=int, help="torch.set_num_threads before measuring")
-    p.add_argument("--gen-new", type=int, help="generated tokens (default 128)")
+    p.add_argument("--device", action="append", type=T.device, help="cpu / cuda (repeatable; default cpu, plus cuda if present)")
+    p.add_argument("--threads", type=T.positive_int, help="torch.set_num_threads before measuring")
+    p.add_argument("--gen-new", type=T.positive_int, help="generated tokens (default 128)")
     p.add_argument("--no-memory", action="store_true", help="skip the memory section (it starts subprocesses)")
     a = p.parse_args(argv)
     try:
@@ -744,7 +745,8 @@ def cli(argv: list[str] | None = None) -> int:
     from .loading import LoadError
 
     try:
-        res = bench(a.model, lengths=lengths, repeats=a.repeats, quick=a.quick, devices=a.device,
+        res = bench(a.model, lengths=lengths, repeats=a.repeats, quick=a.quick,
+                    devices=list(dict.fromkeys(a.device)) if a.device else None,
                     threads=a.threads, gen_new=a.gen_new, memory=not a.no_memory,
                     log=lambda s: print(s, file=sys.stderr, flush=True))
     except LoadError as e:

@@ -25,7 +25,6 @@ the mean (spread) of H_i divided by ln(i+1), so only H_i is accumulated.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -400,6 +399,11 @@ CLAIM = ("The longer the context, the more terms share the softmax's mass, so th
 
 def claim_check(s: Summary) -> tuple[str, str]:
     """(verdict, explanation) of the claim on the measured slopes: 'supported', 'partly' or 'not supported'."""
+    bad = ~np.isfinite(s.mean["entropy"])
+    if bad.any():                       # NaN/Inf attention: no verdict computed from it
+        layer = int(np.argwhere(bad)[0][0])
+        return "undetermined", (f"The attention holds NaN or Inf values (first in layer {layer}), so no entropy and "
+                                "no verdict can be computed: the weights or the input overflow float32.")
     sl = s.slope[np.isfinite(s.slope)]
     if sl.size == 0:
         return "undetermined", "Too few positions (need at least 3 tokens) to fit a slope."
@@ -435,22 +439,24 @@ def sample_positions(T: int, max_points: int = 240, head: int = 48) -> np.ndarra
 # ----------------------------------------------------------------------------- CLI
 
 def cli(argv=None) -> int:
+    from . import cli_args as T
     from .loading import load_for_cli
 
-    p = argparse.ArgumentParser(prog="python -m attnkit entropy",
+    p = T.Parser(prog="python -m attnkit entropy",
                                 description="Attention entropy against context length, per layer, head and position.")
-    p.add_argument("--model", default=None, help="hub name, attnkit-tiny or a local folder (default: gpt2 if "
+    p.add_argument("--model", default=None, type=T.utf8_text, help="hub name, attnkit-tiny or a local folder (default: gpt2 if "
                                                  "reachable, else the shipped model)")
-    p.add_argument("--device", default="cpu", help="cpu, cuda, mps or auto (default: cpu)")
-    p.add_argument("--text-file", required=True, help="UTF-8 text, split into windows of --window tokens")
-    p.add_argument("--window", type=int, default=None, help="window length in tokens (default: the model's context)")
-    p.add_argument("--max-docs", type=int, default=None, help="use at most this many windows")
-    p.add_argument("--batch", type=int, default=4, help="windows per forward pass (default 4)")
+    p.add_argument("--device", default="cpu", type=T.device, help="cpu, cuda, mps or auto (default: cpu)")
+    p.add_argument("--text-file", required=True, type=T.existing_nonempty_text_file, help="UTF-8 text, split into windows of --window tokens")
+    p.add_argument("--window", type=T.int_at_least(2), default=None, help="window length in tokens (default: the model's context)")
+    p.add_argument("--max-docs", type=T.positive_int, default=None, help="use at most this many windows")
+    p.add_argument("--batch", type=T.positive_int, default=4, help="windows per forward pass (default 4)")
     p.add_argument("--log-base", type=float, default=None,
                    help="also run the log-length intervention: scores × log_b(i+1) with this base b > 1")
     p.add_argument("--no-clamp", action="store_true",
                    help="use log_b(i+1) as is (flattens positions < b); default max(1, log_b(i+1))")
-    p.add_argument("--json", dest="json_out", default=None, help="write all the numbers as JSON here")
+    p.add_argument("--json", dest="json_out", default=None, type=T.writable_path,
+                   help="write all the numbers as JSON here")
     a = p.parse_args(argv)
     try:
         with open(a.text_file, "rb") as f:

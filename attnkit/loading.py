@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from . import checkpoint
 from .weights import Weights, extract
 
 __all__ = [
@@ -174,8 +175,17 @@ def default_model(timeout: float = 3.0) -> tuple[str, str | None]:
     why = "HF_HUB_OFFLINE is set" if _offline() else "the HuggingFace hub cannot be reached"
     return SHIPPED_MODEL, (
         f"Using the shipped model '{SHIPPED_MODEL}' (small, trained offline; not OpenAI's weights): "
-        f"'{DEFAULT_HUB_MODEL}' is not cached and {why}."
+        f"'{DEFAULT_HUB_MODEL}' is not cached and {why}. " + how_to_get(repo)
     )
+
+
+def how_to_get(repo: str) -> str:
+    """One sentence: how to make a hub model available on a machine that cannot reach the hub."""
+    folder = repo.split("/")[-1]
+    return ("To use it, on a connected machine run: python -c \"from transformers import AutoModelForCausalLM as M, "
+            f"AutoTokenizer as T; [C.from_pretrained('{repo}').save_pretrained('{folder}') for C in (M, T)]\" — then "
+            "copy that folder here and choose it as a local folder, or point HF_HOME at a HuggingFace cache that "
+            "holds the model.")
 
 
 def load_for_cli(name: str | None, device: str, prog: str) -> Loaded | None:
@@ -272,10 +282,12 @@ def load(name_or_path: str, device: str | torch.device = "auto") -> Loaded:
     else:
         if not _cached(source):
             if _offline():
-                raise LoadError(f"{name!r} is not in the local HuggingFace cache and HF_HUB_OFFLINE is set")
+                raise LoadError(f"{name!r} is not in the local HuggingFace cache and HF_HUB_OFFLINE is set. "
+                                + how_to_get(source))
             if not hub_available(source):
                 also = " (and there is no local folder of that name)" if "/" in name else ""
-                raise LoadError(f"{name!r} is not cached and the HuggingFace hub cannot be reached{also}")
+                raise LoadError(f"{name!r} is not cached and the HuggingFace hub cannot be reached{also}. "
+                                + how_to_get(source))
         else:
             kwargs["local_files_only"] = _offline() or not hub_available(source, 2.0)
     try:
@@ -287,6 +299,10 @@ def load(name_or_path: str, device: str | torch.device = "auto") -> Loaded:
         family.config(cfg)             # refuses what attnkit cannot compute (e.g. an unknown activation)
     except ValueError as e:
         raise LoadError(f"{name!r}: {e}") from None
+    try:   # checkpoint checks before building (attnkit/checkpoint.py): header vs config, memory, tokenizer.json
+        checkpoint.before_build(source, local, kwargs.get("local_files_only", False), cfg)
+    except checkpoint.CheckpointError as e:
+        raise LoadError(str(e)) from None
     try:
         from transformers.utils import logging as hf_logging
 
@@ -304,6 +320,10 @@ def load(name_or_path: str, device: str | torch.device = "auto") -> Loaded:
     except Exception as e:
         msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
         raise LoadError(f"could not load {name!r}: {e.__class__.__name__}: {msg}") from None
+    try:   # checkpoint checks on the built model (attnkit/checkpoint.py): NaN/Inf, tokenizer vs embedding
+        checkpoint.after_build(model, tokenizer)
+    except checkpoint.CheckpointError as e:
+        raise LoadError(str(e)) from None
     model.eval().to(dev)
     tokenizer.model_max_length = 10**9     # attnkit cuts to the context itself, and says so
     try:

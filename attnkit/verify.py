@@ -13,8 +13,8 @@ exits 1 when any comparison is out of tolerance.
 """
 from __future__ import annotations
 
-import argparse
 import json
+import math
 import platform
 import sys
 from dataclasses import asdict, dataclass, field
@@ -66,9 +66,22 @@ class Report:
         return (all(l.ok for l in self.layers) and self.logits_abs <= TOL_LOGITS
                 and self.ln_final_rel <= TOL_HIDDEN_REL)
 
+    @property
+    def first_nonfinite(self) -> str | None:
+        """Where NaN/Inf first appears ('layer 3', 'the final LayerNorm', 'the logits'), None if nowhere."""
+        for l in self.layers:
+            if not all(math.isfinite(v) for v in (l.hidden_abs, l.hidden_max, l.pattern_abs)):
+                return f"layer {l.layer}"
+        if not math.isfinite(self.ln_final_rel):
+            return "the final LayerNorm"
+        if not math.isfinite(self.logits_abs):
+            return "the logits"
+        return None
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["ok"] = self.ok
+        d["first_nonfinite"] = self.first_nonfinite
         for row, l in zip(d["layers"], self.layers):
             row["ok"] = l.ok
         return d
@@ -83,6 +96,10 @@ class Report:
         lines.append(f"logits max|Δ| {self.logits_abs:.3e} (≤ {TOL_LOGITS:g})")
         lines.append(f"tolerances: patterns ≤ {TOL_PATTERN:g} abs, hidden ≤ {TOL_HIDDEN_REL:g} rel, "
                      f"logits ≤ {TOL_LOGITS:g} abs")
+        where = self.first_nonfinite
+        if where:
+            lines.append(f"NaN/Inf first appears at {where} (in HuggingFace's or attnkit's output): the differences "
+                         "from there on are undefined; the weights or the input overflow float32")
         lines.append("PASS" if self.ok else "FAIL")
         return "\n".join(lines)
 
@@ -166,17 +183,18 @@ def compare(hf_model, weights, ids, *, name: str = "") -> Report:
 
 
 def cli(argv=None) -> int:
+    from . import cli_args as T
     from .loading import load_for_cli
 
-    p = argparse.ArgumentParser(prog="python -m attnkit verify", description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default=None, help="hub name (gpt2, distilgpt2, …), attnkit-tiny or a local folder "
+    p = T.Parser(prog="python -m attnkit verify", description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default=None, type=T.utf8_text, help="hub name (gpt2, distilgpt2, …), attnkit-tiny or a local folder "
                                                  "(default: gpt2 if reachable, else the shipped model)")
-    p.add_argument("--device", default="cpu", help="cpu, cuda, mps or auto (default: cpu)")
-    p.add_argument("--text", default=DEFAULT_TEXT, help="text to run on")
-    p.add_argument("--tokens", type=int, default=None,
+    p.add_argument("--device", default="cpu", type=T.device, help="cpu, cuda, mps or auto (default: cpu)")
+    p.add_argument("--text", default=DEFAULT_TEXT, type=T.utf8_text, help="text to run on")
+    p.add_argument("--tokens", type=T.positive_int, default=None,
                    help="instead of --text, this many random token ids (e.g. the full context, 1024)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", dest="json_out", default=None, help="write the report as JSON here")
+    p.add_argument("--seed", type=T.nonneg_int, default=0)
+    p.add_argument("--json", dest="json_out", default=None, type=T.writable_path, help="write the report as JSON here")
     a = p.parse_args(argv)
     m = load_for_cli(a.model, a.device, "attnkit verify")
     if m is None:

@@ -107,8 +107,7 @@ def full_csv(values: np.ndarray) -> bytes:
     df = pd.DataFrame(values, columns=[f"k{j}" for j in range(values.shape[1])])
     df.insert(0, "query_token", ctx.model.token_strs(ids))
     df.insert(0, "query_pos", range(values.shape[0]))
-    head_lines = "".join(f"# {k}: {v}\n" for k, v in token_meta().items())
-    return (head_lines + df.to_csv(index=False)).encode("utf-8")
+    return ui.csv_bytes(df, comments=token_meta())
 
 
 def meta(**extra) -> dict:

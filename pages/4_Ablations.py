@@ -165,7 +165,7 @@ with ui.guard("The ablation"):
             st.caption(f"{lo['one-token texts skipped']} one-token text(s) predict nothing and were left out.")
     for n in res["notes"]:
         if n != A.ONE_TOKEN_NOTE:
-            st.caption(n)
+            st.caption(n)  # internal text: notes written by attnkit.ablations.measure
 
     # ------------------------------------------------------------------------- per-layer numbers
     if res["per_layer"]:

@@ -85,8 +85,8 @@ with tab_head:
     st.caption(f"The first {S.COMPACT_DIMS} of {e} dimensions and the norm; the full vectors are in the CSVs.")
     dl = st.columns(4)
     for col, which in zip(dl, ("x_hat", "q", "k", "v")):          # built only when clicked (x̂ can be 1024×768)
-        col.download_button(f"{which} (CSV)", lambda which=which: S.vector_frame(hs, which, tokens).assign(**meta)
-                            .to_csv(index=False).encode("utf-8"),
+        col.download_button(f"{which} (CSV)", lambda which=which: ui.csv_bytes(S.vector_frame(hs, which, tokens)
+                                                                                .assign(**meta)),
                             file_name=f"{stem}_{which}.csv", mime="text/csv", key=f"dl-{which}", on_click="ignore")
 
     st.subheader("3 · scores, mask and softmax over the visible keys")
@@ -102,12 +102,12 @@ with tab_head:
                                 if c not in ("position", "token")})
     c_a, c_b = st.columns(2)
     c_a.download_button("All visible keys, first 8 dims of k and v (CSV)",
-                        lambda: S.key_frame(hs, tokens).assign(**meta).to_csv(index=False).encode("utf-8"),
+                        lambda: ui.csv_bytes(S.key_frame(hs, tokens).assign(**meta)),
                         file_name=f"{stem}_keys.csv", mime="text/csv", key="dl-keys", on_click="ignore")
     c_b.download_button("Full mask row incl. future keys (CSV)",
                         lambda: pd.DataFrame({"position": range(T), "token": tokens, "mask": hs.mask_row.cpu().numpy(),
                                               "scores + mask": hs.masked_row.cpu().numpy()}).assign(**meta)
-                        .to_csv(index=False).encode("utf-8"),
+                        .pipe(ui.csv_bytes),
                         file_name=f"{stem}_mask_row.csv", mime="text/csv", key="dl-mask", on_click="ignore")
     around = list(range(max(0, query - 3), min(T, query + 5)))
     st.dataframe(pd.DataFrame({

@@ -53,6 +53,9 @@ def test_param_counts_match_hf(odd):
     assert counts["total"] == sum(p.numel() for p in odd.hf_model.parameters())
     assert counts["attention Q/K/V weights"] + counts["attention O weight"] == \
         odd.config.n_layers * attention_weight_count(odd.config.d_model, odd.config.n_heads)
+    counted = param_counts(odd.config, odd.weights)            # from the tensors present: the same figures
+    assert counted["total"] == counts["total"]
+    assert counted["attention Q/K/V weights"] == counts["attention Q/K/V weights"]
 
 
 def test_weights_split_per_head(odd):

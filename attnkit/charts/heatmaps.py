@@ -510,18 +510,21 @@ def rank_chart(df: pd.DataFrame, top: int = 15, title: str = "") -> alt.Chart:
 
 
 def distance_chart(dist: np.ndarray, names: list[str], order: list[int], title: str = "") -> alt.Chart:
-    """Heads × heads JS distance in the given order (per-cell marks: meant for ≤ ~64 heads)."""
+    """Heads × heads similarity (1 − JS distance) in the given order; bright = alike, as bright = more
+    attention on the heatmaps (per-cell marks: meant for ≤ ~64 heads)."""
     D = np.asarray(dist)[np.ix_(order, order)]
     ordered = [names[i] for i in order]
     n = len(order)
-    df = pd.DataFrame({"head A": np.repeat(ordered, n), "head B": np.tile(ordered, n), "distance": D.reshape(-1)})
+    df = pd.DataFrame({"head A": np.repeat(ordered, n), "head B": np.tile(ordered, n),
+                       "similarity": 1.0 - D.reshape(-1), "distance": D.reshape(-1)})
     side = max(200, min(640, 14 * n))
-    top = float(D.max()) if n > 1 and D.max() > 0 else 1.0       # the colours span the distances present
+    top = float(D.max()) if n > 1 and D.max() > 0 else 1.0       # the colours span the similarities present
     return alt.Chart(df, title=title).mark_rect().encode(
         x=alt.X("head B:N", sort=ordered, title=None), y=alt.Y("head A:N", sort=ordered, title=None),
-        color=alt.Color("distance:Q", scale=alt.Scale(scheme="viridis", reverse=True, domain=[0, top]),
-                        title="JS distance"),
-        tooltip=["head A", "head B", alt.Tooltip("distance:Q", format=".3f")],
+        color=alt.Color("similarity:Q", scale=alt.Scale(scheme="viridis", domain=[1 - top, 1]),
+                        title="1 − JS distance"),
+        tooltip=["head A", "head B", alt.Tooltip("similarity:Q", format=".3f", title="1 − JS distance"),
+                 alt.Tooltip("distance:Q", format=".3f", title="JS distance")],
     ).properties(width=side, height=side, autosize=PAD)
 
 
@@ -543,6 +546,6 @@ def distance_image(dist: np.ndarray, order: list[int], title: str = "", size: in
         x2="x2:Q",
         y=alt.Y("y:Q", scale=alt.Scale(domain=[0, n], nice=False, reverse=True), title="position in the similarity order"),
         y2="y2:Q", url="url:N")
-    key = alt.Chart(alt.Data(values=[{"d": 0.0}, {"d": top}])).mark_point(opacity=0).encode(
-        color=alt.Color("d:Q", scale=alt.Scale(scheme="viridis", reverse=True, domain=[0, top]), title="JS distance"))
+    key = alt.Chart(alt.Data(values=[{"d": 1.0 - top}, {"d": 1.0}])).mark_point(opacity=0).encode(
+        color=alt.Color("d:Q", scale=alt.Scale(scheme="viridis", domain=[1.0 - top, 1.0]), title="1 − JS distance"))
     return alt.layer(pic, key, title=title).properties(width=size, height=size, autosize=PAD)
