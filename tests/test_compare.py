@@ -170,7 +170,7 @@ def test_page_runs_and_ranks_heads_for_it_animal(odd_dir, odd):
     bars = _frame_with(at, "rank_in_row")
     assert bars["weight"].iloc[0] == pytest.approx(pats.max().item(), abs=1e-6)
     best = divmod(int(pats.argmax()), pats.shape[1])
-    assert bars["head"].iloc[0] == f"{best[0]}.{best[1]}"
+    assert bars["head"].iloc[0] == f"L{best[0]}H{best[1]}"
     # the overview shows the statistic of every head, equal to metrics.head_scores on the run
     over = _frame_with(at, "mean entropy")
     pat = run(odd.weights, ids, capture=["pattern"]).stack("pattern")[:, 0]
@@ -182,7 +182,7 @@ def test_page_runs_and_ranks_heads_for_it_animal(odd_dir, odd):
     d = sim[(sim["head A"] == "L0H0") & (sim["head B"] == "L2H3")]["distance"].item()
     T = len(ids)
     assert d == pytest.approx(np.mean([_np_js_distance(pat[0, 0, r], pat[2, 3, r]) for r in range(1, T)]), abs=1e-5)
-    assert set(sim["head A"]) == {f"{l}.{h}" for l in range(3) for h in range(6)}
+    assert set(sim["head A"]) == {f"L{l}H{h}" for l in range(3) for h in range(6)}
 
 
 def test_changing_the_query_changes_the_ranking(odd_dir):
