@@ -62,7 +62,7 @@ def _n_tokens(model, text: str) -> int:
 
 def enter_prompt(page, text: str, n: int):
     """Type a prompt into the sidebar and run it (Ctrl+Enter); wait until the page shows its n tokens."""
-    text_box = page.locator("[data-testid='stSidebar']").get_by_label("Text")
+    text_box = page.locator("[data-testid='stSidebar']").get_by_role("textbox", name="Text", exact=True)
     text_box.wait_for(timeout=30_000)
     text_box.fill(text)
     text_box.press("Control+Enter")
@@ -97,7 +97,7 @@ def test_every_page_renders_and_is_saved_at_1440(server, page, tmp_path):
     url, model = server
     open_page(page, url, "Home")
     side = page.locator("[data-testid='stSidebar']")
-    assert side.get_by_label("Folder").input_value() == str(model)
+    assert side.get_by_role("textbox", name="Folder", exact=True).input_value() == str(model)
     enter_prompt(page, PROMPT, _n_tokens(model, PROMPT))
     shots = [screenshot(page, "home")]
     for name in PAGES:
