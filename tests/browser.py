@@ -138,3 +138,23 @@ def screenshot(page, name: str, folder: Path | None = None, full_page: bool = Tr
         if size and page.viewport_size != size:
             page.set_viewport_size(size)
     return path
+
+
+def overflow_px(page) -> float:
+    """How far the widest chart or table reaches past the right edge of the column (or the page's content
+    area) holding it (≤ 0: none). Streamlit clips what sticks out of a column, and the content area scrolls
+    inside the page, so the document's own width does not show this."""
+    return page.evaluate("""() => {
+        const main = document.querySelector("[data-testid='stMainBlockContainer']");
+        if (!main) return 0;
+        const inner = (e) => { const r = e.getBoundingClientRect(), cs = getComputedStyle(e);
+                               return r.right - parseFloat(cs.paddingRight) + 1; };
+        const els = document.querySelectorAll("[data-testid='stVegaLiteChart'] canvas, "
+            + "[data-testid='stVegaLiteChart'] svg.marks, [data-testid='stDataFrame'], [data-testid='stTable']");
+        let worst = -1e9;
+        for (const e of els) {
+            const box = e.closest("[data-testid='stColumn']") || main;
+            worst = Math.max(worst, e.getBoundingClientRect().right - inner(box));
+        }
+        return els.length ? worst : 0;
+    }""")

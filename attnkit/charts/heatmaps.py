@@ -124,9 +124,9 @@ def scale_note(scale: str, kind: str = "pattern") -> str:
     if kind != "pattern":
         return "Colours are linear in the score, centred on 0 (white)."
     if scale == "log":
-        return (f"Colours are logarithmic in the weight over {LOG_DECADES} decades: the top colour is the largest "
-                f"weight, each step down a factor of 10, and weights below 1/{10 ** LOG_DECADES:,} of the top "
-                "take the lowest colour.")
+        return (f"Colours are logarithmic in the weight over {LOG_DECADES} decades: each tenth of the top weight "
+                f"is one step down the ramp, and weights below 1/{10 ** LOG_DECADES:,} of the top take the lowest "
+                "colour.")
     if scale == "sqrt":
         return "Colours follow the square root of the weight, which spreads the small weights over more colours."
     return "Colours are linear in the weight."
