@@ -144,7 +144,7 @@ def token_view():
     st.altair_chart(chart, width="content", key="hm_tokens")
     st.caption(f"Colours: {'linear in' if tscale == 'linear' else 'the square root of'} the weight, from 0 to the "
                "largest weight of the chosen token (itself left out; the legend shows the range). "
-               "The first token starts chosen at the last position.")
+               "The last token is the one chosen at first.")
     tbl = pd.DataFrame(A, columns=[f"k{j}" for j in range(T)])
     tbl.insert(0, "query_token", ctx.model.token_strs(ids))
     tbl.insert(0, "query_pos", range(T))
@@ -201,7 +201,7 @@ elif view == VIEWS[0]:
         png = head_png((ctx.model_name, ctx.device, tuple(ids), layer, head, kind, scale), vals, kind, scale)
         domain = hm.colour_domain(vals, masked_full, kind)            # one colour scale for image and window
         q0, k0 = st.session_state["hm_q0"], st.session_state["hm_k0"]
-        full = hm.image_chart(vals, masked=masked_full, kind=kind, scale=scale, png=png, size=390, domain=domain,
+        full = hm.image_chart(vals, masked=masked_full, kind=kind, scale=scale, png=png, size=360, domain=domain,
                               legend=False, title=f"All {T}×{T} cells · click to move the window", labels=labels,
                               select="cell", window=(q0, k0, size, size))
         st.markdown(f"**{title}**")
@@ -226,7 +226,7 @@ elif view == VIEWS[0]:
             bmask = hm.causal_masked(T, T, q0, k0, size, size)
             wchart = hm.cell_chart(block, labels, labels, masked=bmask, q0=q0, k0=k0, kind=kind, scale=scale,
                                    title=f"Window: queries {q0}–{q0 + size - 1}, keys {k0}–{k0 + size - 1}",
-                                   size=380, domain=domain, name=name, legend_orient="bottom", legend_length=260)
+                                   size=360, domain=domain, name=name, legend_orient="bottom", legend_length=260)
             st.altair_chart(wchart, width="content")
             start = st.session_state.get("hm_win_start")
             if kind == "pattern":

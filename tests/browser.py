@@ -95,6 +95,10 @@ def page_url(base_url: str, page_name: str = "Home", query: dict | None = None) 
 def wait_idle(page, timeout: float = 60_000):
     """Wait until Streamlit has finished the script run (no 'running' status widget, no stale elements)."""
     page.wait_for_selector("[data-testid='stApp']", timeout=timeout)
+    try:                                  # a click's rerun may take a moment to start
+        page.wait_for_selector("[data-testid='stStatusWidget']", timeout=1_500)
+    except Exception:
+        pass
     idle = ("() => !document.querySelector(\"[data-testid='stStatusWidget']\") && "
             "document.querySelectorAll(\"[data-stale='true'], [data-testid='stSkeleton']\").length === 0")
     for _ in range(2):                    # twice: a rerun can start just after the first look
