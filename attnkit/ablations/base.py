@@ -211,9 +211,9 @@ class Spec:
         return list(range(n_layers)) if self.layers is None else list(self.layers)
 
     def head_index(self, layer: int):
-        """The heads of ``layer`` the spec names (a list), or ``slice(None)`` when it names none."""
+        """The heads of ``layer`` the spec names (a list), or ``slice(None)`` when it names none there."""
         named = [h for l, h in self.heads if l == layer]
-        return named if self.heads else slice(None)
+        return named or slice(None)
 
 
 _HEAD = re.compile(r"^(?:l(\d+)h(\d+)|(\d+)\.(\d+))$")
