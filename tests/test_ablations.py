@@ -288,7 +288,7 @@ def test_verdicts_follow_the_stated_rule():
     short = head.verdict(eff(0.2, 0.15, 0.25, tokens=18), [])         # one 18-token prompt
     assert short.status == A.NOT_ENOUGH and str(A.MIN_TOKENS) in short.settle
     wide = head.verdict(eff(0.02, -0.01, 0.05), [])
-    assert wide.status == A.NOT_ENOUGH and "tokens instead of 500" in wide.settle
+    assert wide.status == A.NOT_ENOUGH and "tokens (now 500)" in wide.settle
     assert mask.verdict(eff(-0.3, -0.4, -0.2), []).status == A.SUPPORTED         # predicted: the loss falls
     assert mask.verdict(eff(0.3, 0.2, 0.4), []).status == A.NOT_SUPPORTED
     failed = A.Evidence("attention entropy", 2.0, 2.5, "ablated < baseline", False)

@@ -398,12 +398,11 @@ class Kind:
 
 def _settle(eff: Effect, expects: int) -> str:
     half, gap = (eff.hi - eff.lo) / 2, abs(expects * eff.delta - MIN_EFFECT)
-    what = f"the interval to clear {MIN_EFFECT} nats/token"
     if gap < 1e-9:
-        return f"the estimate sits on the {MIN_EFFECT} nats/token threshold: much more text ({what})"
+        return f"the estimate sits on the {MIN_EFFECT} nats/token threshold: far more text than now"
     need = math.ceil(eff.units * (half / gap) ** 2 * 1.2)
-    return (f"about {need:,} {eff.over} instead of {eff.units:,}, if the effect keeps its size "
-            f"(the interval narrows like 1/√n; {what})")
+    return (f"about {need:,} {eff.over} (now {eff.units:,}) for the interval to clear {MIN_EFFECT} nats/token, "
+            f"if the effect keeps its size (the interval narrows like 1/√n)")
 
 
 def fmt_num(x, spec=".3g") -> str:
