@@ -249,8 +249,7 @@ class ShardWorker:
         from .loading import load
 
         self.settings = dict(settings)
-        if settings.get("threads"):
-            torch.set_num_threads(int(settings["threads"]))
+        self.threads = int(settings.get("threads") or 1)
         self.m = load(settings["model"], settings.get("device") or "cpu")
         cfg = self.m.config
         self.window = min(int(settings.get("window") or cfg.n_ctx), cfg.n_ctx)
@@ -276,8 +275,15 @@ class ShardWorker:
         names = tables_for(self.analyses)
         for n in names:
             out[n] = []
+        import torch
+
+        before = torch.get_num_threads()
         for shard, docs in zip(batch["shard"], batch["docs"]):
-            tables = self.process(json.loads(docs))
+            torch.set_num_threads(self.threads)     # the thread count changes float sums: fixed, so both
+            try:                                    # engines give the same numbers
+                tables = self.process(json.loads(docs))
+            finally:
+                torch.set_num_threads(before)
             out["shard"].append(int(shard))
             out["meta"].append(json.dumps(self.meta()))
             for n in names:
@@ -494,10 +500,11 @@ def _rows(batch: dict):
         yield {k: v[i] for k, v in batch.items()}
 
 
-def _ray_engine(settings, items, address=None, workers=None, cpus_per_worker=1.0, gpus_per_worker=0.0):
+def _ray_engine(settings, items, address=None, workers=None, gpus_per_worker=0.0):
     """Ray Data: the shards as a dataset, ``map_batches(ShardWorker)`` on an actor pool of ``workers``
     actors (each loads the model once; ``gpus_per_worker`` > 0 puts it on a GPU), results streamed back
-    to the driver as they finish. Uses the running Ray if there is one, else ``ray.init(address)``."""
+    to the driver as they finish. Each actor reserves ``settings["threads"]`` CPUs and runs torch with
+    that many threads. Uses the running Ray if there is one, else ``ray.init(address)``."""
     import ray
 
     started = False
@@ -510,6 +517,7 @@ def _ray_engine(settings, items, address=None, workers=None, cpus_per_worker=1.0
         ctx.enable_progress_bars = False
         ctx.print_on_execution_start = False
         res = ray.cluster_resources()
+        cpus_per_worker = settings["threads"]
         if workers is None:
             if gpus_per_worker:
                 workers = max(1, int(res.get("GPU", 0) // gpus_per_worker))
@@ -570,7 +578,7 @@ def _part(k: int) -> str:
 
 
 def settings_for(model, analyses, window=None, batch=4, shard_docs=SHARD_DOCS, ablations=DEFAULT_ABLATIONS,
-                 field="text", device="cpu", threads=None) -> dict:
+                 field="text", device="cpu", threads=1) -> dict:
     """Checked settings (CorpusError when one is out of range); these decide the numbers."""
     if isinstance(analyses, str):
         analyses = [a.strip() for a in analyses.split(",") if a.strip()]
@@ -588,14 +596,14 @@ def settings_for(model, analyses, window=None, batch=4, shard_docs=SHARD_DOCS, a
         raise CorpusError(f"--batch must be at least 1, got {batch}")
     if int(shard_docs) < 1:
         raise CorpusError(f"--shard-docs must be at least 1, got {shard_docs}")
-    if threads is not None and int(threads) < 1:
+    if threads is None or int(threads) < 1:
         raise CorpusError(f"--threads must be at least 1, got {threads}")
     abl = [check_ablation(s) for s in ablations] if "ablation-loss" in analyses else []
     if "baseline" in abl or len(set(abl)) != len(abl):
         raise CorpusError("--ablation: each ablation once")
     return {"format": FORMAT, "model": str(model), "analyses": [a for a in ANALYSES if a in analyses],
             "window": None if window is None else int(window), "batch": int(batch), "shard_docs": int(shard_docs),
-            "ablations": abl, "field": field, "device": device, "threads": None if threads is None else int(threads)}
+            "ablations": abl, "field": field, "device": device, "threads": int(threads)}
 
 
 def _check_manifest(out: Path, settings: dict, docs) -> dict:
@@ -640,8 +648,8 @@ class RunReport:
 def run_corpus(input, out, model="attnkit-tiny", analyses=("heads", "entropy", "ablation-loss"), *,
                engine: str = "local", address: str | None = None, window: int | None = None, batch: int = 4,
                shard_docs: int = SHARD_DOCS, ablations=DEFAULT_ABLATIONS, field: str = "text", device: str = "cpu",
-               threads: int | None = None, workers: int | None = None, cpus_per_worker: float = 1.0,
-               gpus_per_worker: float = 0.0, max_docs: int | None = None, bootstrap: int = 1000,
+               threads: int = 1, workers: int | None = None, gpus_per_worker: float = 0.0,
+               max_docs: int | None = None, bootstrap: int = 1000,
                progress=None, summary: bool = True) -> RunReport:
     """Run the analyses over the documents of ``input`` into the folder ``out`` (see the module doc).
 
@@ -683,7 +691,7 @@ def run_corpus(input, out, model="attnkit-tiny", analyses=("heads", "entropy", "
     info = {"resumed": resumed, "errors": 0, "started": t0}
     if items:
         if engine == "ray":
-            rows = _ray_engine(settings, items, address, workers, cpus_per_worker, gpus_per_worker)
+            rows = _ray_engine(settings, items, address, workers, gpus_per_worker)
         else:
             rows = _local_engine(settings, items)
         import pyarrow.parquet as pq
@@ -990,14 +998,15 @@ def _parser():
     p.add_argument("--engine", default="local", choices=sorted(ENGINES))
     p.add_argument("--address", default=None, help="Ray cluster: auto or HOST:PORT (default: start Ray here)")
     p.add_argument("--workers", type=int, default=None, help="Ray actors (default: as many as the cluster holds)")
-    p.add_argument("--cpus-per-worker", type=float, default=1.0)
     p.add_argument("--gpus-per-worker", type=float, default=0.0, help="> 0 runs each actor's model on a GPU")
     p.add_argument("--window", type=int, default=None, help="tokens per window (default: the model's context)")
     p.add_argument("--batch", type=int, default=4, help="windows of equal length per forward pass (default 4)")
     p.add_argument("--shard-docs", type=int, default=SHARD_DOCS, help=f"documents per shard (default {SHARD_DOCS})")
     p.add_argument("--max-docs", type=int, default=None, help="use only the first N documents")
     p.add_argument("--device", default="cpu", help="cpu, cuda, mps or auto (local engine; default cpu)")
-    p.add_argument("--threads", type=int, default=None, help="torch threads per worker (default: torch's)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads per worker = CPUs per Ray actor (default 1; the numbers depend on it "
+                        "in the last float bits, so a resumed run must use the same)")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the intervals (default 1000)")
     p.add_argument("--bench", action="store_true", help="measure documents/second: local, then Ray with --workers")
     p.add_argument("--bench-docs", type=int, default=48)
@@ -1014,9 +1023,8 @@ def cli(argv=None) -> int:
             v = getattr(a, name)
             if v is not None and v < 1:
                 raise CorpusError(f"--{name.replace('_', '-')} must be at least 1, got {v}")
-        if a.bootstrap < 0 or a.cpus_per_worker <= 0 or a.gpus_per_worker < 0:
-            raise CorpusError("--bootstrap, --cpus-per-worker and --gpus-per-worker must not be negative "
-                              "(and a worker needs some CPU)")
+        if a.bootstrap < 0 or a.gpus_per_worker < 0:
+            raise CorpusError("--bootstrap and --gpus-per-worker must not be negative")
         if a.bench:
             res = bench(model=a.model or "attnkit-tiny", docs=a.bench_docs, window=a.window or 128,
                         workers=a.workers or 2, batch=a.batch)
@@ -1041,8 +1049,8 @@ def cli(argv=None) -> int:
                 print(notice, file=sys.stderr)
         rep = run_corpus(a.input, a.out, model, a.analyses, engine=a.engine, address=a.address, window=a.window,
                          batch=a.batch, shard_docs=a.shard_docs, ablations=ablations, field=a.field,
-                         device=a.device, threads=a.threads, workers=a.workers, cpus_per_worker=a.cpus_per_worker,
-                         gpus_per_worker=a.gpus_per_worker, max_docs=a.max_docs, bootstrap=a.bootstrap,
+                         device=a.device, threads=a.threads, workers=a.workers, gpus_per_worker=a.gpus_per_worker,
+                         max_docs=a.max_docs, bootstrap=a.bootstrap,
                          progress=Progress())
     except CorpusError as e:
         print(f"{prog}: {e}", file=sys.stderr)
@@ -1116,20 +1124,21 @@ def bench(model: str = "attnkit-tiny", docs: int = 48, window: int = 128, worker
                  "shard_docs": shard_docs, "cpus": os.cpu_count(), "runs": {}}
     with tempfile.TemporaryDirectory() as tmp:
         corpus = bench_corpus(tmp, docs)
-        for engine in engines:
+        for engine, threads in [(e, t) for e in engines for t in (dict.fromkeys((1, workers)) if e == "local" else (1,))]:
+            label = engine if engine == "ray" else f"local-{threads}-thread"
             if engine == "ray" and importlib.util.find_spec("ray") is None:
                 out["runs"]["ray"] = {"skipped": "Ray is not installed (pip install ray)"}
                 continue
             marks: list[tuple[float, int]] = []
             t0 = time.perf_counter()
-            kw = {}
+            kw = {"threads": threads}
             if engine == "ray":
                 import ray
 
                 ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-                kw = {"workers": workers}
+                kw["workers"] = workers
             try:
-                rep = run_corpus(corpus, Path(tmp) / engine, model, analyses, engine=engine, window=window,
+                rep = run_corpus(corpus, Path(tmp) / label, model, analyses, engine=engine, window=window,
                                  batch=batch, shard_docs=shard_docs, ablations=["v=x"], bootstrap=0, summary=False,
                                  progress=lambda d, n, i: marks.append((time.perf_counter(), d)), **kw)
             finally:
@@ -1138,9 +1147,10 @@ def bench(model: str = "attnkit-tiny", docs: int = 48, window: int = 128, worker
             total = time.perf_counter() - t0
             steady = ((marks[-1][1] - marks[0][1]) / (marks[-1][0] - marks[0][0])
                       if len(marks) > 1 and marks[-1][0] > marks[0][0] else math.nan)
-            out["runs"][engine] = {"workers": workers if engine == "ray" else 1, "seconds": round(total, 2),
-                                   "docs_per_s": round(rep.processed_docs / total, 3),
-                                   "steady_docs_per_s": round(steady, 3)}
-            print(f"{engine:>5}: {rep.processed_docs} docs in {total:.1f} s = {rep.processed_docs / total:.2f} docs/s "
+            out["runs"][label] = {"workers": workers if engine == "ray" else 1, "threads": threads,
+                                  "seconds": round(total, 2),
+                                  "docs_per_s": round(rep.processed_docs / total, 3),
+                                  "steady_docs_per_s": round(steady, 3)}
+            print(f"{label:>16}: {rep.processed_docs} docs in {total:.1f} s = {rep.processed_docs / total:.2f} docs/s "
                   f"(steady, after the first shard: {steady:.2f} docs/s)", flush=True)
     return out
