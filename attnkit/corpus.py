@@ -280,12 +280,13 @@ class ShardWorker:
         before = torch.get_num_threads()
         for shard, docs in zip(batch["shard"], batch["docs"]):
             torch.set_num_threads(self.threads)     # the thread count changes float sums: fixed, so both
-            try:                                    # engines give the same numbers
+            t0 = time.perf_counter()                # engines give the same numbers
+            try:
                 tables = self.process(json.loads(docs))
             finally:
                 torch.set_num_threads(before)
             out["shard"].append(int(shard))
-            out["meta"].append(json.dumps(self.meta()))
+            out["meta"].append(json.dumps({**self.meta(), "seconds": round(time.perf_counter() - t0, 4)}))
             for n in names:
                 out[n].append(_to_ipc(tables[n]))
         return {k: np.array(v, dtype=np.int64 if k == "shard" else object) for k, v in out.items()}
@@ -637,8 +638,9 @@ class RunReport:
     skipped_shards: int
     processed_docs: int
     errors: int
-    seconds: float
+    seconds: float                     # wall time of this run (loading the model, starting Ray included)
     engine: str
+    compute_seconds: float = 0.0       # Σ over shards of the time a worker spent on it
 
     @property
     def docs_per_s(self) -> float:
@@ -687,7 +689,7 @@ def run_corpus(input, out, model="attnkit-tiny", analyses=("heads", "entropy", "
             stale.unlink()                # the input shrank: shards past its end are no longer part of it
     items = [{"shard": k, "docs": json.dumps(shards[k], ensure_ascii=False)} for k in pending]
     t0 = time.perf_counter()
-    done, errors = resumed, 0
+    done, errors, compute = resumed, 0, 0.0
     info = {"resumed": resumed, "errors": 0, "started": t0}
     if items:
         if engine == "ray":
@@ -710,6 +712,7 @@ def run_corpus(input, out, model="attnkit-tiny", analyses=("heads", "entropy", "
                     encoding="utf-8"))
                 done += len(shards[k])
                 errors += errs
+                compute += float(meta.get("seconds", 0.0))
                 info.update(errors=errors, shard=k)
                 if progress is not None:
                     progress(done, len(docs), dict(info))
@@ -721,7 +724,7 @@ def run_corpus(input, out, model="attnkit-tiny", analyses=("heads", "entropy", "
     if summary:
         summarise(out, bootstrap=bootstrap, write=True)
     return RunReport(str(out), len(docs), len(shards), len(shards) - len(pending), done - resumed, errors,
-                     seconds, engine)
+                     seconds, engine, compute)
 
 
 # ----------------------------------------------------------------------------- summary
@@ -1114,22 +1117,24 @@ def bench_corpus(folder, docs: int = 48, words: int = 120, seed: int = 0) -> Pat
 
 def bench(model: str = "attnkit-tiny", docs: int = 48, window: int = 128, workers: int = 2, batch: int = 4,
           analyses=("heads", "entropy", "ablation-loss"), engines=("local", "ray"), shard_docs: int = 4) -> dict:
-    """Documents per second of the local engine and of Ray with ``workers`` actors on this machine
-    (a local Ray cluster started with ``num_cpus = workers``), on :func:`bench_corpus`. Each figure is
-    the wall time from the start of the run (models loading, Ray starting its actors) to the last
-    shard written, and also 'steady' from the first shard written."""
+    """Documents per second on :func:`bench_corpus`: the local engine with 1 and with ``workers`` torch
+    threads, and Ray with ``workers`` one-thread actors on a local Ray cluster of ``num_cpus = workers``.
+
+    Per run: ``seconds`` wall time from the start (model loading, Ray starting its actors included) to
+    the last shard written, ``docs_per_s`` = docs / seconds, ``worker_docs_per_s`` = docs / Σ shard
+    time (what one worker does once running) and ``startup_s`` = seconds − Σ shard time / workers (the
+    fixed cost: loading, scheduling, transfers)."""
     import tempfile
 
     out: dict = {"model": model, "docs": docs, "window": window, "batch": batch, "analyses": list(analyses),
-                 "shard_docs": shard_docs, "cpus": os.cpu_count(), "runs": {}}
+                 "shard_docs": shard_docs, "cpus": os.cpu_count(), "load_average": _loadavg(), "runs": {}}
     with tempfile.TemporaryDirectory() as tmp:
         corpus = bench_corpus(tmp, docs)
         for engine, threads in [(e, t) for e in engines for t in (dict.fromkeys((1, workers)) if e == "local" else (1,))]:
-            label = engine if engine == "ray" else f"local-{threads}-thread"
+            label = f"ray-{workers}-workers" if engine == "ray" else f"local-{threads}-thread"
             if engine == "ray" and importlib.util.find_spec("ray") is None:
-                out["runs"]["ray"] = {"skipped": "Ray is not installed (pip install ray)"}
+                out["runs"][label] = {"skipped": "Ray is not installed (pip install ray)"}
                 continue
-            marks: list[tuple[float, int]] = []
             t0 = time.perf_counter()
             kw = {"threads": threads}
             if engine == "ray":
@@ -1140,17 +1145,27 @@ def bench(model: str = "attnkit-tiny", docs: int = 48, window: int = 128, worker
             try:
                 rep = run_corpus(corpus, Path(tmp) / label, model, analyses, engine=engine, window=window,
                                  batch=batch, shard_docs=shard_docs, ablations=["v=x"], bootstrap=0, summary=False,
-                                 progress=lambda d, n, i: marks.append((time.perf_counter(), d)), **kw)
+                                 **kw)
             finally:
                 if engine == "ray":
                     ray.shutdown()
             total = time.perf_counter() - t0
-            steady = ((marks[-1][1] - marks[0][1]) / (marks[-1][0] - marks[0][0])
-                      if len(marks) > 1 and marks[-1][0] > marks[0][0] else math.nan)
-            out["runs"][label] = {"workers": workers if engine == "ray" else 1, "threads": threads,
-                                  "seconds": round(total, 2),
-                                  "docs_per_s": round(rep.processed_docs / total, 3),
-                                  "steady_docs_per_s": round(steady, 3)}
-            print(f"{label:>16}: {rep.processed_docs} docs in {total:.1f} s = {rep.processed_docs / total:.2f} docs/s "
-                  f"(steady, after the first shard: {steady:.2f} docs/s)", flush=True)
+            n_workers = workers if engine == "ray" else 1
+            out["runs"][label] = {
+                "workers": n_workers, "threads": threads, "seconds": round(total, 2),
+                "docs_per_s": round(rep.processed_docs / total, 3),
+                "worker_docs_per_s": round(rep.processed_docs / rep.compute_seconds, 3),
+                "startup_s": round(total - rep.compute_seconds / n_workers, 2)}
+            r = out["runs"][label]
+            print(f"{label:>16}: {rep.processed_docs} docs in {total:.1f} s = {r['docs_per_s']:.2f} docs/s; "
+                  f"one worker {r['worker_docs_per_s']:.2f} docs/s once running; fixed cost ≈ {r['startup_s']:.1f} s",
+                  flush=True)
+    out["load_average_after"] = _loadavg()
     return out
+
+
+def _loadavg():
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
