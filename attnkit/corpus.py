@@ -17,7 +17,8 @@ over an actor pool (``ActorPoolStrategy``), one shard per batch. The driver alon
 so cluster nodes need no shared filesystem. Output folder::
 
     manifest.json                       settings; a rerun with other settings is refused
-    documents/part-00000.parquet        one row per document: status ok | short | error, stage, error
+    documents/part-00000.parquet        one row per document: status ok | short | error, stage, error,
+                                        chars, chars_cut (beyond the Entropy page's 200,000 per text)
     windows/part-00000.parquet          one row per window: doc, window, start, tokens
     heads/part-00000.parquet            doc, window, layer, head, the metrics.HEAD_STATS columns
     entropy/part-00000.parquet          doc, window, layer, head, entropy[T], first_token[T]
@@ -45,10 +46,12 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from .prompts import MAX_PROMPT_CHARS as MAX_CHARS      # entropy.documents cuts each text there
 
 __all__ = [
     "ANALYSES", "DEFAULT_ABLATIONS", "CorpusError", "read_inputs", "ShardWorker", "ablation_loss",
@@ -66,6 +69,9 @@ NOT_YET = {"patching": "activation patching needs attnkit.patching, which this v
 #: The layer-wide ablations run by default (head ablations need a head: zero-head:L.H).
 DEFAULT_ABLATIONS = ("v=x", "wk=wq", "no-scale", "no-mask")
 SHARD_DOCS = 16
+#: Bootstrap cells (resamples × entropy cells) held at once: 25M doubles = 200 MB. With gpt2 small's 64
+#: positions that is all 1000 resamples; gpt2-xl's entropy intervals use 156 (recorded in summary.json).
+ENTROPY_BOOT_CELLS = 25_000_000
 FORMAT = 1
 TABLES = {"heads": "heads", "entropy": "entropy", "ablation-loss": "ablation"}
 #: Settings that change the numbers: a rerun into the same folder must match them.
@@ -215,6 +221,7 @@ def _schemas(stats):
     lh = key + [("layer", pa.int32()), ("head", pa.int32())]
     return {
         "documents": pa.schema([("doc", pa.int64()), ("doc_id", pa.string()), ("chars", pa.int64()),
+                                ("chars_cut", pa.int64()),
                                 ("windows", pa.int32()), ("status", pa.string()), ("stage", pa.string()),
                                 ("error", pa.string())]),
         "windows": pa.schema(key + [("start", pa.int64()), ("tokens", pa.int32())]),
@@ -244,8 +251,6 @@ class ShardWorker:
     """
 
     def __init__(self, settings: dict):
-        import torch
-
         from .loading import load
 
         self.settings = dict(settings)
@@ -296,7 +301,8 @@ class ShardWorker:
         from .entropy import documents
 
         rows = {d["doc"]: {"doc": d["doc"], "doc_id": d["doc_id"], "chars": len(d["text"] or ""),
-                           "windows": 0, "status": "ok", "stage": None, "error": None} for d in docs}
+                           "chars_cut": max(0, len(d["text"] or "") - MAX_CHARS), "windows": 0,
+                           "status": "ok", "stage": None, "error": None} for d in docs}
 
         def fail(doc, stage, err):
             r = rows[doc]
@@ -622,6 +628,9 @@ def _check_manifest(out: Path, settings: dict, docs) -> dict:
             what = ", ".join(f"{k}: {was.get(k)!r} there, {mine[k]!r} now" for k in diff)
             raise CorpusError(f"{out} holds a run with other settings ({what}); "
                               "use another --out, or the same settings to resume")
+        if old.get("n_docs") != len(docs):        # the input grew or shrank: the shards say what is finished
+            old["n_docs"] = len(docs)
+            _write_atomic(path, lambda p: p.write_text(json.dumps(old, indent=1), encoding="utf-8"))
         return old
     elif out.exists() and any(out.iterdir()):
         raise CorpusError(f"{out} exists and is not a corpus result folder (no manifest.json); use an empty or new folder")
@@ -687,6 +696,8 @@ def run_corpus(input, out, model="attnkit-tiny", analyses=("heads", "entropy", "
     for stale in sorted((out / "_done").glob("part-*.json")) if (out / "_done").exists() else []:
         if int(stale.stem.split("-")[1]) >= len(shards):
             stale.unlink()                # the input shrank: shards past its end are no longer part of it
+            for n in names:
+                (out / n / f"{stale.stem}.parquet").unlink(missing_ok=True)
     items = [{"shard": k, "docs": json.dumps(shards[k], ensure_ascii=False)} for k in pending]
     t0 = time.perf_counter()
     done, errors, compute = resumed, 0, 0.0
@@ -814,6 +825,7 @@ def summarise(out, bootstrap: int = 1000, level: float = 0.95, seed: int = 0, ma
     W = rng.multinomial(D, np.full(D, 1.0 / D), size=int(bootstrap)).astype(np.float64) if D >= 2 and bootstrap else None
     dix = lambda docs: np.searchsorted(ok_docs, np.asarray(docs, dtype=np.int64))  # noqa: E731
     L, H = meta.get("n_layers"), meta.get("n_heads")
+    entropy_resamples = None
     result = CorpusResult(path=str(out), info={}, documents=documents)
 
     if "heads" in st["analyses"] and D:
@@ -844,7 +856,10 @@ def summarise(out, bootstrap: int = 1000, level: float = 0.95, seed: int = 0, ma
     if "entropy" in st["analyses"] and D:
         T = int(windows["tokens"].max())
         P = sample_positions(T, max_points, head=min(16, max_points))
-        acc = _Boot(W, (2, L, H + 1, len(P)), (1, 1, 1, len(P)))
+        K = 2 * L * (H + 1) * len(P)
+        We = None if W is None else W[: max(50, min(W.shape[0], ENTROPY_BOOT_CELLS // K))]
+        entropy_resamples = 0 if We is None else We.shape[0]
+        acc = _Boot(We, (2, L, H + 1, len(P)), (1, 1, 1, len(P)))
         for k in ks:
             t = read("entropy", k)
             if not t.num_rows:
@@ -912,7 +927,8 @@ def summarise(out, bootstrap: int = 1000, level: float = 0.95, seed: int = 0, ma
         "windows": int(len(windows)), "tokens": int(windows["tokens"].sum()) if len(windows) else 0,
         "shards_done": ks, "complete": len(documents) == man.get("n_docs"),
         "interval": {"method": "percentile bootstrap, documents resampled", "level": level,
-                     "resamples": int(bootstrap) if W is not None else 0, "seed": seed},
+                     "resamples": int(bootstrap) if W is not None else 0, "seed": seed,
+                     "resamples_entropy": entropy_resamples},
     }
     if write:
         for name in ("heads", "entropy", "ablation"):
@@ -958,11 +974,14 @@ def load_result(path) -> CorpusResult:
     * ``ablation``: one row per ablation ('baseline' first) — ``nats`` (per predicted token),
       ``lo``, ``hi``, ``increase`` over the baseline with ``increase_lo``/``increase_hi``, ``tokens``.
     * ``documents`` (every finished document with its status) and ``errors`` (those not 'ok').
-    * ``info``: settings, model shape, counts, ``complete``, the interval method.
+    * ``info``: settings, model shape, counts, ``complete``, the interval method (``resamples``;
+      ``resamples_entropy`` is fewer for very large models, to bound memory).
 
     A table is None when its analysis was not run. When the saved summary is missing or older than the
     finished shards (a run still going, or interrupted), the summary is computed here from the shards
-    and not written. CorpusError when ``path`` is not a corpus result.
+    and not written (that can take a while on a large corpus: callers that redraw, like pages, should
+    cache on the path and the mtime of ``summary.json`` and the ``_done`` folder). CorpusError when
+    ``path`` is not a corpus result.
     """
     import pandas as pd
 
@@ -1087,6 +1106,10 @@ def _print_summary(rep: RunReport, res: CorpusResult):
         for r in res.ablation.itertuples():
             print(f"  {r.ablation:<16} {r.nats:.4f} nats/token [{r.lo:.4f}, {r.hi:.4f}]"
                   + ("" if r.ablation == "baseline" else f"  increase {r.increase:+.4f} [{r.increase_lo:+.4f}, {r.increase_hi:+.4f}]"))
+    cut = res.documents[res.documents["chars_cut"] > 0]
+    if len(cut):
+        print(f"  {len(cut)} document(s) longer than {MAX_CHARS:,} characters: only their first {MAX_CHARS:,} "
+              "were used (as on the Entropy page); split them into several documents to use all")
     if len(res.errors):
         for r in res.errors.head(5).itertuples():
             print(f"  {r.status}: {r.doc_id} ({r.stage}): {r.error}")

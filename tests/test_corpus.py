@@ -252,3 +252,25 @@ def test_progress_line():
     p(4, 10, {"resumed": 2, "errors": 1, "started": 0.0})
     line = s.getvalue()
     assert "4/10 docs (2 resumed)" in line and "docs/s" in line and "left" in line and "1 error" in line
+
+
+def test_local_engine_needs_no_ray_and_ray_engine_says_how_to_get_it(corpus_file, tmp_path, monkeypatch, capsys):
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['ray'] = None\n"               # any `import ray` now fails
+            "from attnkit.corpus import run_corpus\n"
+            f"r = run_corpus({str(corpus_file)!r}, {str(tmp_path / 'out')!r}, 'attnkit-tiny', 'heads', window=8, "
+            "max_docs=2, bootstrap=0)\n"
+            "assert r.processed_docs == 2, r\n")
+    env = {**__import__("os").environ, "PYTHONPATH": str(Path(C.__file__).parents[1]), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+    real = C.importlib.util.find_spec
+    monkeypatch.setattr(C.importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    from attnkit.__main__ import main
+
+    assert main(["corpus", "--model", "attnkit-tiny", "--input", str(corpus_file), "--out", str(tmp_path / "o2"),
+                 "--engine", "ray"]) == 2
+    assert "pip install ray" in capsys.readouterr().err and not (tmp_path / "o2").exists()
