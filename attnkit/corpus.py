@@ -531,6 +531,10 @@ def _ray_engine(settings, items, address=None, workers=None, gpus_per_worker=0.0
             else:
                 workers = max(1, int(res.get("CPU", 1) // max(cpus_per_worker, 1e-9)))
         workers = max(1, min(int(workers), len(items)))
+        fits = res.get("GPU", 0) // gpus_per_worker if gpus_per_worker else res.get("CPU", 0) // cpus_per_worker
+        if workers > fits:
+            print(f"attnkit corpus: {workers} actors asked for, the cluster has room for {int(fits)} now "
+                  "(the rest wait for the autoscaler, if any)", file=sys.stderr)
         settings = dict(settings)
         if gpus_per_worker and settings.get("device", "cpu") == "cpu":
             settings["device"] = "cuda"
@@ -959,6 +963,37 @@ class CorpusResult:
     def complete(self) -> bool:
         return bool(self.info.get("complete"))
 
+    def head_stat(self, stat: str):
+        """One head statistic as compare.scores_frame lays it out — head ('L.H'), layer, head_index,
+        ``stat`` (the corpus mean) — plus lo, hi and windows. KeyError for a statistic not in the result."""
+        if self.heads is None:
+            raise KeyError("this corpus run has no head statistics (analysis 'heads')")
+        df = self.heads[self.heads["stat"] == stat]
+        if not len(df):
+            raise KeyError(f"no head statistic {stat!r}; there are: {', '.join(dict.fromkeys(self.heads['stat']))}")
+        return (df.rename(columns={"label": "head", "head": "head_index", "mean": stat})
+                [["head", "layer", "head_index", stat, "lo", "hi", "windows"]].reset_index(drop=True))
+
+    def curve(self, quantity: str = "entropy", head: int | None = None, layers=None, normalised: bool = False):
+        """Corpus curves per layer in the columns of entropy.curve_frame — layer, position, n, mean, lo,
+        hi, docs (here: windows reaching the position), bound — for one head or (None) the mean over
+        heads; ``normalised`` divides entropy by ln n (position 0 left out)."""
+        if self.entropy is None:
+            raise KeyError("this corpus run has no entropy curves (analysis 'entropy')")
+        e = self.entropy[self.entropy["quantity"] == quantity]
+        e = e[e["head"].isna()] if head is None else e[e["head"] == int(head)]
+        if layers is not None:
+            e = e[e["layer"].isin(list(layers))]
+        e = e.rename(columns={"windows": "docs"})[["layer", "position", "n", "mean", "lo", "hi", "docs", "bound"]]
+        if normalised:
+            if quantity != "entropy":
+                raise ValueError("only the entropy has a normalised view")
+            e = e[e["position"] >= 1].copy()
+            for c in ("mean", "lo", "hi"):
+                e[c] = e[c] / e["bound"]
+            e["bound"] = 1.0
+        return e.reset_index(drop=True)
+
 
 def load_result(path) -> CorpusResult:
     """Read a corpus result folder for display: the summary tables, with intervals.
@@ -974,6 +1009,9 @@ def load_result(path) -> CorpusResult:
     * ``ablation``: one row per ablation ('baseline' first) — ``nats`` (per predicted token),
       ``lo``, ``hi``, ``increase`` over the baseline with ``increase_lo``/``increase_hi``, ``tokens``.
     * ``documents`` (every finished document with its status) and ``errors`` (those not 'ok').
+    * ``head_stat(stat)`` and ``curve(quantity, head, layers, normalised)``: the same numbers in the
+      layouts of :func:`attnkit.compare.scores_frame` and :func:`attnkit.entropy.curve_frame` (plus
+      ``lo``/``hi``), to draw beside the current prompt's.
     * ``info``: settings, model shape, counts, ``complete``, the interval method (``resamples``;
       ``resamples_entropy`` is fewer for very large models, to bound memory).
 

@@ -274,3 +274,17 @@ def test_local_engine_needs_no_ray_and_ray_engine_says_how_to_get_it(corpus_file
     assert main(["corpus", "--model", "attnkit-tiny", "--input", str(corpus_file), "--out", str(tmp_path / "o2"),
                  "--engine", "ray"]) == 2
     assert "pip install ray" in capsys.readouterr().err and not (tmp_path / "o2").exists()
+
+
+def test_result_frames_for_the_pages(local_run):
+    res = C.load_result(local_run[0])
+    pt = res.head_stat("previous-token")
+    assert list(pt.columns) == ["head", "layer", "head_index", "previous-token", "lo", "hi", "windows"]
+    assert pt["head"].iloc[1] == "0.1" and len(pt) == 4 * 8
+    with pytest.raises(KeyError, match="there are"):
+        res.head_stat("nope")
+    c = res.curve("entropy", head=None, layers=[0, 3])
+    assert list(c.columns) == ["layer", "position", "n", "mean", "lo", "hi", "docs", "bound"]
+    assert set(c["layer"]) == {0, 3} and c["position"].max() == WINDOW - 1
+    nc = res.curve("entropy", head=2, normalised=True)
+    assert (nc["position"] >= 1).all() and (nc["mean"] <= 1 + 1e-6).all() and (nc["bound"] == 1).all()
