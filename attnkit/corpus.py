@@ -697,6 +697,7 @@ def run_corpus(input, out, model="attnkit-tiny", analyses=("heads", "entropy", "
             resumed += len(s)
         else:
             pending.append(k)
+            marker.unlink(missing_ok=True)     # its documents changed: not finished until redone
     for stale in sorted((out / "_done").glob("part-*.json")) if (out / "_done").exists() else []:
         if int(stale.stem.split("-")[1]) >= len(shards):
             stale.unlink()                # the input shrank: shards past its end are no longer part of it
