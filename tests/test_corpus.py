@@ -149,6 +149,14 @@ def test_resume_after_interrupted_run(corpus_file, local_run, tmp_path):
     assert rep.skipped_shards == rep.shards and rep.processed_docs == 0
     with pytest.raises(C.CorpusError, match="other settings"):
         C.run_corpus(corpus_file, out, **{**KW, "window": 8})
+    changed = tmp_path / "edited" / corpus_file.name           # one document edited: only its shard is redone
+    changed.parent.mkdir()
+    lines = corpus_file.read_text(encoding="utf-8").splitlines()
+    lines[3] = json.dumps({"text": "An edited document about heads and tokens."})
+    changed.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    rep = C.run_corpus(changed, out, **KW)
+    assert rep.skipped_shards == rep.shards - 1 and rep.processed_docs == 2
+    assert C.load_result(out).complete
 
 
 def test_failing_document_is_recorded_and_the_run_goes_on(corpus_file, tiny, tmp_path, monkeypatch):
