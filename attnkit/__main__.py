@@ -14,6 +14,7 @@ COMMANDS = {
     "entropy": ("attnkit.entropy", "attention entropy against context length"),
     "ablate": ("attnkit.ablations", "run an ablation and report the loss change"),
     "heads": ("attnkit.metrics", "per-head scores: previous-token, first-token, induction…"),
+    "corpus": ("attnkit.corpus", "heads, entropy and ablation losses over a corpus, locally or on Ray"),
     "train-default": ("attnkit.train", "retrain the shipped attnkit-tiny model"),
 }
 

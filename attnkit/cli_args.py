@@ -80,8 +80,7 @@ def _shown(s: str) -> str:
 def writable_path(s: str) -> str:
     """A file path that can be written: its folder exists and is writable, and it is not a folder.
     Nothing is created here."""
-    utf8_text(s)
-    p = Path(s).expanduser()
+    p = _path(s)
     if p.is_dir():
         raise Err(f"{_shown(s)} is a folder; give a file name")
     parent = p.parent if str(p.parent) else Path(".")
@@ -100,10 +99,15 @@ def writable_path(s: str) -> str:
     return s
 
 
+def _path(s: str) -> Path:
+    """The path a value names (after checking it is valid UTF-8 text)."""
+    utf8_text(s)
+    return Path(s).expanduser()
+
+
 def writable_dir(s: str) -> str:
     """A folder that exists and is writable, or can be created (its nearest existing parent is writable)."""
-    utf8_text(s)
-    p = Path(s).expanduser()
+    p = _path(s)
     if p.exists() and not p.is_dir():
         raise Err(f"{_shown(s)} is a file, not a folder")
     probe = p
@@ -120,8 +124,7 @@ def writable_dir(s: str) -> str:
 
 def existing_file(s: str) -> str:
     """A readable, non-empty file."""
-    utf8_text(s)
-    p = Path(s).expanduser()
+    p = _path(s)
     if not p.exists():
         raise Err(f"{_shown(s)}: no such file")
     if not p.is_file():

@@ -185,7 +185,7 @@ def run_frame(pages: list) -> None:
         _frame.active, _frame.ctx = False, None
         notice = url_save()
         if notice:
-            st.sidebar.caption(notice)
+            st.sidebar.caption(plain(notice))
 
 
 def page(title: str, icon: str = "🔍") -> Context:

@@ -204,9 +204,10 @@ else:
 
     sim_res = similarity(ctx.model_name, ctx.device, tuple(ids), tuple(heads), ctx.prepend_bos, ctx)
     N = len(heads)
-    if len(sim_res.rows) < sim_res.n_rows_total:
-        st.caption(f"{T} tokens and {N} heads: the distance is averaged over {len(sim_res.rows)} evenly spaced query "
-                   f"rows of the {sim_res.n_rows_total} (to keep this fast), not all of them.")
+    n_rows, n_all = len(sim_res.rows), sim_res.n_rows_total
+    if n_rows < n_all:
+        st.caption(f"{T} tokens and {N} heads: the distance is averaged over {n_rows} evenly spaced query "
+                   f"rows of the {n_all} (to keep this fast), not all of them.")
     if N <= hm.MARK_LIMIT:
         sim = hm.distance_chart(sim_res.distance, sim_res.names, sim_res.order,
                                 title=f"Similarity (1 − JS distance), {N} heads in similarity order")
