@@ -122,7 +122,7 @@ _frame = threading.local()
 
 #: URL query parameter -> session key: a view is shared by its link (the page is the URL's path).
 URL_KEYS = {"model": "ak_model", "folder": "ak_folder", "prompt": "ak_text", "bos": "ak_bos",
-            "layer": "hm_layer", "head": "hm_head", "view": "hm_view", "values": "hm_values",
+            "layer": "hm_layer", "head": "hm_head", "view": "hm_view", "values": "hm_values", "scale": "hm_scale",
             "stat": "cmp_stat"}
 _URL_INTS = {"hm_layer", "hm_head"}
 _URL_BOOLS = {"ak_bos"}

@@ -154,7 +154,7 @@ def token_view():
 
 what = "weight" if kind == "pattern" else "pre-softmax score"
 if not tokens_view:
-    st.caption(f"{T} tokens · rows are queries (the position attending), columns keys (the position attended to) · "
+    st.caption(f"{T} tokens · rows are queries (the position attending), columns keys (the position attended to) · "  # internal text: the page's words and hm.scale_note
                f"**grey = masked** (a future key, hidden by the causal mask{'; its weight is exactly 0' if kind == 'pattern' else '; its score is replaced by −∞ before the softmax'}), "
                f"distinct from a visible {what} of 0. " + hm.scale_note(scale, kind) +
                (" The top colour is the largest weight outside row 0 (query 0 can only put its whole weight, 1, "

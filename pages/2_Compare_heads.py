@@ -114,6 +114,11 @@ picked = st.multiselect("Open heads (up to 4)", all_heads, key="cmp_open", max_s
                         help=f"Sorted list by “{stat}”: " + ", ".join(ranked[:5]) + " …")
 if ctx.all_selected:
     st.caption("Heatmaps use the first prompt; pick a single prompt in the sidebar for another.")
+if st.session_state.get("cmp_scale") not in hm.SCALES:
+    st.session_state["cmp_scale"] = hm.default_scale(T)
+side_scale = st.radio("Colour scale", hm.SCALES, key="cmp_scale", horizontal=True,
+                      help="The same choice as on the Heatmaps page.")
+st.caption(hm.scale_note(side_scale))  # internal text: a sentence from the chart module
 if picked:
     tr = ui.trace(ctx, capture=CAPTURE, ids=ids)
     masked = hm.causal_masked(T)
@@ -126,10 +131,11 @@ if picked:
         vals = tr["pattern", l][0, h].float().cpu().numpy()
         with col:
             if T <= hm.MARK_LIMIT:
-                ch = hm.cell_chart(vals, labels, labels, masked=masked, title=f"head {name}",
+                ch = hm.cell_chart(vals, labels, labels, masked=masked, title=f"head {name}", scale=side_scale,
                                    size=max(180, 640 // len(picked)), axes=len(picked) <= 2, legend=False)
             else:
-                ch = hm.image_chart(vals, masked=masked, title=f"head {name}", size=max(180, 620 // len(picked)),
+                ch = hm.image_chart(vals, masked=masked, title=f"head {name}", scale=side_scale,
+                                    size=max(180, 620 // len(picked)),
                                     legend=False)
             st.altair_chart(ch, width="content")
             row = {s: float(v[l, h]) for s, v in prompt_scores(ctx.model_name, ctx.device, tuple(ids), CAPTURE,
@@ -172,7 +178,7 @@ else:
     table = compare.rank_heads_for_pair(q_rows, 0, k)
     bars = hm.rank_chart(table, title=f"Weight from {labels[q]} to {labels[k]}, top {min(15, L * H)} of {L * H} heads")
     left, right = st.columns([1, 1])
-    left.altair_chart(bars, width="stretch")
+    left.altair_chart(bars, width="content")
     shown = table.head(20).assign(top_key=[labels[j] for j in table.head(20)["top_key"]])
     right.dataframe(shown, hide_index=True, width="stretch",
                     column_config={"rank_in_row": st.column_config.NumberColumn(

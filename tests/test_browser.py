@@ -219,3 +219,42 @@ def test_long_prompt_image_tooltip_names_tokens_and_a_click_moves_the_window(ser
                            arg=str(start), timeout=30_000)
     assert int(q_from.input_value()) != start
     screenshot(page, "heatmaps_long_clicked")
+
+
+def test_a_shared_link_opens_the_same_head_and_prompt(server, page, browser):
+    """URL round trip: choose a head, read the address the page now has, open it in a fresh tab."""
+    url, model = server
+    text = "A shared view of the animal and the street."
+    open_page(page, url, "Heatmaps", query={"prompt": text, "layer": 1, "head": 3}, charts=1)
+    shared = page.url
+    assert "layer=1" in shared and "head=3" in shared and "prompt=" in shared
+    fresh = browser.new_page(viewport={"width": WIDTH, "height": 1000})      # a new session: nothing shared
+    try:
+        fresh.goto(shared, wait_until="domcontentloaded")
+        fresh.get_by_role("heading", name="Heatmaps").first.wait_for(timeout=60_000)
+        wait_idle(fresh)
+        fmain = fresh.locator("[data-testid='stMain']")
+        # the Layer and Head pickers show the linked head, the sidebar the linked prompt
+        layer_box = fmain.get_by_role("combobox", name="Layer", exact=True).input_value()
+        head_box = fmain.get_by_role("combobox", name="Head", exact=True).input_value()
+        assert layer_box == "1" and head_box.startswith("3") and "L1H3" in head_box
+        box = fresh.locator("[data-testid='stSidebar']").get_by_role("textbox", name="Text", exact=True)
+        assert box.input_value() == text
+        assert "layer=1" in fresh.url and "head=3" in fresh.url
+    finally:
+        fresh.close()
+
+
+def test_run_button_runs_the_typed_prompt(server, page):
+    url, model = server
+    open_page(page, url, "Home")
+    side = page.locator("[data-testid='stSidebar']")
+    box = side.get_by_role("textbox", name="Text", exact=True)
+    text = "Run this prompt with the button please."
+    box.fill(text)
+    # the hint under the box does not cover the text
+    hint_box = box.bounding_box()
+    side.get_by_role("button", name="Run").click()
+    page.get_by_text(f"{_n_tokens(model, text)} tokens", exact=False).first.wait_for(timeout=60_000)
+    wait_idle(page)
+    assert box.input_value() == text and hint_box["height"] > 40

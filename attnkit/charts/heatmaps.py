@@ -498,7 +498,7 @@ def head_overview_chart(df: pd.DataFrame, stat: str, *, text: bool = True, selec
     return alt.layer(*layers).properties(width=cell * H, height=cell * L, autosize=PAD)
 
 
-def rank_chart(df: pd.DataFrame, top: int = 15, title: str = "") -> alt.Chart:
+def rank_chart(df: pd.DataFrame, top: int = 15, title: str = "", width: int = 360) -> alt.Chart:
     """Horizontal bars of the ``top`` heads of a :func:`attnkit.compare.rank_heads_for_pair` table."""
     d = df.head(top)
     return alt.Chart(d, title=title).mark_bar().encode(
@@ -506,7 +506,7 @@ def rank_chart(df: pd.DataFrame, top: int = 15, title: str = "") -> alt.Chart:
         y=alt.Y("head:N", sort=list(d["head"]), title="head", axis=alt.Axis(labelOverlap=False)),
         color=alt.Color("layer:O", scale=alt.Scale(scheme="tableau10")),
         tooltip=["head", alt.Tooltip("weight:Q", format=".4f"), "rank_in_row", "top_key"],
-    ).properties(width=420, height=max(160, 18 * len(d)), autosize=PAD)
+    ).properties(width=width, height=max(160, 18 * len(d)), autosize=PAD)
 
 
 def distance_chart(dist: np.ndarray, names: list[str], order: list[int], title: str = "") -> alt.Chart:
