@@ -51,6 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .compare import head_label
 from .prompts import MAX_PROMPT_CHARS as MAX_CHARS      # entropy.documents cuts each text there
 
 __all__ = [
@@ -858,7 +859,7 @@ def summarise(out, bootstrap: int = 1000, level: float = 0.95, seed: int = 0, ma
         mean, lo, hi = acc.result(level)
         ll, hh, ss = np.meshgrid(np.arange(L), np.arange(H), np.arange(len(stats)), indexing="ij")
         result.heads = pd.DataFrame({
-            "layer": ll.ravel(), "head": hh.ravel(), "label": [f"{l}.{h}" for l, h in zip(ll.ravel(), hh.ravel())],
+            "layer": ll.ravel(), "head": hh.ravel(), "label": [head_label(int(l), int(h)) for l, h in zip(ll.ravel(), hh.ravel())],
             "stat": np.array(stats)[ss.ravel()], "mean": mean.ravel(), "lo": lo.ravel(), "hi": hi.ravel(),
             "windows": acc.N.ravel().astype(np.int64),
         })
@@ -1004,7 +1005,7 @@ class CorpusResult:
 def load_result(path) -> CorpusResult:
     """Read a corpus result folder for display: the summary tables, with intervals.
 
-    * ``heads``: one row per (layer, head, stat) — ``layer``, ``head``, ``label`` ('L.H'), ``stat`` (a
+    * ``heads``: one row per (layer, head, stat) — ``layer``, ``head``, ``label`` ('L1H2'), ``stat`` (a
       name of :data:`attnkit.metrics.HEAD_STATS`), ``mean``, ``lo``, ``hi`` (the interval), ``windows``
       (windows where the statistic is defined).
     * ``entropy``: one row per (quantity, layer, head, position) — ``quantity`` ('entropy' in nats or

@@ -571,3 +571,33 @@ def json_bytes(obj) -> bytes:
 
 def tensor_csv(t: torch.Tensor) -> bytes:
     return csv_bytes(pd.DataFrame(t.detach().cpu().float().numpy()))
+
+
+# ----------------------------------------------------------------------------- corpus results
+
+@st.cache_data(show_spinner="Reading the corpus result …", max_entries=4)
+def _corpus_result(path: str, stamp: tuple):
+    from .corpus import load_result
+
+    return load_result(path)
+
+
+def corpus_result(key: str):
+    """A text box for a corpus result folder (``python -m attnkit corpus --out DIR``); returns the
+    :class:`attnkit.corpus.CorpusResult`, or None (empty box, or a one-line message why not)."""
+    from .corpus import CorpusError
+
+    folder = st.text_input("Corpus result folder (from python -m attnkit corpus --out DIR)", key=key,
+                           placeholder="/path/to/corpus-result").strip()
+    if not folder:
+        return None
+    p = os.path.expanduser(folder)
+    if not os.path.isdir(p):
+        show_error(f"not a folder: {folder}")
+        return None
+    stamp = tuple(os.path.getmtime(os.path.join(p, f)) for f in ("summary.json", "_done") if os.path.exists(os.path.join(p, f)))
+    try:
+        return _corpus_result(p, stamp)
+    except (CorpusError, OSError, ValueError, KeyError) as e:
+        show_error(f"could not read the corpus result {folder}: {e}")
+        return None

@@ -108,6 +108,27 @@ else:
     st.caption(note + " Click a cell to open that head below; outlined: the heads opened.")
     ui.download_buttons(df_stat, overview, f"head_{stat.replace(' ', '_')}", meta(statistic=stat), key="overview")
 
+with st.expander("Beside a corpus: the same statistic over many documents, with intervals"):
+    corpus = ui.corpus_result("cmp_corpus")
+    if corpus is not None:
+        try:
+            df_c = corpus.head_stat(stat)
+        except KeyError as e:
+            st.info(str(e).strip("'\""))  # internal text: the corpus module's message
+        else:
+            here = df_stat.set_index("head")[stat]
+            table = (df_c.assign(**{"this prompt": [float(here.get(h, np.nan)) for h in df_c["head"]]})
+                     .sort_values(stat, ascending=False)[["head", stat, "lo", "hi", "windows", "this prompt"]]
+                     .rename(columns={stat: "corpus mean", "lo": "95 % low", "hi": "95 % high"}))
+            c_chart = hm.head_overview_chart(df_c, stat)
+            left, right = st.columns([1, 1])
+            left.altair_chart(c_chart, width="content")
+            right.dataframe(table, hide_index=True, width="stretch", height=360)
+            st.caption(f"Corpus: {len(corpus.documents):,} documents; intervals: bootstrap over documents. "
+                       "A head whose prompt value lies outside its corpus interval behaves unusually here.")
+            ui.download_buttons(table, c_chart, f"corpus_head_{stat.replace(' ', '_')}", meta(statistic=stat),
+                                key="corpus")
+
 # ----------------------------------------------------------------------------- side by side
 st.subheader("Heads side by side")
 picked = st.multiselect("Open heads (up to 4)", all_heads, key="cmp_open", max_selections=4,

@@ -296,3 +296,22 @@ def test_result_frames_for_the_pages(local_run):
     assert set(c["layer"]) == {0, 3} and c["position"].max() == WINDOW - 1
     nc = res.curve("entropy", head=2, normalised=True)
     assert (nc["position"] >= 1).all() and (nc["mean"] <= 1 + 1e-6).all() and (nc["bound"] == 1).all()
+
+
+def test_compare_page_shows_a_corpus_result_beside_the_prompt(local_run):
+    from helpers import apptest
+
+    out, _ = local_run
+    at = apptest("pages/2_Compare_heads.py", text="The animal didn't cross the street because it was too tired.",
+                 cmp_corpus=str(out)).run()
+    assert not at.exception and not at.error
+    at.selectbox(key="cmp_stat").set_value("previous-token").run()
+    assert not at.exception and not at.error
+    table = next(d.value for d in at.dataframe if "corpus mean" in d.value.columns)
+    res = C.load_result(out)
+    ref = res.head_stat("previous-token")
+    assert len(table) == len(ref) and set(table["head"]) == set(ref["head"])
+    assert (table["95 % low"] <= table["corpus mean"] + 1e-12).all() and (table["corpus mean"] <= table["95 % high"] + 1e-12).all()
+    assert table["this prompt"].notna().all()
+    at.text_input(key="cmp_corpus").set_value(str(out / "nope")).run()
+    assert not at.exception and any("not a folder" in e.value for e in at.error)
