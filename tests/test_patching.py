@@ -1,0 +1,172 @@
+"""Activation patching: against an independent HuggingFace implementation, the 0/1 anchors, inputs, CLI, page."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from attnkit import patching as P
+from helpers import apptest
+
+CLEAN = "The animal didn't cross the street because it was too tired."
+CORRUPT = "The animal didn't cross the street because it was too tired!"
+
+
+@pytest.fixture(scope="module")
+def pair(odd):
+    return P.make_pair(odd, CLEAN, CORRUPT, "it", " the")
+
+
+def _hf_ld(hf, ids, a, d, pos, hook=None):
+    with torch.no_grad():
+        logits = hf(torch.tensor([ids])).logits[0, pos].double()
+    return float(logits[a] - logits[d])
+
+
+def _hf_head_patch(hf, recv_ids, src_ids, layer, head, a, d, pos, n_heads):
+    """Independent: a forward pre-hook on block ``layer``'s attn.c_proj replaces head ``head``'s slice of
+    its input (the merged z) with the source run's."""
+    c_proj = hf.transformer.h[layer].attn.c_proj
+    stored = {}
+    e = hf.config.n_embd // n_heads
+    sl = slice(head * e, (head + 1) * e)
+
+    def grab(mod, args):
+        stored["z"] = args[0].detach().clone()
+
+    hk = c_proj.register_forward_pre_hook(grab)
+    _hf_ld(hf, src_ids, a, d, pos)
+    hk.remove()
+
+    def put(mod, args):
+        x = args[0].clone()
+        x[..., sl] = stored["z"][..., sl]
+        return (x,)
+
+    hk = c_proj.register_forward_pre_hook(put)
+    try:
+        return _hf_ld(hf, recv_ids, a, d, pos)
+    finally:
+        hk.remove()
+
+
+@pytest.mark.parametrize("direction", ["denoise", "noise"])
+def test_head_patch_equals_hf_pre_hook(odd, pair, direction):
+    res = P.patch(odd.weights, pair, "z", direction=direction)
+    hf = odd.hf_model
+    clean = _hf_ld(hf, pair.clean, pair.answer, pair.distractor, pair.pos)
+    corrupt = _hf_ld(hf, pair.corrupt, pair.answer, pair.distractor, pair.pos)
+    assert abs(res.clean_ld - clean) < 1e-5 and abs(res.corrupt_ld - corrupt) < 1e-5
+    recv, src = (pair.corrupt, pair.clean) if direction == "denoise" else (pair.clean, pair.corrupt)
+    H = odd.config.n_heads
+    for layer, head in [(0, 0), (1, 3), (2, H - 1), (2, 2)]:
+        ref = _hf_head_patch(hf, recv, src, layer, head, pair.answer, pair.distractor, pair.pos, H)
+        ref_norm = (ref - corrupt) / (clean - corrupt)
+        assert abs(res.raw[layer, head] - ref) < 1e-5
+        assert abs(res.normalised[layer, head] - ref_norm) < 1e-5
+
+
+def test_head_patch_per_position_matches_hf(odd, pair):
+    """Per-position z patching: one head at one position, HF pre-hook on that position's slice only."""
+    res = P.patch(odd.weights, pair, "z", per_position=True)
+    hf = odd.hf_model
+    layer, head, p = 1, 2, pair.T - 1
+    e = hf.config.n_embd // odd.config.n_heads
+    stored = {}
+    c_proj = hf.transformer.h[layer].attn.c_proj
+    hk = c_proj.register_forward_pre_hook(lambda m, a: stored.__setitem__("z", a[0].clone()))
+    _hf_ld(hf, pair.clean, pair.answer, pair.distractor, pair.pos)
+    hk.remove()
+
+    def put(m, a):
+        x = a[0].clone()
+        x[:, p, head * e:(head + 1) * e] = stored["z"][:, p, head * e:(head + 1) * e]
+        return (x,)
+
+    hk = c_proj.register_forward_pre_hook(put)
+    ref = _hf_ld(hf, pair.corrupt, pair.answer, pair.distractor, pair.pos)
+    hk.remove()
+    assert abs(res.raw[layer, head, p] - ref) < 1e-5
+    # the per-position patches of the only differing position equal the all-position patch
+    assert np.allclose(res.raw[:, :, -1], P.patch(odd.weights, pair, "z").raw, atol=1e-5)
+
+
+def test_resid_anchors(odd, pair):
+    """Patching the whole residual stream from the clean run at any layer gives 1; patching nothing, 0."""
+    for direction, whole in (("denoise", 1.0), ("noise", 0.0)):
+        res = P.patch(odd.weights, pair, "resid", direction=direction)
+        assert np.allclose(res.normalised, whole, atol=1e-6), (direction, res.normalised)
+    res = P.patch(odd.weights, pair, "resid", per_position=True)
+    # positions that do not differ between the prompts: patching them changes nothing (exactly 0)
+    assert np.array_equal(res.normalised[:, :-1], np.zeros_like(res.normalised[:, :-1]))
+    assert abs(res.normalised[0, -1] - 1.0) < 1e-6         # the only differing position, at the embedding
+
+
+def test_attn_mlp_targets_match_hooks(odd, pair):
+    """attn/mlp per position equal a plain full run with the same replacement hook."""
+    from attnkit.model import run
+
+    res = P.patch(odd.weights, pair, "mlp", per_position=True)
+    src = run(odd.weights, pair.clean, capture=["mlp_out", "attn_out"])
+    for point, r in (("mlp_out", res), ("attn_out", P.patch(odd.weights, pair, "attn", per_position=True))):
+        for layer, p in [(0, pair.T - 1), (2, pair.T - 1), (1, 3)]:
+            def hook(t, l, layer=layer, p=p):
+                if l == layer:
+                    t = t.clone()
+                    t[0, p] = src[point, layer][0, p]
+                    return t
+            lg = run(odd.weights, pair.corrupt, hooks={point: hook}).logits[0, pair.pos].double()
+            assert abs(r.raw[layer, p] - float(lg[pair.answer] - lg[pair.distractor])) < 1e-5
+
+
+def test_inputs_rejected_with_messages(odd):
+    with pytest.raises(P.PatchError, match="same length") as e:
+        P.make_pair(odd, CLEAN, "The animal", " it", " the")
+    assert e.value.table and {"position", "clean", "corrupted"} <= set(e.value.table[0])
+    assert "\n" not in str(e.value)
+    with pytest.raises(P.PatchError, match="single token.*\\+"):
+        P.make_pair(odd, CLEAN, CORRUPT, "zebra", " the")         # several tokens with and without a space
+    with pytest.raises(P.PatchError, match="same token"):
+        P.make_pair(odd, CLEAN, CORRUPT, "it", " it")
+    with pytest.raises(P.PatchError, match="outside"):
+        P.make_pair(odd, CLEAN, CORRUPT, "it", " the", pos=99)
+    with pytest.raises(P.PatchError, match="empty"):
+        P.make_pair(odd, " ", CORRUPT, "it", " the")
+
+
+def test_leading_space_is_reported(odd):
+    pr = P.make_pair(odd, CLEAN, CORRUPT, "it", "the")
+    assert pr.answer_token == " it" and "leading space" in pr.notes[0]
+
+
+def test_patch_many_mean_and_spread(odd, pair):
+    other = P.make_pair(odd, "The animal didn't cross the street.", "The animal didn't cross the street!", " it", " the")
+    out = P.patch_many(odd.weights, [pair, other], "attn")
+    assert out["mean"].shape == (odd.config.n_layers,) and out["n"] == 2
+    assert np.allclose(out["mean"], out["per_pair"].mean(0))
+
+
+def test_cli_json(odd_dir, tmp_path, capsys):
+    out = tmp_path / "patch.json"
+    rc = P.cli(["--model", str(odd_dir), "--clean", CLEAN, "--corrupt", CORRUPT, "--answer", "it",
+                "--distractor", "the", "--target", "z", "--json", str(out)])
+    assert rc == 0
+    res = json.loads(out.read_text())
+    assert res["dims"] == ["layer", "head"] and len(res["normalised"]) == 3 and len(res["normalised"][0]) == 6
+    assert res["answer"] == " it"
+    rc = P.cli(["--model", str(odd_dir), "--clean", CLEAN, "--corrupt", CORRUPT, "--answer", "it",
+                "--distractor", "the", "--target", "resid", "--per-position", "--json", str(out)])
+    assert rc == 0 and json.loads(out.read_text())["dims"] == ["layer", "position"]
+    capsys.readouterr()
+    rc = P.cli(["--model", str(odd_dir), "--clean", CLEAN, "--corrupt", "The animal", "--answer", "it",
+                "--distractor", "the"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "same length" in err
+
+
+def test_main_registry_has_patch_and_attribute():
+    from attnkit.__main__ import COMMANDS
+
+    assert COMMANDS["patch"][0] == "attnkit.patching" and COMMANDS["attribute"][0] == "attnkit.attribution"
