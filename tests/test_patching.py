@@ -170,3 +170,47 @@ def test_main_registry_has_patch_and_attribute():
     from attnkit.__main__ import COMMANDS
 
     assert COMMANDS["patch"][0] == "attnkit.patching" and COMMANDS["attribute"][0] == "attnkit.attribution"
+
+
+def test_page_renders_every_section(odd_dir):
+    at = apptest("pages/7_Head_effects.py", odd_dir, he_clean=CLEAN, he_corrupt=CORRUPT, he_answer="it",
+                 he_distractor="the", he_example="Your own").run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    heads = [s.value for s in at.subheader]
+    assert any("Which heads" in h for h in heads) and any("Logit lens" in h for h in heads)
+    assert any("Contribution graph" in h for h in heads)
+    assert any("leading space" in c.value for c in at.caption)
+    at.radio(key="he_lp_target").set_value("MLP output").run()
+    at.radio(key="he_direction").set_value("noise").run()
+    at.radio(key="he_dla_run").set_value("corrupted").run()
+    at.selectbox(key="he_head").set_value("2.5").run()
+    at.slider(key="he_thresh").set_value(0.3).run()
+    assert not at.exception and not at.error
+
+
+def test_page_mismatch_shows_both_tokenizations(odd_dir):
+    at = apptest("pages/7_Head_effects.py", odd_dir, he_clean=CLEAN, he_corrupt="The animal <b>x</b>",
+                 he_answer="it", he_distractor="the", he_example="Your own").run()
+    assert not at.exception
+    assert any("same length" in e.value for e in at.error)
+    table = at.dataframe[0].value
+    assert {"clean", "corrupted"} <= set(table.columns) and len(table) >= 8
+    at = apptest("pages/7_Head_effects.py", odd_dir, he_clean=CLEAN, he_corrupt=CORRUPT,
+                 he_answer="zebra", he_distractor="the", he_example="Your own").run()
+    assert any("single token" in e.value for e in at.error)
+
+
+def test_page_prompt_set_averages(odd_dir):
+    rows = [{"clean": CLEAN, "corrupted": CORRUPT, "answer": "it", "distractor": "the"},
+            {"clean": "The animal didn't cross the street.", "corrupted": "The animal didn't cross the street!",
+             "answer": " it", "distractor": " the"},
+            {"clean": CLEAN, "corrupted": "too short", "answer": "it", "distractor": "the"}]
+    data = "\n".join(json.dumps(r) for r in rows).encode()
+    at = apptest("pages/7_Head_effects.py", odd_dir, he_source="A prompt set (upload)",
+                 he_upload_data=("set.jsonl", data)).run()
+    assert not at.exception, at.exception
+    assert any("row 3" in w.value for w in at.warning)
+    assert any("2 pairs" in c.value for c in at.caption)
+    at.selectbox(key="he_set_target").set_value("MLP output").run()
+    assert not at.exception and not at.error
