@@ -234,7 +234,12 @@ class Lens:
         """Long table: row, layer index, position, token, top token, its probability, answer rank/prob."""
         import pandas as pd
 
+        from .patching import visible
+
         R, T, k = self.top_ids.shape
+        dec = decode
+        decode = (lambda t: visible(dec(t)))          # noqa: E731
+        tokens = [visible(t) for t in tokens]
         recs = []
         for r in range(R):
             for p in range(T):
@@ -281,6 +286,10 @@ class HeadVocab:
     def frame(self, layer: int, head: int, decode):
         import pandas as pd
 
+        from .patching import visible
+
+        dec = decode
+        decode = (lambda t: visible(dec(t)))          # noqa: E731
         up = [{"direction": "promoted", "rank": r + 1, "token": decode(int(t)), "token_id": int(t), "logit": float(v)}
               for r, (t, v) in enumerate(zip(self.promoted_ids[layer, head], self.promoted[layer, head]))]
         down = [{"direction": "suppressed", "rank": r + 1, "token": decode(int(t)), "token_id": int(t),

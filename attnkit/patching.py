@@ -64,8 +64,10 @@ class PatchError(ValueError):
 
 
 def visible(tok: str) -> str:
-    """A token with its spaces and line breaks visible (as the pages show them)."""
-    return tok.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥") or "∅"
+    """A token with its spaces and line breaks visible (as the pages show them); other control
+    characters as \\xNN (they cannot go into an SVG/PNG export)."""
+    tok = tok.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥")
+    return "".join(f"\\x{ord(c):02x}" if ord(c) < 32 or ord(c) == 127 else c for c in tok) or "∅"
 
 
 @dataclass

@@ -161,14 +161,18 @@ def lens_chart(df: pd.DataFrame, labels: list[str], rows: list[str], *, answer: 
     else:
         color = alt.Color("top_prob:Q", title="top token probability", scale=alt.Scale(scheme="viridis"))
     rect = base.mark_rect(stroke="white", strokeWidth=0.5).encode(color=color, tooltip=tips)
-    text = base.mark_text(fontSize=9, limit=cw - 4).encode(text="top_token:N", color=alt.value("white"))
+    dark = "datum.answer_rank > 30" if "answer_rank" in d else "datum.top_prob < 0.5"
+    text = base.mark_text(fontSize=9, limit=cw - 4).encode(
+        text="top_token:N", color=alt.condition(dark, alt.value("white"), alt.value("black")))
     return alt.layer(rect, text).properties(width=cw * T, height=ch * R, autosize=PAD)
 
 
 def head_tokens_chart(df: pd.DataFrame, *, title: str = "") -> alt.Chart:
     """A head's promoted (positive) and suppressed (negative) tokens (columns token, logit, direction)."""
     d = df.copy()
-    d["shown"] = [f"{t!r}" for t in d["token"]]
+    d["shown"] = [f"'{t}'" for t in d["token"]]
+    if d["shown"].duplicated().any():                     # two tokens that look alike: tell them apart by id
+        d["shown"] = [f"'{t}' #{i}" for t, i in zip(d["token"], d["token_id"])]
     order = list(d.sort_values("logit", ascending=False)["shown"])
     return alt.Chart(d, title=title).mark_bar().encode(
         x=alt.X("logit:Q", title="direct effect on the token's logit"),
