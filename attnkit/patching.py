@@ -301,6 +301,10 @@ def patch(weights: Weights, pair: Pair, target: str = "z", *, per_position: bool
     rows = _rows_for(target, per_position, H, T)
     shape = ((L_all, H) if target == "z" else (L_all,)) + ((T,) if per_position else ())
     raw = np.full(shape, np.nan)
+    if per_position:
+        # a patch after the position read cannot reach it (causal mask): the receiving run's value, no run
+        raw[..., pair.pos + 1:] = corrupt_ld if direction == "denoise" else clean_ld
+        rows = [r for r in rows if r[1] <= pair.pos]
     chunk = max(1, max_batch_tokens // T)
     total, done = len(layers) * len(rows), 0
     for L in layers:
@@ -317,8 +321,9 @@ def patch(weights: Weights, pair: Pair, target: str = "z", *, per_position: bool
     if abs(clean_ld - corrupt_ld) < 1e-6:
         notes.append("the clean and corrupted runs give the same logit difference: the normalised values are "
                      "undefined (NaN); the raw logit differences are still shown")
-    if per_position:
-        notes.append(f"position {pair.pos} is read; patches after it cannot change it (causal mask)")
+    if per_position and pair.pos < T - 1:
+        notes.append(f"position {pair.pos} is read: positions after it cannot change it (causal mask) and are "
+                     "not run; they hold the unpatched value")
     return PatchResult(target, direction, per_position, raw, clean_ld, corrupt_ld, pair.pos, total, notes)
 
 

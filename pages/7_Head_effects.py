@@ -31,6 +31,7 @@ MAX_SET = 100                 # pairs of an uploaded prompt set used
 LENS_MAX_T = 48               # logit-lens positions drawn
 GRAPH_MAX_T = 48              # contribution-graph positions drawn
 SET_COLUMNS = ("clean", "corrupted", "answer", "distractor")
+PER_POSITION_MAX_T = 128      # layer × position maps: L·T patched runs
 
 ctx = ui.page("Head effects", "🎯")
 cfg = ctx.model.config
@@ -207,7 +208,17 @@ def one_pair():
     targets = {"residual stream (entering the layer)": "resid", "attention output": "attn", "MLP output": "mlp"}
     tname = st.radio("Patched activation", list(targets), key="he_lp_target", horizontal=True)
     target = targets[tname]
-    with st.spinner(f"Patching {L * T} activations …"):
+    if T > PER_POSITION_MAX_T:
+        st.info(f"The prompts have {T} tokens: per-position maps are computed for pairs of at most "
+                f"{PER_POSITION_MAX_T} tokens ({L}×{T} patched runs each would take long). The head map above "
+                "covers every position; the CLI's --per-position has no limit.", icon="ℹ️")
+    else:
+        layer_position(key, target, tname, direction, toks_clean, labels, pos, meta)
+    attribution_sections(pair, pos, labels, toks_clean, toks_corrupt, T, meta)
+
+
+def layer_position(key, target, tname, direction, toks_clean, labels, pos, meta):
+    with st.spinner(f"Patching {L * len(labels)} activations …"):
         lres = patched(*key, target, True, direction)
     ldf = lres.frame(toks_clean)
     lmap = E.layer_pos_map(ldf, labels, "normalised", legend_title="normalised",
@@ -219,6 +230,8 @@ def one_pair():
                "as the bright cell shifting along the rows.")
     ui.download_buttons(ldf, lmap, f"patch_{target}_{direction}", meta | {"target": target}, key="he_lp")
 
+
+def attribution_sections(pair, pos, labels, toks_clean, toks_corrupt, T, meta):
     # ------------------------------------------------------------------------- attribution
     st.subheader("Direct logit attribution")
     which = st.radio("Run", ["clean", "corrupted"], key="he_dla_run", horizontal=True)

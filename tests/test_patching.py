@@ -214,3 +214,26 @@ def test_page_prompt_set_averages(odd_dir):
     assert any("2 pairs" in c.value for c in at.caption)
     at.selectbox(key="he_set_target").set_value("MLP output").run()
     assert not at.exception and not at.error
+
+
+def test_page_in_the_app_opens_a_clicked_head_in_heatmaps(odd_dir):
+    """Inside the navigation frame: what a click on the patching map leaves behind (the chart's callback
+    sets the Heatmaps page's keys and he_goto) switches to Heatmaps on that head."""
+    at = apptest("app.py", odd_dir, he_clean=CLEAN, he_corrupt=CORRUPT, he_answer="it", he_distractor="the",
+                 he_example="Your own")
+    at.switch_page("pages/7_Head_effects.py").run()
+    assert not at.exception, at.exception
+    assert [t.value for t in at.title] == ["Head effects"]
+    at.session_state["hm_layer"], at.session_state["hm_head"], at.session_state["hm_view"] = 2, 4, "One head"
+    at.session_state["he_goto"] = (2, 4)
+    at.run()
+    assert not at.exception, at.exception
+    assert [t.value for t in at.title] == ["Heatmaps"]
+    assert at.selectbox(key="hm_layer").value == 2 and at.selectbox(key="hm_head").value == 4
+
+
+def test_page_one_token_pair(odd_dir):
+    at = apptest("pages/7_Head_effects.py", odd_dir, he_clean="The", he_corrupt="it", he_answer="it",
+                 he_distractor="the", he_example="Your own").run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
