@@ -89,12 +89,16 @@ class Pair:
 def resolve_token(model, word: str, role: str = "answer") -> tuple[int, str, str]:
     """(token id, token text, note) for ``word``, which must be one token.
 
-    A word without a leading space is tried with one first (" Mary" is how a name follows a space),
-    then as given; the note says which token is used. More than one token -> PatchError naming the pieces.
+    A word starting with a letter or digit and no space is tried with a leading space first (" Mary" is
+    how a name follows a space), then as given; punctuation as given first ("." ends a sentence), then
+    with a space. The note says which token is used. More than one token -> PatchError naming the pieces.
     """
     if word is None or word == "":
         raise PatchError(f"the {role} is empty: give a word that is one token, e.g. ' Mary'")
-    candidates = [word] if word[:1].isspace() else [" " + word, word]
+    if word[:1].isspace():
+        candidates = [word]
+    else:
+        candidates = [" " + word, word] if word[:1].isalnum() else [word, " " + word]
     tried = []
     for c in candidates:
         ids = model.encode(c)
