@@ -20,9 +20,7 @@ position projected onto the vocabulary the same way as DLA: the tokens it pushes
 """
 from __future__ import annotations
 
-import argparse
 import math
-import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -322,24 +320,16 @@ def head_vocab(weights: Weights, ids, pos: int = -1, k: int = 10) -> HeadVocab:
 # ----------------------------------------------------------------------------- CLI
 
 def cli(argv=None) -> int:
+    from . import cli_args as C
     from .patching import _common_args, _write_json, load_pair, visible
 
     prog = "attnkit attribute"
-    p = argparse.ArgumentParser(prog="python -m attnkit attribute",
+    p = C.Parser(prog="python -m attnkit attribute",
                                 description="Direct logit attribution of logit(answer) − logit(distractor) on the "
                                             "clean prompt (and the corrupted one), plus the logit lens.")
     _common_args(p)
-    p.add_argument("--top", type=int, default=15, help="parts listed (default 15)")
+    p.add_argument("--top", type=C.positive_int, default=15, help="parts listed (default 15)")
     a = p.parse_args(argv)
-    if a.top < 1:
-        print(f"{prog}: --top must be ≥ 1", file=sys.stderr)
-        return 2
-    if a.json_out:
-        try:
-            open(a.json_out, "a", encoding="utf-8").close()
-        except OSError as e:
-            print(f"{prog}: cannot write {a.json_out}: {e.strerror or e}", file=sys.stderr)
-            return 2
     got = load_pair(a, prog)
     if got is None:
         return 2

@@ -352,14 +352,19 @@ def patch_many(weights: Weights, pairs: list[Pair], target: str = "z", *, per_po
 # ----------------------------------------------------------------------------- CLI
 
 def _common_args(p: argparse.ArgumentParser):
+    from . import cli_args as C
+
     p.add_argument("--model", default=None, help="hub name, attnkit-tiny or a local folder (default: as verify)")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--clean", required=True, help="the clean prompt")
-    p.add_argument("--corrupt", required=True, help="the corrupted prompt (same number of tokens)")
-    p.add_argument("--answer", required=True, help="the answer token (e.g. ' Mary'; a leading space is tried)")
-    p.add_argument("--distractor", required=True, help="the distractor token (e.g. ' John')")
-    p.add_argument("--position", type=int, default=None, help="position whose logits are read (default: last)")
-    p.add_argument("--json", dest="json_out", default=None, help="write the results here as JSON")
+    p.add_argument("--device", default="cpu", type=C.device)
+    p.add_argument("--clean", required=True, type=C.utf8_text, help="the clean prompt")
+    p.add_argument("--corrupt", required=True, type=C.utf8_text, help="the corrupted prompt (same number of tokens)")
+    p.add_argument("--answer", required=True, type=C.utf8_text,
+                   help="the answer token (e.g. ' Mary'; a word without a space is tried with one first)")
+    p.add_argument("--distractor", required=True, type=C.utf8_text, help="the distractor token (e.g. ' John')")
+    p.add_argument("--position", type=int, default=None,
+                   help="position whose logits are read (default: the last; negative counts from the end)")
+    p.add_argument("--json", dest="json_out", default=None, type=C.writable_path,
+                   help="write the results here as JSON")
 
 
 def load_pair(a, prog: str):
@@ -387,8 +392,10 @@ def _write_json(path: str, obj: dict, prog: str) -> bool:
 
 
 def cli(argv=None) -> int:
+    from .cli_args import Parser
+
     prog = "attnkit patch"
-    p = argparse.ArgumentParser(prog="python -m attnkit patch",
+    p = Parser(prog="python -m attnkit patch",
                                 description="Activation patching on a clean/corrupted prompt pair: the normalised "
                                             "logit difference (corrupted 0, clean 1) for every patched activation.")
     _common_args(p)
@@ -397,12 +404,6 @@ def cli(argv=None) -> int:
     p.add_argument("--direction", choices=DIRECTIONS, default="denoise",
                    help="denoise: corrupted run, clean activation patched in (default); noise: the reverse")
     a = p.parse_args(argv)
-    if a.json_out:
-        try:
-            open(a.json_out, "a", encoding="utf-8").close()
-        except OSError as e:
-            print(f"{prog}: cannot write {a.json_out}: {e.strerror or e}", file=sys.stderr)
-            return 2
     got = load_pair(a, prog)
     if got is None:
         return 2

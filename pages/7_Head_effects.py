@@ -98,8 +98,8 @@ if goto is not None:
     try:
         st.switch_page("pages/1_Heatmaps.py")
     except st.errors.StreamlitAPIException:        # this page run on its own, outside the navigation
-        st.info(f"Head {goto[0]}.{goto[1]} and the clean prompt are selected on the Heatmaps page; open it from "
-                "the navigation.", icon="🔥")
+        st.info(ui.plain(f"Head {goto[0]}.{goto[1]} and the clean prompt are selected on the Heatmaps page; open "
+                         "it from the navigation."), icon="🔥")
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -184,11 +184,12 @@ def one_pair():
     with st.spinner(f"Patching {L * H} heads …"):
         zres = patched(*key, "z", False, direction)
     gap = zres.clean_ld - zres.corrupt_ld
-    st.caption(f"Logit difference: clean {zres.clean_ld:+.3f}, corrupted {zres.corrupt_ld:+.3f}. "
-               f"{'Denoising' if direction == 'denoise' else 'Noising'}: each cell is one run of the "
-               f"{'corrupted' if direction == 'denoise' else 'clean'} prompt with that head's z (all positions) "
-               f"taken from the {'clean' if direction == 'denoise' else 'corrupted'} run, started at the head's "
-               f"layer from the cached residual stream; {zres.n_runs} patched runs in {L} batches.")
+    st.caption(ui.plain(
+        f"Logit difference: clean {zres.clean_ld:+.3f}, corrupted {zres.corrupt_ld:+.3f}. "
+        f"{'Denoising' if direction == 'denoise' else 'Noising'}: each cell is one run of the "
+        f"{'corrupted' if direction == 'denoise' else 'clean'} prompt with that head's z (all positions) "
+        f"taken from the {'clean' if direction == 'denoise' else 'corrupted'} run, started at the head's "
+        f"layer from the cached residual stream; {zres.n_runs} patched runs in {L} batches."))
     if abs(gap) < 1e-6:
         st.warning("The clean and corrupted runs give the same logit difference: nothing to normalise against "
                    "(the maps show NaN). Pick prompts that differ in what the answer depends on.", icon="⚠️")
@@ -224,10 +225,11 @@ def layer_position(key, target, tname, direction, toks_clean, labels, pos, meta)
     lmap = E.layer_pos_map(ldf, labels, "normalised", legend_title="normalised",
                            title=f"{direction}: {tname}, one position at a time")
     st.altair_chart(lmap, width="content")
-    st.caption(f"Each cell: the {tname} at one layer and one position patched alone. Positions after the one "
-               f"read ({labels[pos]}) cannot matter (the causal mask). For the residual stream, each row adds up "
-               "everything the earlier layers moved to each position: information moving between positions shows "
-               "as the bright cell shifting along the rows.")
+    st.caption(ui.plain(
+        f"Each cell: the {tname} at one layer and one position patched alone. Positions after the one "
+        f"read ({labels[pos]}) cannot matter (the causal mask). For the residual stream, each row adds up "
+        "everything the earlier layers moved to each position: information moving between positions shows "
+        "as the bright cell shifting along the rows."))
     ui.download_buttons(ldf, lmap, f"patch_{target}_{direction}", meta | {"target": target}, key="he_lp")
 
 
@@ -237,11 +239,12 @@ def attribution_sections(pair, pos, labels, toks_clean, toks_corrupt, T, meta):
     which = st.radio("Run", ["clean", "corrupted"], key="he_dla_run", horizontal=True)
     ids = pair.clean if which == "clean" else pair.corrupt
     att = dla(ctx.model_name, ctx.device, tuple(ids), pair.answer, pair.distractor, pos)
-    st.caption(f"Each part of the final residual stream at {labels[pos]} (embeddings, every head's z_h·W_O[h], "
-               "each layer's b_O, each MLP, the final norm's bias), divided by the final LayerNorm's actual scale "
-               f"(held fixed) and projected on W_U[answer] − W_U[distractor]. The parts add up to "
-               f"{att.total:+.4f}; the model's logit difference is {att.actual:+.4f} "
-               f"(|Δ| = {abs(att.total - att.actual):.1e}).")
+    st.caption(ui.plain(
+        f"Each part of the final residual stream at {labels[pos]} (embeddings, every head's z_h·W_O[h], "
+        "each layer's b_O, each MLP, the final norm's bias), divided by the final LayerNorm's actual scale "
+        f"(held fixed) and projected on W_U[answer] − W_U[distractor]. The parts add up to "
+        f"{att.total:+.4f}; the model's logit difference is {att.actual:+.4f} "
+        f"(|Δ| = {abs(att.total - att.actual):.1e})."))
     adf = att.frame()
     left, right = st.columns([3, 2])
     with left:
@@ -317,10 +320,10 @@ def attribution_sections(pair, pos, labels, toks_clean, toks_corrupt, T, meta):
     lch = E.lens_chart(shown, labels[lo:], ln.rows, answer=pair.answer_token,
                        title=f"Top token of the residual stream after each layer ({which} run)")
     st.altair_chart(lch, width="content")
-    st.caption("Each cell: the residual stream at that position after that layer, read through the final norm and "
-               f"the unembedding; the text is its top token, the colour the rank of {pair.answer_token!r} (1 = top). "
-               "The top row is the model's own prediction." + (f" The last {LENS_MAX_T} positions are drawn."
-                                                                 if lo else ""))
+    st.caption(ui.plain(
+        "Each cell: the residual stream at that position after that layer, read through the final norm and "
+        f"the unembedding; the text is its top token, the colour the rank of {pair.answer_token!r} (1 = top). "
+        "The top row is the model's own prediction." + (f" The last {LENS_MAX_T} positions are drawn." if lo else "")))
     ui.download_buttons(ldf, lch, f"logit_lens_{which}", meta | {"run": which}, key="he_lens")
     at_pos = ldf[ldf["position"] == pos][["row", "top_k", "answer_rank", "answer_prob"]]
     st.dataframe(at_pos, hide_index=True, width="stretch",
@@ -382,7 +385,7 @@ def prompt_set():
         ui.show_error(e)
         return
     for p in problems[:20]:
-        st.warning(p, icon="⚠️")
+        st.warning(ui.plain(p), icon="⚠️")
     if len(problems) > 20:
         st.caption(f"… and {len(problems) - 20} more rows skipped.")
     if not pairs:
@@ -412,11 +415,12 @@ def prompt_set():
         mean = np.where(finite, np.nanmean(stack, 0), np.nan)
         std = np.where(finite, np.nanstd(stack, 0), np.nan)
     undefined = int(sum(abs(g) < 1e-6 for g in gaps))
-    st.caption(f"{len(pairs)} pairs; mean and standard deviation of the normalised logit difference (corrupted 0, "
-               f"clean 1) over the pairs" + (f"; {undefined} pair(s) whose clean and corrupted runs agree are "
-                                            "left out (nothing to normalise)" if undefined else "") +
-               f". Each pair is read at its last position. Clean − corrupted logit difference: mean "
-               f"{np.mean(gaps):+.3f}, from {np.min(gaps):+.3f} to {np.max(gaps):+.3f}.")
+    st.caption(ui.plain(
+        f"{len(pairs)} pairs; mean and standard deviation of the normalised logit difference (corrupted 0, "
+        f"clean 1) over the pairs" + (f"; {undefined} pair(s) whose clean and corrupted runs agree are "
+                                     "left out (nothing to normalise)" if undefined else "") +
+        f". Each pair is read at its last position. Clean − corrupted logit difference: mean "
+        f"{np.mean(gaps):+.3f}, from {np.min(gaps):+.3f} to {np.max(gaps):+.3f}."))
     meta = ui.meta_for(ctx, prompt_set=name, pairs=len(pairs), target=target, direction=direction)
     idx = np.indices(mean.shape).reshape(mean.ndim, -1)
     dims = ("layer", "head") if target == "z" else ("layer", "position") if per_position else ("layer",)

@@ -261,3 +261,24 @@ def test_positions_after_the_read_one_are_not_run(odd, pair):
             return t
     lg = run(odd.weights, early.corrupt, hooks={"resid_pre": hook}).logits[0, early.pos].double()
     assert abs(float(lg[early.answer] - lg[early.distractor]) - res.raw[1, p]) < 1e-5
+
+
+@pytest.mark.parametrize("args,expect", [
+    (["patch", "--json", "/no/such/folder/p.json"], "does not exist"),
+    (["patch", "--target", "q"], "--target"),
+    (["patch", "--device", "tpu"], "unknown device"),
+    (["attribute", "--top", "0"], "--top"),
+    (["attribute", "--answer", "abc\udcff"], "not valid UTF-8"),
+])
+def test_cli_bad_values_one_line_before_loading(args, expect, capsys, monkeypatch):
+    from attnkit import loading
+    from attnkit.__main__ import main
+
+    monkeypatch.setattr(loading, "load", lambda *a, **k: pytest.fail("a model was loaded"))
+    base = {"--clean": "a b", "--corrupt": "a c", "--answer": "b", "--distractor": "c"}
+    for k, v in base.items():
+        if k not in args:
+            args = args + [k, v]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and expect in err[0], err
