@@ -126,13 +126,17 @@ def side_by_side(clean_toks: list[str], corrupt_toks: list[str]) -> list[dict]:
     return rows
 
 
-def make_pair(model, clean: str, corrupt: str, answer: str, distractor: str, pos: int | None = None) -> Pair:
-    """Tokenize and check a pair (``model``: a :class:`attnkit.loading.Loaded`); PatchError if unusable."""
+def make_pair(model, clean: str, corrupt: str, answer: str, distractor: str, pos: int | None = None,
+              bos: int | None = None) -> Pair:
+    """Tokenize and check a pair (``model``: a :class:`attnkit.loading.Loaded`); PatchError if unusable.
+    ``bos``: a token id put before both prompts (the sidebar's "Prepend <|endoftext|>")."""
     if not clean or not clean.strip():
         raise PatchError("the clean prompt is empty")
     if not corrupt or not corrupt.strip():
         raise PatchError("the corrupted prompt is empty")
     c_ids, k_ids = model.encode(clean), model.encode(corrupt)
+    if bos is not None:
+        c_ids, k_ids = [bos] + c_ids, [bos] + k_ids
     n_ctx = model.config.n_ctx
     if len(c_ids) > n_ctx or len(k_ids) > n_ctx:
         raise PatchError(f"the prompts have {len(c_ids)} and {len(k_ids)} tokens; the model's context is {n_ctx}")

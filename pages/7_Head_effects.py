@@ -37,6 +37,7 @@ ctx = ui.page("Head effects", "🎯")
 cfg = ctx.model.config
 L, H = cfg.n_layers, cfg.n_heads
 model = ctx.model
+BOS = ctx.bos_id if ctx.prepend_bos else None      # the sidebar's "Prepend <|endoftext|>", before both prompts
 
 
 def weights():
@@ -153,7 +154,7 @@ def one_pair():
     direction = st.session_state["he_direction"]
     try:
         pair = P.make_pair(model, st.session_state["he_clean"], st.session_state["he_corrupt"],
-                           st.session_state["he_answer"], st.session_state["he_distractor"])
+                           st.session_state["he_answer"], st.session_state["he_distractor"], bos=BOS)
     except P.PatchError as e:
         ui.show_error(e if e.table is None else str(e).split(" clean: ")[0])
         if e.table is not None:
@@ -361,7 +362,7 @@ def _read_set(name: str, data: bytes):
             problems.append(f"row {n}: a field is missing or not text")
             continue
         try:
-            pairs.append(P.make_pair(model, *vals))
+            pairs.append(P.make_pair(model, *vals, bos=BOS))
             rows.append(n)
         except P.PatchError as e:
             problems.append(f"row {n}: {str(e).split(' clean: ')[0]}")

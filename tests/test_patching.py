@@ -282,3 +282,12 @@ def test_cli_bad_values_one_line_before_loading(args, expect, capsys, monkeypatc
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and expect in err[0], err
+
+
+def test_page_prepends_bos_to_both_prompts_when_the_sidebar_says_so(odd_dir, odd):
+    T = len(odd.encode(CLEAN))
+    for bos, n in ((False, T), (True, T + 1)):
+        at = apptest("pages/7_Head_effects.py", odd_dir, he_clean=CLEAN, he_corrupt=CORRUPT, he_answer=".",
+                     he_distractor="!", he_example="Your own", ak_bos=bos).run()
+        assert not at.exception and not at.error
+        assert any(c.value.startswith(f"{n} tokens; the prompts differ") for c in at.caption), n
