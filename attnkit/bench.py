@@ -12,6 +12,9 @@ warm-up, and reports the median of each, so that drift in the machine's load hit
     5  TransformerLens ``run_with_cache`` on the same weights, when it is importable (never required)
     6  the full entropy computation (attnkit.entropy.entropy_profile) vs run(capture=["pattern"])
                                                                                     target ≤ 1.5
+    7  activation patching of every head's z (attnkit.patching.patch, batched runs resumed at the
+       patched layer, the two cached runs included) on a 16-token pair vs L·H full forwards
+       (144 for GPT-2 small)                                                        target ≤ 0.6
 
 The default model is GPT-2 small's shape (``GPT2Config()``) with random weights, saved with
 ``save_pretrained`` into a temporary folder and read back through :func:`attnkit.loading.load`,
@@ -45,7 +48,9 @@ TARGETS = {
     "nocapture_vs_hf_sdpa": ("run() capturing nothing / HF SDPA forward", "<=", 1.25),
     "kv_cache_speedup": ("generation without cache / with KV cache (speed-up)", ">=", 4.0),
     "entropy_vs_pattern": ("entropy computation / run(capture=['pattern'])", "<=", 1.5),
+    "patching_vs_forwards": ("patch every head's z (16-token pair) / L·H full forwards", "<=", 0.6),
 }
+PATCH_T = 16
 FULL = dict(lengths=(128, 512, 1024), repeats=5, warmup=1, gen_prompt=128, gen_new=128)
 QUICK = dict(lengths=(16, 32), repeats=2, warmup=1, gen_prompt=8, gen_new=4)
 QUICK_CONFIG = dict(n_layer=2, n_head=4, n_embd=64, n_positions=64, vocab_size=512)
@@ -527,6 +532,43 @@ def entropy_section(loaded, T: int, repeats: int, warmup: int) -> tuple[list, di
     return rows, {"timed": source}
 
 
+def patching_section(loaded, repeats: int, warmup: int, T: int = PATCH_T) -> tuple[list, dict]:
+    """Check 7: all L·H heads patched (z, all positions, denoising) vs L·H full forwards of one prompt."""
+    from . import patching as P
+    from .model import run
+
+    w, dev = loaded.weights, loaded.device
+    c = w.config
+    T = min(T, c.n_ctx)
+    clean = _ids(c.d_vocab, T, dev, seed=7)[0].tolist()
+    corrupt = list(clean)
+    for p in (1, T // 2):                       # the corrupted prompt differs at two positions
+        corrupt[p] = (corrupt[p] + 1) % c.d_vocab
+    pair = P.Pair(clean, corrupt, answer=clean[-1], distractor=(clean[-1] + 1) % c.d_vocab, pos=T - 1)
+    n = c.n_layers * c.n_heads
+    ids = torch.tensor([clean], device=dev)
+    batched = ids.expand(n, -1)
+
+    def forwards():
+        for _ in range(n):
+            run(w, ids)
+
+    fns = {"patch z, all heads": lambda: P.patch(w, pair, "z"),
+           f"{n} full forwards": forwards,
+           f"one forward of {n} rows": lambda: run(w, batched)}
+    with torch.inference_mode():
+        t = interleaved(fns, repeats, warmup, dev)
+    s = {k: _side(k, v) for k, v in t.items()}
+    rows = [_row("patching_vs_forwards", dev, T, s["patch z, all heads"], s[f"{n} full forwards"],
+                 label=f"patch all {n} heads' z / {n} full forwards"),
+            _row("patching_vs_batched_forward", dev, T, s["patch z, all heads"], s[f"one forward of {n} rows"],
+                 label=f"patch all {n} heads' z / one forward of {n} rows (context)")]
+    res = P.patch(w, pair, "z")
+    return rows, {"T": T, "heads": n, "patched_rows": res.n_runs, "batches": c.n_layers,
+                  "timed": "attnkit.patching.patch(weights, pair, 'z'): two cached runs + one batch per layer, "
+                           "each resumed at that layer from the cached residual stream"}
+
+
 def _transformer_lens(loaded) -> tuple[object | None, dict]:
     """TransformerLens 4's ``TransformerBridge`` around the very same HF model (raw HF weights, no
     folding, no centring), or why not. Its ``run_with_cache`` is the peer timed against attnkit."""
@@ -605,6 +647,7 @@ def bench(model: str | None = None, *, lengths=None, repeats=None, quick: bool =
         "generation": {},
         "memory": {},
         "entropy": {},
+        "patching": {},
         "transformer_lens": {},
     }
     try:
@@ -636,6 +679,10 @@ def bench(model: str | None = None, *, lengths=None, repeats=None, quick: bool =
             rows, info = entropy_section(loaded, T, repeats, warmup)
             result["results"] += rows
             result["entropy"][str(dev)] = info
+            log(f"[bench] {dev} patching, T={min(PATCH_T, c.n_ctx)} …")
+            rows, info = patching_section(loaded, repeats, warmup)
+            result["results"] += rows
+            result["patching"][str(dev)] = info
             if memory:
                 log(f"[bench] {dev} memory T={T} …")
                 result["memory"][str(dev)] = memory_section(loaded, source, T, repeats, warmup,

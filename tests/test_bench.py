@@ -33,7 +33,8 @@ def test_json_has_machine_settings_and_targets(quick):
     assert s["lengths"] == [16, 32] and s["repeats"] == 2 and s["quick"] is True and s["interleaved"] is True
     assert quick["model"]["n_layers"] == 2 and quick["model"]["d_model"] == 64
     assert {k: v["value"] for k, v in quick["targets"].items()} == {
-        "pattern_vs_hf_eager": 1.10, "nocapture_vs_hf_sdpa": 1.25, "kv_cache_speedup": 4.0, "entropy_vs_pattern": 1.5}
+        "pattern_vs_hf_eager": 1.10, "nocapture_vs_hf_sdpa": 1.25, "kv_cache_speedup": 4.0, "entropy_vs_pattern": 1.5,
+        "patching_vs_forwards": 0.6}
 
 
 def test_every_check_has_ratio_target_and_medians(quick):
@@ -44,6 +45,8 @@ def test_every_check_has_ratio_target_and_medians(quick):
     assert any(r["check"] == "kv_cache_speedup" for r in rows)
     assert any(r["check"] == "kv_cache_vs_hf_generate" for r in rows)
     assert any(r["check"] == "entropy_vs_pattern" for r in rows)
+    assert any(r["check"] == "patching_vs_forwards" and r["T"] == 16 for r in rows)
+    assert quick["patching"]["cpu"]["heads"] == 8 and quick["patching"]["cpu"]["patched_rows"] == 8
     for r in rows:
         for side in ("a", "b"):
             t = r[side]["times_s"]
