@@ -26,7 +26,7 @@ def test_twelve_sessions_no_cross_talk(odd_dir, odd, tmp_path):
         page = await ctx.new_page()
         t0 = time.perf_counter()
         await page.goto(url, timeout=180_000)          # 12 sessions start at once on a small machine
-        box = page.get_by_label("Text")
+        box = page.get_by_role("textbox", name="Text", exact=True)
         await box.wait_for(timeout=60_000)
         await box.fill(prompts[i])
         await box.press("Control+Enter")
