@@ -41,7 +41,7 @@ from . import prompts as P
 from .model import Intervention, as_ids, run
 
 __all__ = [
-    "LogLengthScaling", "DocCurves", "entropy_profile", "uniform_bound", "Aggregate", "Summary",
+    "LogLengthScaling", "QueryScaling", "DocCurves", "entropy_profile", "uniform_bound", "Aggregate", "Summary",
     "fit_slopes", "documents", "profile_documents", "claim_check", "sample_positions", "cli",
 ]
 
@@ -89,9 +89,29 @@ class LogLengthScaling(Intervention):
         T, S = s.shape[-2:]
         return s * self.factors(T, S, device=s.device, dtype=s.dtype)[:, None]
 
+    def on_queries(self) -> "QueryScaling":
+        """The same change as a hook on q: row i of q times f_i. Scores are bilinear in q and k (rotation
+        is linear per position), so query i's scores come out multiplied by f_i — and nothing needs the
+        pattern, so the fused kernel (and :mod:`attnkit.streaming`) can run it. Positions are 0 … T − 1
+        (no KV cache)."""
+        return QueryScaling(self.factors, layers=self.layers, label=self.describe())
+
     def describe(self) -> str:
         f = "max(1, log_{b}(i+1))" if self.clamp else "log_{b}(i+1)"
         return f"scores × {f.replace('{b}', f'{self.base:g}')}"
+
+
+class QueryScaling(Intervention):
+    """q_i × f_i at the ``q`` hook (before any rotation), f = ``factors(T, device=…, dtype=…)`` [T]:
+    query i's scores multiplied by f_i without touching the scores (see LogLengthScaling.on_queries)."""
+
+    def __init__(self, factors, layers=None, label: str = ""):
+        super().__init__(layers)
+        self.factors = factors
+        self.label = label
+
+    def q(self, q, layer):
+        return q * self.factors(q.shape[-2], device=q.device, dtype=q.dtype)[:, None]
 
 
 class _Recorder(Intervention):
