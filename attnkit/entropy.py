@@ -390,9 +390,23 @@ def documents(encode, texts, window: int, split: bool = True, max_docs: int | No
 
 
 def profile_documents(weights, docs, intervention: Intervention | None = None, batch: int = 4,
-                      progress=None) -> Summary:
+                      progress=None, streaming: bool | str = "auto") -> Summary:
     """Aggregate :func:`entropy_profile` over documents (lists of ids, any lengths ≥ 2); documents of
-    equal length are run together in batches of ``batch``. ``progress(done, total)`` is called."""
+    equal length are run together in batches of ``batch``. ``progress(done, total)`` is called.
+
+    ``streaming`` ("auto": whenever the intervention allows it) computes the curves block-wise with
+    :func:`attnkit.streaming.doc_curves` — the same numbers (to float rounding) without a T × T pattern,
+    which long-context models need."""
+    from . import streaming as S
+
+    profile = entropy_profile
+    if streaming:
+        try:
+            S.streamable(intervention)
+            profile = S.doc_curves
+        except ValueError:
+            if streaming != "auto":
+                raise
     agg = Aggregate()
     order = sorted(range(len(docs)), key=lambda k: -len(docs[k]))
     done = 0
@@ -403,7 +417,7 @@ def profile_documents(weights, docs, intervention: Intervention | None = None, b
         while k + len(group) < len(order) and len(group) < batch and len(docs[order[k + len(group)]]) == T:
             group.append(order[k + len(group)])
         ids = torch.tensor([docs[g] for g in group], dtype=torch.long)
-        agg.add_curves(entropy_profile(weights, ids, intervention, loss=True))
+        agg.add_curves(profile(weights, ids, intervention, loss=True))
         k += len(group)
         done += len(group)
         if progress is not None:

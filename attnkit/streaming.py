@@ -42,7 +42,7 @@ from .model import PATTERN_POINTS, Composed, Intervention, as_ids, run
 
 __all__ = [
     "StreamStats", "Pooled", "stream_stats", "streamable", "pattern_rows", "focus_window", "rows_from_qk",
-    "visible_counts", "pool_size", "qk_points", "BLOCK",
+    "visible_counts", "pool_size", "qk_points", "doc_curves", "BLOCK",
 ]
 
 #: default tile side (queries and keys); the pooling block size is rounded into it
@@ -484,3 +484,12 @@ def focus_window(weights, ids, layer: int, head: int, q0: int, q1: int, k0: int,
     p = pattern_rows(weights, ids, layer, range(q0, q1), heads=[head], intervention=intervention,
                      cols=slice(k0, k1))
     return p[0, 0].cpu().numpy()
+
+
+def doc_curves(weights, ids, intervention=None, loss: bool = True, progress=None, block: int = BLOCK):
+    """:class:`attnkit.entropy.DocCurves` (entropy, first-token mass [B, L, H, T], loss) from one streaming
+    pass: what :func:`attnkit.entropy.entropy_profile` gives, at any length the model takes."""
+    from .entropy import DocCurves
+
+    st = stream_stats(weights, ids, intervention=intervention, loss=loss, progress=progress, block=block)
+    return DocCurves(entropy=st.entropy.transpose(0, 1), first_token=st.first_token.transpose(0, 1), loss=st.loss)
