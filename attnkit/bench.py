@@ -738,6 +738,8 @@ def cli(argv: list[str] | None = None) -> int:
     p.add_argument("--no-memory", action="store_true", help="skip the memory section (it starts subprocesses)")
     p.add_argument("--long", metavar="T,…", help="also the long-context streaming figures at these lengths "
                    "(e.g. 8192,32768; SmolLM2-135M's shape, random weights; minutes per length)")
+    p.add_argument("--long-layers", type=int, help="with --long: keep only this many of the 30 layers (faster; "
+                   "time ratios are per layer)")
     a = p.parse_args(argv)
     try:
         lengths = [int(x) for x in a.lengths.split(",") if x.strip()] if a.lengths else None
@@ -762,7 +764,7 @@ def cli(argv: list[str] | None = None) -> int:
         from . import bench_streaming as BS
 
         long = BS.long_section([int(x) for x in a.long.split(",") if x.strip()], repeats=a.repeats or 2,
-                               threads=a.threads, quick=a.quick, memory=not a.no_memory,
+                               threads=a.threads, quick=a.quick, memory=not a.no_memory, layers=a.long_layers,
                                log=lambda s: print(s, file=sys.stderr, flush=True))
         res["long"] = long
         res["results"] += long["rows"]

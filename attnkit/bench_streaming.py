@@ -43,8 +43,11 @@ def _has_llama() -> bool:
     return "llama" in FAMILIES
 
 
-def make_long_checkpoint(folder: Path, n_ctx: int, quick: bool = False, seed: int = 0) -> tuple[Path, str]:
-    """SmolLM2-135M's shape with random weights saved into ``folder``: (folder, description)."""
+def make_long_checkpoint(folder: Path, n_ctx: int, quick: bool = False, seed: int = 0,
+                         layers: int | None = None) -> tuple[Path, str]:
+    """SmolLM2-135M's shape with random weights saved into ``folder``: (folder, description).
+    ``layers`` keeps only that many of its 30 layers (every layer costs the same: time ratios per layer
+    are the model's; the per-position results grow by 6·4·H·T bytes per layer)."""
     from transformers.utils import logging as hf_logging
 
     from .bench import _byte_tokenizer
@@ -53,12 +56,16 @@ def make_long_checkpoint(folder: Path, n_ctx: int, quick: bool = False, seed: in
     torch.manual_seed(seed)
     small = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                  num_key_value_heads=2, vocab_size=512) if quick else {}
+    if layers:
+        small["num_hidden_layers"] = int(layers)
     if _has_llama():
         from transformers import LlamaConfig, LlamaForCausalLM
 
         cfg = LlamaConfig(**{**SMOL, **small}, max_position_embeddings=n_ctx)
         LlamaForCausalLM(cfg).save_pretrained(folder, safe_serialization=True)
         desc = "random-weight SmolLM2-135M shape (Llama: rotary, GQA 9/3 heads)"
+        if layers:
+            desc += f", first {layers} of 30 layers"
     else:
         from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -66,8 +73,9 @@ def make_long_checkpoint(folder: Path, n_ctx: int, quick: bool = False, seed: in
         cfg = GPT2Config(n_layer=s["num_hidden_layers"], n_head=s["num_attention_heads"], n_embd=s["hidden_size"],
                          n_inner=s["intermediate_size"], vocab_size=s["vocab_size"], n_positions=n_ctx)
         GPT2LMHeadModel(cfg).save_pretrained(folder, safe_serialization=True)
-        desc = ("random-weight GPT-2 with SmolLM2-135M's sizes (30 layers, 9 heads, d_model 576, MLP 1536, "
-                "vocabulary 49,152) — no Llama family on this branch yet, so no GQA or rotary")
+        desc = (f"random-weight GPT-2 with SmolLM2-135M's sizes ({s['num_hidden_layers']} layers, 9 heads, "
+                "d_model 576, MLP 1536, vocabulary 49,152) — no Llama family on this branch yet, so no GQA "
+                "or rotary")
         if quick:
             desc = "random-weight GPT-2 tiny (2 layers, d_model 64)"
     _byte_tokenizer(folder)
@@ -155,7 +163,8 @@ def _probe_subprocess(source: str, T: int, variant: str, threads: int | None) ->
 
 
 def long_section(lengths=(8192,), repeats: int = 2, threads: int | None = None, quick: bool = False,
-                 memory: bool = True, log=print) -> dict:
+                 memory: bool = True, log=print, layers: int | None = None, variants=None,
+                 timing: bool = True) -> dict:
     """Time (interleaved, in this process) and peak memory (fresh processes) at each T; rows as in bench."""
     from .bench import _ids, _row, _side, interleaved
     from .loading import load
@@ -163,14 +172,26 @@ def long_section(lengths=(8192,), repeats: int = 2, threads: int | None = None, 
     out = {"rows": [], "probes": [], "model": None}
     n_ctx = max(lengths)
     with tempfile.TemporaryDirectory(prefix="attnkit-long-") as tmp:
-        source, desc = make_long_checkpoint(Path(tmp) / "smollm2-shape", n_ctx, quick=quick)
+        source, desc = make_long_checkpoint(Path(tmp) / "smollm2-shape", n_ctx, quick=quick, layers=layers)
         source = str(source)
         out["model"] = desc
         for T in lengths:
             if memory:
-                for v in ("forward", "forward_no_logits", "streaming"):
+                for v in variants or ("forward", "forward_no_logits", "streaming"):
                     log(f"[bench] long T={T}: memory of {v} (fresh process) …")
                     out["probes"].append(_probe_subprocess(source, T, v, threads))
+            probe = next((p for p in out["probes"] if p.get("T") == T and p["variant"] == "streaming"
+                          and "error" not in p), None)
+            if probe is not None and probe.get("peak_rise_bytes") is not None:
+                gb = probe["peak_rise_bytes"] / GB
+                mrow = {"check": "streaming_peak_rise_gb", "label": LONG_TARGETS["streaming_peak_rise_gb"][0],
+                        "device": "cpu", "T": T, "a": {"name": "streaming peak rise (GB)", "median_s": gb},
+                        "b": {"name": "1 GB", "median_s": 1.0}, "ratio": gb, "target": None, "op": None,
+                        "pass": None, "miss_by": None}
+                _judge(mrow, "streaming_peak_rise_gb")
+                out["rows"].append(mrow)
+            if not timing:
+                continue
             log(f"[bench] long T={T}: timing forward vs streaming ({repeats} interleaved runs) …")
             loaded = load(source, "cpu")
             w = loaded.weights
@@ -186,16 +207,6 @@ def long_section(lengths=(8192,), repeats: int = 2, threads: int | None = None, 
             out["rows"].append(_row("streaming_vs_forward_no_logits", "cpu", T, s["streaming"],
                                     s["forward_no_logits"], target=False,
                                     label="streaming entropy / forward stopped before the unembedding"))
-            probe = next((p for p in out["probes"] if p.get("T") == T and p["variant"] == "streaming"
-                          and "error" not in p), None)
-            if probe is not None and probe.get("peak_rise_bytes") is not None:
-                gb = probe["peak_rise_bytes"] / GB
-                mrow = {"check": "streaming_peak_rise_gb", "label": LONG_TARGETS["streaming_peak_rise_gb"][0],
-                        "device": "cpu", "T": T, "a": {"name": "streaming peak rise (GB)", "median_s": gb},
-                        "b": {"name": "1 GB", "median_s": 1.0}, "ratio": gb, "target": None, "op": None,
-                        "pass": None, "miss_by": None}
-                _judge(mrow, "streaming_peak_rise_gb")
-                out["rows"].append(mrow)
     return out
 
 

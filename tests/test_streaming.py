@@ -227,3 +227,15 @@ def test_gpt2_small_shape_at_full_context(small):
     torch.testing.assert_close(st.entropy.transpose(0, 1), ref.entropy, rtol=0, atol=TOL)
     torch.testing.assert_close(st.first_token.transpose(0, 1), ref.first_token, rtol=0, atol=TOL)
     assert not math.isnan(float(st.entropy.sum()))
+
+
+def test_long_bench_rows_quick():
+    """bench --long on a tiny stand-in: memory probes in fresh processes, ratios with targets."""
+    from attnkit import bench_streaming as BS
+
+    r = BS.long_section([64], repeats=1, quick=True, log=lambda s: None)
+    checks = {row["check"]: row for row in r["rows"]}
+    assert set(checks) == {"streaming_vs_forward", "streaming_vs_forward_no_logits", "streaming_peak_rise_gb"}
+    assert checks["streaming_vs_forward"]["target"] == 2.0 and checks["streaming_peak_rise_gb"]["target"] == 1.5
+    assert all("error" not in p for p in r["probes"]) and len(r["probes"]) == 3
+    assert "T=    64 streaming" in BS.format_long(r)
