@@ -213,7 +213,8 @@ class _Layer:
     """Buffers of one streaming pass (all layers) and the block loop for one layer."""
 
     def __init__(self, L: int, B: int, H: int, T: int, device, block: int, offset: int | None,
-                 pool_layers: set, pool_k: int | None):
+                 pool_layers: set, pool_k: int | None, fused: bool = True, dtype=torch.float64):
+        self.use_fused, self.dtype = fused, dtype
         f32 = dict(device=device, dtype=torch.float32)
         self.out = {n: torch.empty(L, B, H, T, **f32)
                     for n in ("entropy", "first_token", "previous", "self_mass", "distance", "lse")}
@@ -238,8 +239,45 @@ class _Layer:
             t["induction"] = torch.where((i >= self.offset) & (j >= 0), j, torch.full_like(j, -1))
         return t
 
+    def fused(self, l: int, q: torch.Tensor, k: torch.Tensor, scale: float, group: int) -> bool:
+        """The per-row statistics of a causal layer from one call of the fused flash kernel, which returns
+        lse with its output: with values v_j = [k_j, j] the output is Σ_j a_ij·[k_j, j], so
+
+            H_i = lse_i − scale·q_i·Σ_j a_ij k_j,   distance_i = i − Σ_j a_ij·j,
+
+        and the single entries are exp(scale·q_i·k_j − lse_i). Exact in ``self.dtype`` (float64 by default:
+        the float32 kernel's lse is only good to ~1e-6 relative). False when the kernel is unavailable."""
+        op = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+        if op is None or q.device.type != "cpu":
+            return False
+        B, H, T, e = q.shape
+        dt = self.dtype
+        pad = 8
+        kr = k if group == 1 else k.repeat_interleave(group, dim=1)
+        qq = F.pad(q.to(dt), (0, pad))
+        kk = F.pad(kr.to(dt), (0, pad))
+        pos = torch.arange(T, device=q.device, dtype=dt)
+        vv = torch.cat([kr.to(dt), pos.expand(B, H, T)[..., None], kk.new_zeros(B, H, T, pad - 1)], -1)
+        out, lse = op(qq, kk, vv, 0.0, True, scale=scale)[:2]
+        del qq, kk, vv
+        o = self.out
+        qd = q.to(dt)
+        o["lse"][l] = lse.float()
+        o["entropy"][l] = (lse - scale * torch.linalg.vecdot(qd, out[..., :e])).float()
+        o["distance"][l] = (pos - out[..., e]).float()
+        del out
+        for name, j in self.targets(0, T).items():
+            kj = kr[:, :, j.clamp(min=0)].to(dt)                          # [B, H, T, e]
+            p = torch.exp(scale * torch.linalg.vecdot(qd, kj) - lse)
+            if name in ("previous", "induction"):
+                p = torch.where(j >= 0, p, torch.full_like(p, math.nan))
+            o[name][l] = p.float()
+        return True
+
     @torch.inference_mode()
     def __call__(self, l: int, q: torch.Tensor, k: torch.Tensor, scale: float, window: int | None, group: int):
+        if window is None and l not in self.pool_layers and self.use_fused and self.fused(l, q, k, scale, group):
+            return
         B, H, T, e = q.shape
         Hkv = k.shape[1]
         if q.dtype != torch.float32:
@@ -344,7 +382,8 @@ class _Layer:
 def stream_stats(weights, ids, *, intervention=None, induction_offset: int | None = None,
                  pool: int | None = None, pool_layers: Iterable[int] | None = None, loss: bool = False,
                  keep_qk: Iterable[int] = (), block: int = BLOCK,
-                 progress: Callable[[int, int], None] | None = None, loss_chunk: int = 1024) -> StreamStats:
+                 progress: Callable[[int, int], None] | None = None, loss_chunk: int = 1024,
+                 fused: bool = True, fused_dtype=torch.float64) -> StreamStats:
     """One forward pass of ``ids`` ([T] or [B, T]) through the fused kernel, with every statistic of
     :class:`StreamStats` computed block-wise as each layer's q and k are made.
 
@@ -358,6 +397,9 @@ def stream_stats(weights, ids, *, intervention=None, induction_offset: int | Non
                       T × vocab logits are never formed).
     keep_qk:          layers whose q and k to return (for :func:`pattern_rows` without a second pass).
     progress:         ``progress(layers_done, n_layers)`` after each layer.
+    fused:            causal layers that are not pooled go through the CPU flash kernel, which returns
+                      each row's lse (:meth:`_Layer.fused`; ``fused_dtype`` float64 keeps it exact);
+                      windowed or pooled layers, other devices, or ``fused=False`` use the block loop.
     """
     import time
 
@@ -369,7 +411,8 @@ def stream_stats(weights, ids, *, intervention=None, induction_offset: int | Non
     iv = streamable(intervention)
     pool_k = pool_size(T, pool) if pool else None
     pl = set(range(L)) if pool and pool_layers is None else set(pool_layers or ())
-    st = _Layer(L, B, H, T, weights.device, int(block), induction_offset, pl, pool_k)
+    st = _Layer(L, B, H, T, weights.device, int(block), induction_offset, pl, pool_k, fused=fused,
+                dtype=fused_dtype)
     keep = set(keep_qk)
     qn, kn = qk_points(cfg)
     cur: dict = {}
