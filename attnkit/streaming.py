@@ -213,7 +213,7 @@ class _Layer:
     """Buffers of one streaming pass (all layers) and the block loop for one layer."""
 
     def __init__(self, L: int, B: int, H: int, T: int, device, block: int, offset: int | None,
-                 pool_layers: set, pool_k: int | None, fused: bool = True, dtype=torch.float64):
+                 pool_layers: set, pool_k: int | None, fused: bool = True, dtype=torch.float32):
         self.use_fused, self.dtype = fused, dtype
         f32 = dict(device=device, dtype=torch.float32)
         self.out = {n: torch.empty(L, B, H, T, **f32)
@@ -245,8 +245,9 @@ class _Layer:
 
             H_i = lse_i − scale·q_i·Σ_j a_ij k_j,   distance_i = i − Σ_j a_ij·j,
 
-        and the single entries are exp(scale·q_i·k_j − lse_i). Exact in ``self.dtype`` (float64 by default:
-        the float32 kernel's lse is only good to ~1e-6 relative). False when the kernel is unavailable."""
+        and the single entries are exp(scale·q_i·k_j − lse_i). In float32 (the default) the kernel's lse and
+        output carry ~1e-6 relative error (≤ 2e-6 nats on the tests' models; more with very large scores);
+        float64 is exact but ~3× slower. False when the kernel is unavailable."""
         op = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
         if op is None or q.device.type != "cpu":
             return False
@@ -383,7 +384,7 @@ def stream_stats(weights, ids, *, intervention=None, induction_offset: int | Non
                  pool: int | None = None, pool_layers: Iterable[int] | None = None, loss: bool = False,
                  keep_qk: Iterable[int] = (), block: int = BLOCK,
                  progress: Callable[[int, int], None] | None = None, loss_chunk: int = 1024,
-                 fused: bool = True, fused_dtype=torch.float64) -> StreamStats:
+                 fused: bool = True, fused_dtype=torch.float32) -> StreamStats:
     """One forward pass of ``ids`` ([T] or [B, T]) through the fused kernel, with every statistic of
     :class:`StreamStats` computed block-wise as each layer's q and k are made.
 
@@ -398,7 +399,7 @@ def stream_stats(weights, ids, *, intervention=None, induction_offset: int | Non
     keep_qk:          layers whose q and k to return (for :func:`pattern_rows` without a second pass).
     progress:         ``progress(layers_done, n_layers)`` after each layer.
     fused:            causal layers that are not pooled go through the CPU flash kernel, which returns
-                      each row's lse (:meth:`_Layer.fused`; ``fused_dtype`` float64 keeps it exact);
+                      each row's lse (:meth:`_Layer.fused`; ``fused_dtype=torch.float64`` for exactness);
                       windowed or pooled layers, other devices, or ``fused=False`` use the block loop.
     """
     import time

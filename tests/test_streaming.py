@@ -88,9 +88,10 @@ def _check_against_full(st: S.StreamStats, P: torch.Tensor, vis: torch.Tensor, o
     assert torch.isfinite(st.lse).all()
 
 
-def test_streaming_matches_full_patterns(tiny):
+@pytest.mark.parametrize("fused", [True, False], ids=["flash-kernel", "block-loop"])
+def test_streaming_matches_full_patterns(tiny, fused):
     ids = _ids()
-    st = S.stream_stats(tiny, ids, induction_offset=300, block=128)
+    st = S.stream_stats(tiny, ids, induction_offset=300, block=128, fused=fused)
     P = _full(tiny, ids)
     assert M.entropy(P).std() > 0.5            # the heads are not all near-uniform: a real test
     _check_against_full(st, P, _visible(tiny, T), offset=300)
@@ -102,8 +103,8 @@ def test_streaming_matches_full_patterns(tiny):
 
 def test_block_size_does_not_change_the_numbers(tiny):
     ids = _ids(1, 777)                         # not a multiple of any block
-    a = S.stream_stats(tiny, ids, block=64)
-    b = S.stream_stats(tiny, ids, block=1000)
+    a = S.stream_stats(tiny, ids, block=64, fused=False)
+    b = S.stream_stats(tiny, ids, block=1000, fused=False)
     for name in ("entropy", "first_token", "self_mass", "lse"):
         torch.testing.assert_close(getattr(a, name), getattr(b, name), rtol=0, atol=TOL)
 
@@ -233,9 +234,9 @@ def test_long_bench_rows_quick():
     """bench --long on a tiny stand-in: memory probes in fresh processes, ratios with targets."""
     from attnkit import bench_streaming as BS
 
-    r = BS.long_section([64], repeats=1, quick=True, log=lambda s: None)
+    r = BS.long_section([64], repeats=1, quick=True, log=lambda s: None, variants=("streaming",))
     checks = {row["check"]: row for row in r["rows"]}
     assert set(checks) == {"streaming_vs_forward", "streaming_vs_forward_no_logits", "streaming_peak_rise_gb"}
     assert checks["streaming_vs_forward"]["target"] == 2.0 and checks["streaming_peak_rise_gb"]["target"] == 1.5
-    assert all("error" not in p for p in r["probes"]) and len(r["probes"]) == 3
+    assert all("error" not in p for p in r["probes"]) and len(r["probes"]) == 1
     assert "T=    64 streaming" in BS.format_long(r)
