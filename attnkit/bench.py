@@ -12,9 +12,12 @@ warm-up, and reports the median of each, so that drift in the machine's load hit
     5  TransformerLens ``run_with_cache`` on the same weights, when it is importable (never required)
     6  the full entropy computation (attnkit.entropy.entropy_profile) vs run(capture=["pattern"])
                                                                                     target ≤ 1.5
+       and attnkit.streaming.stream_stats vs entropy_profile (block-wise, no T×T)  target ≤ 1.0
     7  activation patching of every head's z (attnkit.patching.patch, batched runs resumed at the
        patched layer, the two cached runs included) on a 16-token pair vs L·H full forwards
        (144 for GPT-2 small)                                                        target ≤ 0.6
+    8  ``--long 8192,32768``: streaming entropy at long T on SmolLM2-135M's shape (attnkit.bench_streaming):
+       peak memory above the weights (target ≤ 1.5 GB) and time vs a plain forward (target ≤ 2×)
 
 The default model is GPT-2 small's shape (``GPT2Config()``) with random weights, saved with
 ``save_pretrained`` into a temporary folder and read back through :func:`attnkit.loading.load`,
@@ -49,6 +52,7 @@ TARGETS = {
     "kv_cache_speedup": ("generation without cache / with KV cache (speed-up)", ">=", 4.0),
     "entropy_vs_pattern": ("entropy computation / run(capture=['pattern'])", "<=", 1.5),
     "patching_vs_forwards": ("patch every head's z (16-token pair) / L·H full forwards", "<=", 0.6),
+    "streaming_vs_entropy_profile": ("streaming.stream_stats / entropy.entropy_profile", "<=", 1.0),
 }
 PATCH_T = 16
 FULL = dict(lengths=(128, 512, 1024), repeats=5, warmup=1, gen_prompt=128, gen_new=128)
@@ -518,6 +522,9 @@ def entropy_section(loaded, T: int, repeats: int, warmup: int) -> tuple[list, di
 
     fns["metrics.entropy per layer"] = per_layer
     fns["metrics.entropy over stack"] = stacked
+    from .streaming import stream_stats
+
+    fns["streaming"] = lambda: stream_stats(w, ids)         # issue 18: block-wise, no T×T
     with torch.inference_mode():
         t = interleaved(fns, repeats, warmup, dev)
     s = {k: _side(k, v) for k, v in t.items()}
@@ -525,6 +532,8 @@ def entropy_section(loaded, T: int, repeats: int, warmup: int) -> tuple[list, di
     if source is None or not source.startswith("attnkit.entropy.entropy_profile("):
         source = (source or "") + "metrics.entropy per layer over run(capture=['pattern'])"
     rows = [_row("entropy_vs_pattern", dev, T, s[main], s["attnkit pattern"])]
+    if "entropy_profile" in s:
+        rows.append(_row("streaming_vs_entropy_profile", dev, T, s["streaming"], s["entropy_profile"]))
     for other in ("metrics.entropy per layer", "metrics.entropy over stack"):
         if other != main:
             rows.append(_row(f"entropy_{other.split()[-1]}_vs_pattern", dev, T, s[other], s["attnkit pattern"],
@@ -778,6 +787,10 @@ def cli(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=T.positive_int, help="torch.set_num_threads before measuring")
     p.add_argument("--gen-new", type=T.positive_int, help="generated tokens (default 128)")
     p.add_argument("--no-memory", action="store_true", help="skip the memory section (it starts subprocesses)")
+    p.add_argument("--long", metavar="T,…", help="also the long-context streaming figures at these lengths "
+                   "(e.g. 8192,32768; SmolLM2-135M's shape, random weights; minutes per length)")
+    p.add_argument("--long-layers", type=int, help="with --long: keep only this many of the 30 layers (faster; "
+                   "time ratios are per layer)")
     a = p.parse_args(argv)
     try:
         lengths = [int(x) for x in a.lengths.split(",") if x.strip()] if a.lengths else None
@@ -799,7 +812,22 @@ def cli(argv: list[str] | None = None) -> int:
     except LoadError as e:
         print(f"attnkit bench: {e}", file=sys.stderr)
         return 1
+    if a.long:
+        from . import bench_streaming as BS
+
+        long = BS.long_section([int(x) for x in a.long.split(",") if x.strip()], repeats=a.repeats or 2,
+                               threads=a.threads, quick=a.quick, memory=not a.no_memory, layers=a.long_layers,
+                               log=lambda s: print(s, file=sys.stderr, flush=True))
+        res["long"] = long
+        res["results"] += long["rows"]
+        judged = [r for r in res["results"] if r["pass"] is not None]
+        res["summary"].update(passed=sum(r["pass"] for r in judged), judged=len(judged),
+                              missed=[{"check": r["check"], "device": r["device"], "T": r["T"], "ratio": r["ratio"],
+                                       "target": r["target"], "miss_by": r["miss_by"], "why": r.get("why")}
+                                      for r in judged if not r["pass"]])
     print(format_table(res))
+    if a.long:
+        print(BS.format_long(res["long"]))
     if a.json_out:
         Path(a.json_out).write_text(json.dumps(res, indent=1, default=str), encoding="utf-8")
         print(f"\nwrote {a.json_out}")

@@ -40,7 +40,7 @@ from . import prompts as P
 from .model import Intervention, as_ids, run
 
 __all__ = [
-    "LogLengthScaling", "DocCurves", "entropy_profile", "uniform_bound", "Aggregate", "Summary",
+    "LogLengthScaling", "QueryScaling", "DocCurves", "entropy_profile", "uniform_bound", "Aggregate", "Summary",
     "fit_slopes", "documents", "profile_documents", "claim_check", "sample_positions", "cli",
 ]
 
@@ -88,9 +88,29 @@ class LogLengthScaling(Intervention):
         T, S = s.shape[-2:]
         return s * self.factors(T, S, device=s.device, dtype=s.dtype)[:, None]
 
+    def on_queries(self) -> "QueryScaling":
+        """The same change as a hook on q: row i of q times f_i. Scores are bilinear in q and k (rotation
+        is linear per position), so query i's scores come out multiplied by f_i — and nothing needs the
+        pattern, so the fused kernel (and :mod:`attnkit.streaming`) can run it. Positions are 0 … T − 1
+        (no KV cache)."""
+        return QueryScaling(self.factors, layers=self.layers, label=self.describe())
+
     def describe(self) -> str:
         f = "max(1, log_{b}(i+1))" if self.clamp else "log_{b}(i+1)"
         return f"scores × {f.replace('{b}', f'{self.base:g}')}"
+
+
+class QueryScaling(Intervention):
+    """q_i × f_i at the ``q`` hook (before any rotation), f = ``factors(T, device=…, dtype=…)`` [T]:
+    query i's scores multiplied by f_i without touching the scores (see LogLengthScaling.on_queries)."""
+
+    def __init__(self, factors, layers=None, label: str = ""):
+        super().__init__(layers)
+        self.factors = factors
+        self.label = label
+
+    def q(self, q, layer):
+        return q * self.factors(q.shape[-2], device=q.device, dtype=q.dtype)[:, None]
 
 
 class _Recorder(Intervention):
@@ -369,9 +389,23 @@ def documents(encode, texts, window: int, split: bool = True, max_docs: int | No
 
 
 def profile_documents(weights, docs, intervention: Intervention | None = None, batch: int = 4,
-                      progress=None) -> Summary:
+                      progress=None, streaming: bool | str = "auto") -> Summary:
     """Aggregate :func:`entropy_profile` over documents (lists of ids, any lengths ≥ 2); documents of
-    equal length are run together in batches of ``batch``. ``progress(done, total)`` is called."""
+    equal length are run together in batches of ``batch``. ``progress(done, total)`` is called.
+
+    ``streaming`` ("auto": whenever the intervention allows it) computes the curves block-wise with
+    :func:`attnkit.streaming.doc_curves` — the same numbers (to float rounding) without a T × T pattern,
+    which long-context models need."""
+    from . import streaming as S
+
+    profile = entropy_profile
+    if streaming:
+        try:
+            S.streamable(intervention)
+            profile = S.doc_curves
+        except ValueError:
+            if streaming != "auto":
+                raise
     agg = Aggregate()
     order = sorted(range(len(docs)), key=lambda k: -len(docs[k]))
     done = 0
@@ -382,7 +416,7 @@ def profile_documents(weights, docs, intervention: Intervention | None = None, b
         while k + len(group) < len(order) and len(group) < batch and len(docs[order[k + len(group)]]) == T:
             group.append(order[k + len(group)])
         ids = torch.tensor([docs[g] for g in group], dtype=torch.long)
-        agg.add_curves(entropy_profile(weights, ids, intervention, loss=True))
+        agg.add_curves(profile(weights, ids, intervention, loss=True))
         k += len(group)
         done += len(group)
         if progress is not None:

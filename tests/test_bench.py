@@ -34,7 +34,7 @@ def test_json_has_machine_settings_and_targets(quick):
     assert quick["model"]["n_layers"] == 2 and quick["model"]["d_model"] == 64
     assert {k: v["value"] for k, v in quick["targets"].items()} == {
         "pattern_vs_hf_eager": 1.10, "nocapture_vs_hf_sdpa": 1.25, "kv_cache_speedup": 4.0, "entropy_vs_pattern": 1.5,
-        "patching_vs_forwards": 0.6}
+        "patching_vs_forwards": 0.6, "streaming_vs_entropy_profile": 1.0}
 
 
 def test_every_check_has_ratio_target_and_medians(quick):
