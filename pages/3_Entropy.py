@@ -120,7 +120,7 @@ except (ValueError, RuntimeError) as e:
 meta = ui.meta_for(ctx, documents=s.n_docs, window=window)
 verdict, why = E.claim_check(s)
 st.subheader("Does the measurement support it?")
-icon = {"supported": "✅", "partly": "➗", "not supported": "❌"}.get(verdict, "❔")
+icon = {"supported": "✅", "not enough evidence": "➗", "not supported": "❌"}.get(verdict, "❔")
 st.markdown(f"{icon} On **{ui.plain(ctx.model_name)}** with these {s.n_docs} document(s): "
             f"**{verdict}**. {why}")
 if s.T < 64:
