@@ -158,6 +158,20 @@ else:
                "head spreads more slowly than the number of keys grows.")
     ui.download_buttons(dfn, chn, stem="normalised_entropy", meta=meta, key="ent2")
 
+with st.expander("Beside a corpus: the same curves over many documents, with 95 % intervals"):
+    corpus = ui.corpus_result("ent_corpus")
+    if corpus is not None and layers:
+        try:
+            dfc = corpus.curve("entropy", head_i, layers)
+        except KeyError as e:
+            st.info(str(e).strip("'\""))  # internal text: the corpus module's message
+        else:
+            chc = C.curves(dfc, "entropy H (nats), corpus", log_x=log_x)
+            st.altair_chart(chc, width="stretch")
+            st.caption(f"Corpus: {len(corpus.documents):,} documents; band: 95 % bootstrap interval over documents "
+                       "(the curves above are this input's). Dashed: ln n.")
+            ui.download_buttons(dfc, chc, stem="corpus_entropy_vs_length", meta=meta, key="ent-corpus")
+
 # ----------------------------------------------------------------------------- slope map and sinks
 left, right = st.columns(2)
 with left:

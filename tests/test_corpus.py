@@ -116,7 +116,7 @@ def test_local_run_writes_shards_summary_and_errors(corpus_file, local_run, tiny
     assert len(fin) and ((fin["lo"] <= fin["mean"] + 1e-12) & (fin["mean"] <= fin["hi"] + 1e-12)).all()
     # mean over windows of the per-window statistic (every window counts once)
     pt = t["heads"][(t["heads"]["layer"] == 1) & (t["heads"]["head"] == 2)]["previous-token"].mean()
-    assert h[(h["label"] == "1.2") & (h["stat"] == "previous-token")]["mean"].iloc[0] == pytest.approx(pt)
+    assert h[(h["label"] == "L1H2") & (h["stat"] == "previous-token")]["mean"].iloc[0] == pytest.approx(pt)
     e = res.entropy
     assert set(e["quantity"]) == {"entropy", "first_token"} and e["head"].isna().any()
     assert (e[e["quantity"] == "entropy"]["mean"] <= e[e["quantity"] == "entropy"]["bound"] + 1e-6).all()
@@ -288,7 +288,7 @@ def test_result_frames_for_the_pages(local_run):
     res = C.load_result(local_run[0])
     pt = res.head_stat("previous-token")
     assert list(pt.columns) == ["head", "layer", "head_index", "previous-token", "lo", "hi", "windows"]
-    assert pt["head"].iloc[1] == "0.1" and len(pt) == 4 * 8
+    assert pt["head"].iloc[1] == "L0H1" and len(pt) == 4 * 8
     with pytest.raises(KeyError, match="there are"):
         res.head_stat("nope")
     c = res.curve("entropy", head=None, layers=[0, 3])
@@ -315,3 +315,13 @@ def test_compare_page_shows_a_corpus_result_beside_the_prompt(local_run):
     assert table["this prompt"].notna().all()
     at.text_input(key="cmp_corpus").set_value(str(out / "nope")).run()
     assert not at.exception and any("not a folder" in e.value for e in at.error)
+
+
+def test_entropy_page_shows_corpus_curves(local_run):
+    from helpers import apptest
+
+    out, _ = local_run
+    at = apptest("pages/3_Entropy.py", text="The animal didn't cross the street because it was too tired.",
+                 ent_corpus=str(out)).run()
+    assert not at.exception and not at.error
+    assert any("95 % bootstrap interval over documents" in c.value for c in at.caption)
