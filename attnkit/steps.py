@@ -328,8 +328,9 @@ def kv_cache_demo(weights: GPT2Weights, ids, n_new: int, *, check_rows: bool = T
         for t in gen_c.tokens[:-1]:
             run(weights, [[t]], cache=cache)
             lengths.append(cache.length)
-        ref = run(weights, full[:, : cache.length], capture=("k", "v"))
-        kv_diff = max(max(float((cache.keys[l] - ref["k", l]).abs().max()),
+        k_name = "k_rot" if cfg.position == "rotary" else "k"        # rotary families cache k after rotation
+        ref = run(weights, full[:, : cache.length], capture=(k_name, "v"))
+        kv_diff = max(max(float((cache.keys[l] - ref[k_name, l]).abs().max()),
                           float((cache.values[l] - ref["v", l]).abs().max())) for l in range(cfg.n_layers))
     rows = []
     for s in range(n_new):
