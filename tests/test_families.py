@@ -181,6 +181,102 @@ def test_step_by_step_shows_rotation_and_gqa_group(family_model):
     assert demo.tokens_match and demo.max_kv_diff <= 1e-5
 
 
+# ----------------------------------------------------------------------------- GPT-NeoX (Pythia)
+
+@pytest.mark.parametrize("shape", ["pythia-70m", "pythia-160m"])
+def test_pythia_equals_hf(family_model, shape):
+    m = family_model(shape)
+    cfg = m.config
+    assert cfg.family == "gpt_neox" and cfg.parallel and cfg.position == "rotary" and cfg.norm == "layernorm"
+    assert cfg.rotary_dim == cfg.d_head // 4 == 16 and m.weights.inv_freq.shape == (8,)
+    assert torch.equal(m.weights.inv_freq, m.hf_model.gpt_neox.rotary_emb.inv_freq)
+    assert m.weights.W_U.data_ptr() != m.weights.wte.data_ptr()          # untied unembedding
+    assert_equal_to_hf(m, 40)
+
+
+def test_pythia_fused_qkv_is_per_head(family_model):
+    """HF's query_key_value output viewed as [.., H, 3·e]: head h's q, k, v side by side."""
+    m = family_model("pythia-70m")
+    at = m.hf_model.gpt_neox.layers[0].attention
+    x = torch.randn(5, 512, generator=torch.Generator().manual_seed(0))
+    qkv = at.query_key_value(x).view(5, 8, 3 * 64)
+    q, k, v = qkv.chunk(3, dim=-1)                                        # [T, H, e], HF's own split
+    lw = m.weights.layers[0]
+    torch.testing.assert_close(A.project(x, lw.W_Q, lw.b_Q), q.transpose(0, 1), rtol=0, atol=1e-5)
+    torch.testing.assert_close(A.project(x, lw.W_K, lw.b_K), k.transpose(0, 1), rtol=0, atol=1e-5)
+    torch.testing.assert_close(A.project(x, lw.W_V, lw.b_V), v.transpose(0, 1), rtol=0, atol=1e-5)
+    assert lw.W_Q.data_ptr() == at.query_key_value.weight.data_ptr()    # a view, no copy
+
+
+def test_partial_rotary_leaves_the_other_dims(family_model):
+    m = family_model("pythia-70m")
+    tr = run(m.weights, random_ids(10), capture=("q", "q_rot"), layers=[0])
+    q, q_rot = tr["q", 0], tr["q_rot", 0]
+    assert torch.equal(q[..., 16:], q_rot[..., 16:]) and not torch.equal(q[..., 1:, :16], q_rot[..., 1:, :16])
+    assert torch.equal(q[..., 0, :], q_rot[..., 0, :])                    # position 0: angle 0
+
+
+def test_neox_sequential_residual_equals_hf(family_model):
+    m = family_model("pythia-70m", use_parallel_residual=False)
+    assert not m.config.parallel
+    assert_equal_to_hf(m, 24)
+
+
+@pytest.mark.parametrize("shape", ["pythia-70m", "gpt-neo-125m"])
+def test_generation_equals_hf(family_model, shape):
+    m = family_model(shape)
+    g = compare_generation(m.hf_model, m.weights, random_ids(20, seed=7), n_new=8)
+    assert g.ok, g.line()
+    assert g.cache_heads == m.config.kv_heads == m.config.n_heads
+    assert g.cache_bytes == g.full_head_bytes                          # no GQA: the cache is full-head
+
+
+# ----------------------------------------------------------------------------- GPT-Neo
+
+def test_gpt_neo_equals_hf_past_its_local_window(family_model):
+    """GPT-Neo-125M's layers: global, local (w = 256); T = 300 > 256 exercises the window."""
+    m = family_model("gpt-neo-125m")
+    cfg = m.config
+    assert cfg.windows == (None, 256) and not cfg.scale_attn_weights and cfg.attn_scale(1) == 1.0
+    lw = m.weights.layers[0]
+    assert lw.b_Q is None and lw.b_K is None and lw.b_V is None and lw.b_O is not None
+    T = 300
+    assert_equal_to_hf(m, T, seed=11)
+    p = run(m.weights, random_ids(T, seed=11), capture="pattern")
+    local, glob = p["pattern", 1][0], p["pattern", 0][0]
+    assert (local[:, 299, :44] == 0).all() and (local[:, 299, 44:] > 0).all()     # keys 299 − 256 < j ≤ 299
+    assert (glob[:, 299] > 0).all()
+    no_window = Weights(**{**{f.name: getattr(m.weights, f.name) for f in dataclasses.fields(Weights)},
+                           "config": dataclasses.replace(cfg, windows=None)})
+    assert not compare(m.hf_model, no_window, random_ids(T, seed=11)).ok
+
+
+def test_gpt_neo_generation_across_the_window(family_model):
+    m = family_model("gpt-neo-125m")
+    g = compare_generation(m.hf_model, m.weights, random_ids(252, seed=2), n_new=8)    # crosses T = 256
+    assert g.ok, g.line()
+
+
+def test_ablations_per_family(family_model):
+    """W_K = W_Q under GQA is refused with the reason; no scaling on GPT-Neo is a no-op and says so;
+    V = X averages over the query heads of the block's own norm."""
+    from attnkit.ablations import AblationError, KeyIsQuery, NoScale, ValueIsInput
+
+    llama, neo, pythia = family_model("smollm2-135m"), family_model("gpt-neo-125m"), family_model("pythia-70m")
+    ids = random_ids(12)
+    with pytest.raises(AblationError, match="grouped-query"):
+        run(llama.weights, ids, intervention=KeyIsQuery())
+    ns = NoScale(config=neo.config)
+    assert ns.no_op
+    torch.testing.assert_close(run(neo.weights, ids, intervention=ns).logits, run(neo.weights, ids).logits)
+    for m in (llama, pythia):
+        base = run(m.weights, ids).logits
+        assert not torch.allclose(run(m.weights, ids, intervention=ValueIsInput()).logits, base)
+        assert not torch.allclose(run(m.weights, ids, intervention=NoScale(config=m.config)).logits, base)
+    out = run(pythia.weights, ids, intervention=KeyIsQuery(), capture=("q_rot", "k_rot"), layers=[0])
+    assert torch.equal(out["q_rot", 0], out["k_rot", 0])                 # W_K = W_Q: k = q before rotation too
+
+
 # ----------------------------------------------------------------------------- the family table
 
 def test_unsupported_model_type_lists_supported(tmp_path):
@@ -189,12 +285,12 @@ def test_unsupported_model_type_lists_supported(tmp_path):
         load(str(tmp_path), "cpu")
     msg = str(e.value)
     assert "'bert'" in msg and "not supported" in msg
-    for t in ("gpt2", "llama", "qwen2", "mistral"):
+    for t in ("gpt2", "llama", "qwen2", "mistral", "gpt_neox", "gpt_neo"):
         assert t in msg
     with pytest.raises(UnsupportedModel, match="attnkit supports: .*llama"):
         family_for("falcon")
 
 
 def test_family_table():
-    assert {"gpt2", "llama", "qwen2", "mistral"} <= set(supported_types())
+    assert {"gpt2", "llama", "qwen2", "mistral", "gpt_neox", "gpt_neo"} <= set(supported_types())
     assert FAMILIES["qwen2"] is FAMILIES["llama"]

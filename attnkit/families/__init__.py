@@ -71,4 +71,4 @@ def family_for(model_type: str | None) -> Family:
 
 
 # The families register themselves on import.
-from . import gpt2, llama  # noqa: E402,F401
+from . import gpt2, llama, neo, neox  # noqa: E402,F401

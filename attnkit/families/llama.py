@@ -47,7 +47,10 @@ def rope_parameters(cfg) -> dict:
     if isinstance(scaling, dict):
         for k, v in scaling.items():
             p.setdefault(k, v)
-    p.setdefault("rope_theta", getattr(cfg, "rope_theta", None) or 10000.0)
+    p.setdefault("rope_theta", getattr(cfg, "rope_theta", None) or getattr(cfg, "rotary_emb_base", None) or 10000.0)
+    prf = getattr(cfg, "partial_rotary_factor", None) or getattr(cfg, "rotary_pct", None)   # GPT-NeoX: rotary_pct
+    if prf is not None:
+        p.setdefault("partial_rotary_factor", prf)
     p.setdefault("rope_type", p.get("type") or "default")
     return p
 
