@@ -33,6 +33,8 @@ __all__ = [
     "default_model",
     "hub_available",
     "load_for_cli",
+    "FAMILY_MODELS",
+    "split_revision",
 ]
 
 SHIPPED_MODEL = "attnkit-tiny"
@@ -47,7 +49,19 @@ HUB_NAMES = {
     "gpt2-xl": "openai-community/gpt2-xl",
     "distilgpt2": "distilbert/distilgpt2",
 }
-MODEL_CHOICES = [SHIPPED_MODEL, *HUB_NAMES]
+#: Other families: a short list of hub names each (their Family.examples), offered by the model picker.
+def _family_models() -> dict[str, list[str]]:
+    from .families import FAMILIES
+
+    out: dict[str, list[str]] = {}
+    for fam in FAMILIES.values():
+        if fam.name != "gpt2" and fam.name not in out:
+            out[fam.name] = list(fam.examples)
+    return out
+
+
+FAMILY_MODELS = _family_models()
+MODEL_CHOICES = [SHIPPED_MODEL, *HUB_NAMES, *(n for names in FAMILY_MODELS.values() for n in names)]
 
 
 class LoadError(Exception):
@@ -137,12 +151,12 @@ def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
-def _cached(repo: str) -> bool:
+def _cached(repo: str, revision: str | None = None) -> bool:
     try:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:  # pragma: no cover
         return False
-    hit = try_to_load_from_cache(repo, "config.json")
+    hit = try_to_load_from_cache(repo, "config.json", revision=revision)
     return isinstance(hit, str) and os.path.exists(hit)
 
 
@@ -266,21 +280,38 @@ def _source(name: str) -> tuple[str, bool]:
     )
 
 
+def split_revision(name: str) -> tuple[str, str | None]:
+    """``owner/name@revision`` -> (``owner/name``, ``revision``): a branch, tag or commit of a hub
+    model (Pythia's training checkpoints are branches ``step1000`` … ``step143000``). Shipped names
+    and existing folders are never split."""
+    if "@" not in name or name in SHIPPED or Path(name).expanduser().exists():
+        return name, None
+    base, _, rev = name.rpartition("@")
+    if not base.strip() or not rev.strip():
+        raise LoadError(f"{name!r}: write a revision as NAME@REVISION, e.g. EleutherAI/pythia-70m@step1000")
+    return base.strip(), rev.strip()
+
+
 def load(name_or_path: str, device: str | torch.device = "auto") -> Loaded:
-    """Load a GPT-2 family checkpoint and its tokenizer on ``device``."""
+    """Load a checkpoint of a supported family (``NAME@REVISION`` for a hub revision) and its tokenizer."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     name = str(name_or_path).strip()
     if not name:
         raise LoadError("no model given")
     dev = resolve_device(device)
-    source, local = _source(name)
+    base_name, revision = split_revision(name)
+    source, local = _source(base_name)
     kwargs = {}
+    if local and revision:
+        raise LoadError(f"{name!r}: a revision (@{revision}) applies to hub models, not to local folders")
+    if revision:
+        kwargs["revision"] = revision
     if local:
         _check_folder(Path(source))
         kwargs["local_files_only"] = True
     else:
-        if not _cached(source):
+        if not _cached(source, revision):
             if _offline():
                 raise LoadError(f"{name!r} is not in the local HuggingFace cache and HF_HUB_OFFLINE is set. "
                                 + how_to_get(source))

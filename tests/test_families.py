@@ -294,3 +294,55 @@ def test_unsupported_model_type_lists_supported(tmp_path):
 def test_family_table():
     assert {"gpt2", "llama", "qwen2", "mistral", "gpt_neox", "gpt_neo"} <= set(supported_types())
     assert FAMILIES["qwen2"] is FAMILIES["llama"]
+
+
+# ----------------------------------------------------------------------------- loading
+
+def test_revision_syntax(monkeypatch, tmp_path):
+    import transformers
+
+    import attnkit.loading as L
+
+    assert L.split_revision("EleutherAI/pythia-70m@step1000") == ("EleutherAI/pythia-70m", "step1000")
+    assert L.split_revision("attnkit-tiny") == ("attnkit-tiny", None)
+    odd = tmp_path / "ckpt@v1"
+    odd.mkdir()
+    assert L.split_revision(str(odd)) == (str(odd), None)               # an existing folder is never split
+    with pytest.raises(LoadError, match="NAME@REVISION"):
+        L.split_revision("EleutherAI/pythia-70m@")
+    with pytest.raises(LoadError, match="HF_HUB_OFFLINE"):              # conftest sets it: nothing is fetched
+        load("EleutherAI/pythia-70m@step1000", "cpu")
+    seen = {}
+
+    def fake_config(source, **kw):
+        seen.update(source=source, **kw)
+        raise OSError("stop here")
+
+    monkeypatch.setattr(L, "_cached", lambda repo, revision=None: True)
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", fake_config)
+    with pytest.raises(LoadError, match="could not read the config"):
+        load("EleutherAI/pythia-70m@step1000", "cpu")
+    assert seen["source"] == "EleutherAI/pythia-70m" and seen["revision"] == "step1000"
+
+
+def test_model_picker_lists_each_family():
+    from attnkit.loading import FAMILY_MODELS, MODEL_CHOICES
+
+    assert {"llama", "gpt_neox", "gpt_neo"} <= set(FAMILY_MODELS)
+    for name in ("HuggingFaceTB/SmolLM2-135M", "Qwen/Qwen2.5-0.5B", "meta-llama/Llama-3.2-1B",
+                 "EleutherAI/pythia-70m", "EleutherAI/pythia-160m", "EleutherAI/gpt-neo-125m", "gpt2"):
+        assert name in MODEL_CHOICES
+    assert len(MODEL_CHOICES) == len(set(MODEL_CHOICES))
+
+
+@pytest.mark.parametrize("shape", ["smollm2-135m", "pythia-70m", "gpt-neo-125m"])
+def test_verify_cli_with_generation(family_model, shape, tmp_path, capsys):
+    from attnkit.verify import cli
+
+    m = family_model(shape)
+    out = tmp_path / "v.json"
+    assert cli(["--model", m.source, "--device", "cpu", "--tokens", "24", "--generate", "4", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "PASS" in text and "greedy generation with the KV cache: 4 tokens equal to HF generate's" in text
+    rep = json.loads(out.read_text())
+    assert rep["ok"] and rep["generation"]["ok"] and rep["generation"]["cache_heads"] == m.config.kv_heads
