@@ -24,6 +24,8 @@ The default model is GPT-2 small's shape (``GPT2Config()``) with random weights,
 the path users take. Timing does not depend on the weights' values.
 
 ``--quick`` shrinks everything (2 layers, d_model 64, T ∈ {16, 32}, 2 repeats) for tests.
+``--family smollm2-135m`` runs checks 1–3 and the KV cache's bytes under grouped-query attention on
+SmolLM2-135M's shape instead (:mod:`attnkit.bench_families`).
 """
 from __future__ import annotations
 
@@ -92,12 +94,15 @@ def _byte_tokenizer(folder: Path):
 def _sdpa_twin(hf_model):
     """A second HF model object using the SDPA attention (HF's default) that shares every weight
     tensor with ``hf_model`` (built on the meta device, then handed the same tensors)."""
-    from transformers import GPT2LMHeadModel
-
     cfg = copy.deepcopy(hf_model.config)
     with torch.device("meta"):
-        twin = GPT2LMHeadModel._from_config(cfg, attn_implementation="sdpa")
+        twin = type(hf_model)._from_config(cfg, attn_implementation="sdpa")     # any family's model class
     twin.load_state_dict(hf_model.state_dict(), assign=True)
+    src = dict(hf_model.named_buffers())       # non-persistent buffers (rotary inv_freq) are not in the state dict
+    for name, buf in list(twin.named_buffers()):
+        if buf.is_meta and name in src:
+            owner, _, attr = name.rpartition(".")
+            twin.get_submodule(owner).register_buffer(attr, src[name], persistent=False)
     return twin.eval()
 
 
@@ -775,6 +780,11 @@ def format_table(res: dict) -> str:
 
 
 def cli(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if any(a == "--family" or a.startswith("--family=") for a in argv):
+        from .bench_families import cli as family_cli     # a Llama-style shape: see attnkit.bench_families
+
+        return family_cli(argv)
     from . import cli_args as T
 
     p = T.Parser(prog="python -m attnkit bench", description=__doc__.split("\n\n")[0])

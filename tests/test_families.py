@@ -346,3 +346,18 @@ def test_verify_cli_with_generation(family_model, shape, tmp_path, capsys):
     assert "PASS" in text and "greedy generation with the KV cache: 4 tokens equal to HF generate's" in text
     rep = json.loads(out.read_text())
     assert rep["ok"] and rep["generation"]["ok"] and rep["generation"]["cache_heads"] == m.config.kv_heads
+
+
+def test_bench_family_pieces(family_model):
+    """The family bench's KV-cache bytes (GQA vs full-head) and its SDPA twin of a Llama-style model."""
+    from attnkit.bench import _sdpa_twin
+    from attnkit.bench_families import kv_cache_bytes
+
+    m = family_model("smollm2-135m")
+    kv = kv_cache_bytes(m.weights, 8, 4)
+    assert kv["cache_heads_stored"] == 3 and kv["positions"] == 11
+    assert kv["bytes_per_token"] == 2 * 2 * 3 * 64 * 4 and kv["full_head_bytes"] == 3 * kv["cache_bytes"]
+    twin = _sdpa_twin(m.hf_model)
+    ids = random_ids(16)[None]
+    with torch.inference_mode():
+        torch.testing.assert_close(twin(ids).logits, run(m.weights, ids).logits, rtol=0, atol=1e-4)
