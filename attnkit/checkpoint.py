@@ -23,6 +23,7 @@ import copy
 import json
 import math
 import os
+import re
 import struct
 from itertools import islice
 from pathlib import Path
@@ -286,14 +287,32 @@ def _aliases(name: str, prefix: str) -> list[str]:
     return cands
 
 
+def _hf_renames(cfg) -> list[tuple[str, str]]:
+    """(pattern, replacement) pairs HF's checkpoint conversion mapping applies to stored keys on load for the
+    causal-LM class of ``cfg`` (transformers 5: GPT-NeoX's ``embed_out.`` -> ``lm_head.``). Renamings only."""
+    try:
+        from transformers.conversion_mapping import get_checkpoint_conversion_mapping
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    except ImportError:  # pragma: no cover - transformers 4.x renames nothing here
+        return []
+    model_type = getattr(cfg, "model_type", None)
+    out = []
+    for kind in filter(None, {model_type, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type)}):
+        for r in get_checkpoint_conversion_mapping(kind) or []:
+            if type(r).__name__ == "WeightRenaming":
+                out += list(zip(r.source_patterns, r.target_patterns))
+    return out
+
+
 def check_before_build(folder: Path, cfg, memory: int | None = None) -> None:
     """Config vs memory, then config vs the weights file(s) header: every tensor present, shapes equal."""
     folder = Path(folder)
     it, count, _, prefix = check_config(cfg, memory)
     header, what = _header_of(folder)
     stored: dict[str, tuple] = {}
+    renames = _hf_renames(cfg)
     for k, (_, shape, _) in header.items():
-        for alias in _aliases(k, prefix):
+        for alias in _aliases(k, prefix) + [re.sub(a, b, k) for a, b in renames if re.search(a, k)]:
             stored.setdefault(alias, shape)
     exact = count <= 200_000 or count <= len(header)     # else: far more tensors asked for than the file holds
     missing, mismatched, n_missing = [], [], 0
