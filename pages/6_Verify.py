@@ -26,8 +26,14 @@ st.caption(f"Tolerances: patterns ≤ {V.TOL_PATTERN:g} (absolute), hidden state
 @st.cache_data(show_spinner=False, max_entries=16)
 def _verify(name: str, device: str, ids: tuple) -> dict:
     m = ui.cached_model(name, device)
-    rep = V.compare(m.hf_model, m.weights, torch.tensor(ids, device=m.device), name=name)
-    return rep.to_dict()
+    t = torch.tensor(ids, device=m.device)
+    rep = V.compare(m.hf_model, m.weights, t, name=name)
+    n_new = min(8, m.config.n_ctx - len(ids))
+    if n_new > 0:                      # greedy decoding with attnkit's KV cache against HF generate
+        rep.generation = V.compare_generation(m.hf_model, m.weights, t, n_new)
+    out = rep.to_dict()
+    out["generation_line"] = rep.generation.line() if rep.generation is not None else None
+    return out
 
 
 key = (ctx.model_name, tuple(ids), tuple(devices))
@@ -78,6 +84,8 @@ for col, (dev, r) in zip(cols, results.items()):
                                    "value": [r["device"], *map(str, r["versions"].values())]}),
                      hide_index=True, width="stretch")
         frames.append(rows)
+        if r.get("generation_line"):
+            st.caption(r["generation_line"])  # internal text: numbers measured by attnkit.verify
 
 df = pd.concat(frames, ignore_index=True)
 chart = C.verify_chart(df)
