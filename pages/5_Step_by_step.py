@@ -81,7 +81,15 @@ with tab_head:
     st.dataframe(compact, hide_index=True, width="stretch", height=min(300, 38 + 35 * len(compact)))
 
     st.subheader("2 · q = x̂_i·W_Q[h] + b_Q[h];  k_j, v_j = x̂_j·W_K[h] + b_K[h], x̂_j·W_V[h] + b_V[h]")
-    st.dataframe(vec_row(f"q (position {query})", hs.q), hide_index=True, width="stretch")
+    if hs.q_pre is not None:              # rotary families: q and k are rotated by their position before q·k
+        st.dataframe(vec_row(f"q before rotation (position {query})", hs.q_pre), hide_index=True, width="stretch")
+        st.caption(f"Rotary position embedding: dims (k, k + r/2) of q and every k_j are rotated by the angle "
+                   f"position·θ_k (r = {cfg.rotary_dim or e} of {e} dims), so q·k_j depends on the distance i − j.")
+    st.dataframe(vec_row(f"q (position {query})" + (", rotated" if hs.q_pre is not None else ""), hs.q),
+                 hide_index=True, width="stretch")
+    if hs.kv_head is not None:
+        st.caption(f"Grouped-query attention: head {head} reads key/value head {hs.kv_head} "
+                   f"(shared by {cfg.group} query heads).")
     st.caption(f"The first {S.COMPACT_DIMS} of {e} dimensions and the norm; the full vectors are in the CSVs.")
     dl = st.columns(4)
     for col, which in zip(dl, ("x_hat", "q", "k", "v")):          # built only when clicked (x̂ can be 1024×768)
