@@ -144,7 +144,7 @@ def url_restore() -> None:
             value = int(raw) if key in _URL_INTS else (raw in ("1", "true", "yes")) if key in _URL_BOOLS else raw
         except ValueError:
             continue
-        if key == "ak_model" and value not in MODEL_CHOICES:          # a folder given by the link
+        if key == "ak_model" and value != LOCAL and value not in MODEL_CHOICES:   # a folder given by the link
             st.session_state["ak_folder"] = str(value)
             value = LOCAL
         st.session_state[key] = value

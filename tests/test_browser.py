@@ -235,7 +235,13 @@ def test_a_shared_link_opens_the_same_head_and_prompt(server, page, browser):
         wait_idle(fresh)
         fmain = fresh.locator("[data-testid='stMain']")
         # the Layer and Head pickers show the linked head, the sidebar the linked prompt
-        layer_box = fmain.get_by_role("combobox", name="Layer", exact=True).input_value()
+        layer = fmain.get_by_role("combobox", name="Layer", exact=True)
+        try:
+            layer.wait_for(timeout=120_000)          # a fresh session loads the model on a busy machine
+        except Exception:
+            screenshot(fresh, "shared_link_failed")
+            raise
+        layer_box = layer.input_value()
         head_box = fmain.get_by_role("combobox", name="Head", exact=True).input_value()
         assert layer_box == "1" and head_box.startswith("3") and "L1H3" in head_box
         box = fresh.locator("[data-testid='stSidebar']").get_by_role("textbox", name="Text", exact=True)

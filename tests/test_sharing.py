@@ -79,3 +79,12 @@ def test_compare_undefined_statistic_is_a_message_not_a_grid(odd_dir):
     at.selectbox(key="cmp_stat").set_value("duplicate-token").run()
     assert not at.exception
     assert any("undefined on this prompt" in i.value for i in at.info)
+
+
+def test_a_link_to_a_local_folder_restores_the_folder(odd_dir):
+    at = apptest("pages/1_Heatmaps.py", None, text="Some text here.")
+    at.query_params["model"] = ui.LOCAL
+    at.query_params["folder"] = str(odd_dir)
+    at.run()
+    assert not at.exception and not at.error
+    assert at.session_state["ak_model"] == ui.LOCAL and at.session_state["ak_folder"] == str(odd_dir)
