@@ -1,56 +1,19 @@
-"""attnkit home: the model, its parameters, and the tokens of the prompt."""
-import pandas as pd
+"""attnkit's dashboard: ``streamlit run app.py``.
+
+The frame: page config, the navigation (Home first), the sidebar (model and prompt) drawn once,
+then the chosen page, whose body runs under ``ui.guard`` (an error is one line, the session is kept).
+"""
 import streamlit as st
 
 from attnkit import ui
-from attnkit.weights import attention_weight_count, param_counts
 
-
-ui.setup_page("attnkit — GPT-2's attention, seen and checked")
-ctx = ui.sidebar()
-if ctx is None:
-    st.stop()
-
-cfg = ctx.model.config
-st.caption(f"Model **{ui.plain(ctx.model_name)}** on **{ctx.device}** · every number on these pages is computed by attnkit's "
-           "own implementation of GPT-2 and checked against HuggingFace on the *Verify* page.")
-
-left, right = st.columns([1, 1])
-with left:
-    st.subheader("Model card")
-    st.dataframe(pd.DataFrame({
-        "": ["layers", "heads per layer", "d_model", "d_head = d_model / heads", "context (positions)",
-             "vocabulary", "MLP width", "LayerNorm ε"],
-        "value": [f"{v:,}" for v in (cfg.n_layers, cfg.n_heads, cfg.d_model, cfg.d_head, cfg.n_ctx, cfg.d_vocab,
-                                      cfg.d_mlp)] + [f"{cfg.layer_norm_eps:g}"],
-    }), hide_index=True, width="stretch")
-with right:
-    st.subheader("Parameters per component")
-    counts = param_counts(cfg)
-    total = counts["total"]
-    st.dataframe(pd.DataFrame({
-        "component": list(counts),
-        "parameters": [f"{n:,}" for n in counts.values()],
-        "share": [f"{n / total:.1%}" for n in counts.values()],
-    }), hide_index=True, width="stretch")
-    per_layer = attention_weight_count(cfg.d_model, cfg.n_heads)
-    st.caption(f"One layer's Q/K/V/O weights: {cfg.n_heads}·(3·{cfg.d_model}·{cfg.d_head}) + "
-               f"{cfg.d_model}·{cfg.d_model} = {per_layer:,}.")
-
-st.subheader("Tokens")
-if ctx.all_selected:
-    st.write(f"{len(ctx.prompts)} prompts selected; the first one is shown.")
-ids = ctx.ids
-st.write(f"{len(ids)} tokens (␣ marks a space, ↵ a line break).")
-ui.show_tokens(ctx, ids)
-
-st.subheader("Tour")
-st.markdown(
-    "- **Heatmaps**: the attention pattern (or pre-softmax scores) of any layer and head, a layer's heads as a "
-    "grid, one head through all layers.\n"
-    "- **Compare heads**: every head coloured by a statistic, heads side by side, which heads link two tokens.\n"
-    "- **Entropy**: does attention spread out as the context grows?\n"
-    "- **Ablations**: V = X, W_K = W_Q, no scaling, no mask, heads removed — the seeds' claims measured.\n"
-    "- **Step by step**: one head's formula with its real numbers; the KV cache.\n"
-    "- **Verify**: attnkit against HuggingFace, layer by layer."
-)
+ui.run_frame([
+    st.Page("pages/0_Home.py", title="Home", icon="🏠", default=True),
+    st.Page("pages/1_Heatmaps.py", title="Heatmaps", icon="🔥"),
+    st.Page("pages/2_Compare_heads.py", title="Compare heads", icon="🧭"),
+    st.Page("pages/7_Head_effects.py", title="Head effects", icon="🎯"),
+    st.Page("pages/3_Entropy.py", title="Entropy", icon="📈"),
+    st.Page("pages/4_Ablations.py", title="Ablations", icon="✂️"),
+    st.Page("pages/5_Step_by_step.py", title="Step by step", icon="🪜"),
+    st.Page("pages/6_Verify.py", title="Verify", icon="✅"),
+])

@@ -13,7 +13,10 @@ COMMANDS = {
     "bench": ("attnkit.bench", "benchmark attnkit against HuggingFace (ratios)"),
     "entropy": ("attnkit.entropy", "attention entropy against context length"),
     "ablate": ("attnkit.ablations", "run an ablation and report the loss change"),
+    "patch": ("attnkit.patching", "activation patching on a clean/corrupted prompt pair"),
+    "attribute": ("attnkit.attribution", "direct logit attribution and the logit lens for an answer"),
     "heads": ("attnkit.metrics", "per-head scores: previous-token, first-token, induction…"),
+    "corpus": ("attnkit.corpus", "heads, entropy and ablation losses over a corpus, locally or on Ray"),
     "train-default": ("attnkit.train", "retrain the shipped attnkit-tiny model"),
 }
 
@@ -30,7 +33,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"attnkit: unknown command {name!r}; try one of: {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
     module = importlib.import_module(COMMANDS[name][0])
-    return int(module.cli(rest) or 0)
+    try:
+        return int(module.cli(rest) or 0)
+    except SystemExit as e:            # argparse: --help (0) or a bad value (2, one line already printed)
+        return e.code if isinstance(e.code, int) else 2
 
 
 if __name__ == "__main__":

@@ -13,20 +13,55 @@ import math
 
 import torch
 
-__all__ = ["project", "scores", "causal_mask", "apply_mask", "softmax", "mix", "merge", "attention"]
+__all__ = ["project", "rotary_tables", "rotate", "repeat_kv", "scores", "causal_mask", "apply_mask", "softmax",
+           "mix", "merge", "attention"]
 
 
-def project(x: torch.Tensor, W: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+def project(x: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
     """q, k or v for every head: ``x·W_h + b_h``.
 
-    x: [B, T, d] (or [T, d]);  W: [H, d, e];  b: [H, e]  ->  [B, H, T, e] (or [H, T, e]).
+    x: [B, T, d] (or [T, d]);  W: [H, d, e];  b: [H, e] or None  ->  [B, H, T, e] (or [H, T, e]).
     Computed as one matmul against the heads side by side ([d, H·e], the very
     columns of HF's ``c_attn``), which is how GPT-2 itself does it.
     """
     H, d, e = W.shape
     flat = W.permute(1, 0, 2).reshape(d, H * e)          # a view for weights from attnkit.weights
-    out = torch.addmm(b.reshape(H * e), x.reshape(-1, d), flat)
+    out = torch.addmm(b.reshape(H * e), x.reshape(-1, d), flat) if b is not None else x.reshape(-1, d) @ flat
     return out.view(*x.shape[:-1], H, e).transpose(-3, -2)
+
+
+def rotary_tables(inv_freq: torch.Tensor, positions: torch.Tensor, attention_scale: float = 1.0,
+                  dtype=torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of the rotary angles p·θ_k for each position p, [T, 2·len(θ)] each.
+
+    The angles are computed in float32 (as HF does) and repeated for the two halves that
+    :func:`rotate` pairs up; ``attention_scale`` multiplies both (1 except for YaRN-style scaling).
+    """
+    angles = positions.float()[:, None] * inv_freq.float()[None, :]          # [T, r/2]
+    emb = torch.cat([angles, angles], dim=-1)                                # [T, r]
+    return (emb.cos() * attention_scale).to(dtype), (emb.sin() * attention_scale).to(dtype)
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary position embedding of q or k [.., T, e]: the first r = cos.shape[-1] dims are rotated,
+
+        x_rot = x·cos + rotate_half(x)·sin,   rotate_half([x₁, x₂]) = [−x₂, x₁]
+
+    (dim k pairs with dim k + r/2, the GPT-NeoX / Llama layout); dims beyond r pass through
+    (partial rotary, e.g. Pythia's ``rotary_pct``).
+    """
+    r = cos.shape[-1]
+    x_r, x_pass = x[..., :r], x[..., r:]
+    x1, x2 = x_r[..., : r // 2], x_r[..., r // 2:]
+    out = x_r * cos + torch.cat([-x2, x1], dim=-1) * sin
+    return out if x_pass.shape[-1] == 0 else torch.cat([out, x_pass], dim=-1)
+
+
+def repeat_kv(k: torch.Tensor, group: int) -> torch.Tensor:
+    """Grouped-query attention: key/value head g serves query heads g·group … (g+1)·group − 1.
+
+    [B, H_kv, S, e] -> [B, H_kv·group, S, e] (the tensor itself when group = 1)."""
+    return k if group == 1 else k.repeat_interleave(group, dim=-3)
 
 
 def scores(q: torch.Tensor, k: torch.Tensor, scale: float | None = None) -> torch.Tensor:
@@ -36,16 +71,21 @@ def scores(q: torch.Tensor, k: torch.Tensor, scale: float | None = None) -> torc
     return torch.matmul(q, k.transpose(-1, -2)) * scale
 
 
-def causal_mask(T: int, S: int | None = None, *, device=None, dtype=torch.float32) -> torch.Tensor:
+def causal_mask(T: int, S: int | None = None, *, window: int | None = None, device=None,
+                dtype=torch.float32) -> torch.Tensor:
     """M: 0 where query i may see key j, −∞ strictly above the diagonal.
 
     With ``S > T`` (a KV cache holding ``S − T`` earlier positions) query i sits at
-    absolute position ``S − T + i`` and sees keys ``j ≤ S − T + i``.
+    absolute position ``S − T + i`` and sees keys ``j ≤ S − T + i``. With a local
+    ``window`` w it sees only the last w positions: ``i − w < j ≤ i``.
     """
     S = T if S is None else S
     i = torch.arange(T, device=device).unsqueeze(1) + (S - T)
     j = torch.arange(S, device=device).unsqueeze(0)
-    return torch.zeros(T, S, device=device, dtype=dtype).masked_fill(j > i, float("-inf"))
+    hidden = j > i
+    if window is not None:
+        hidden = hidden | (j <= i - window)
+    return torch.zeros(T, S, device=device, dtype=dtype).masked_fill(hidden, float("-inf"))
 
 
 def apply_mask(s: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -63,14 +103,15 @@ def mix(pattern: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return torch.matmul(pattern, v)
 
 
-def merge(z: torch.Tensor, W_O: torch.Tensor, b_O: torch.Tensor) -> torch.Tensor:
+def merge(z: torch.Tensor, W_O: torch.Tensor, b_O: torch.Tensor | None) -> torch.Tensor:
     """Concatenate the heads and project: concat_h(z_h) · W_O + b_O.
 
     z: [B, H, T, e];  W_O: [H, e, d]  ->  [B, T, d].  Equal to Σ_h z_h·W_O[h] + b_O.
     """
     B, H, T, e = z.shape
     concat = z.transpose(1, 2).reshape(B * T, H * e)
-    return torch.addmm(b_O, concat, W_O.reshape(H * e, -1)).view(B, T, -1)
+    W = W_O.reshape(H * e, -1)
+    return (torch.addmm(b_O, concat, W) if b_O is not None else concat @ W).view(B, T, -1)
 
 
 def attention(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, *, causal: bool = True, scale: float | None = None):

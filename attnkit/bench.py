@@ -12,16 +12,23 @@ warm-up, and reports the median of each, so that drift in the machine's load hit
     5  TransformerLens ``run_with_cache`` on the same weights, when it is importable (never required)
     6  the full entropy computation (attnkit.entropy.entropy_profile) vs run(capture=["pattern"])
                                                                                     target ≤ 1.5
+       and attnkit.streaming.stream_stats vs entropy_profile (block-wise, no T×T)  target ≤ 1.0
+    7  activation patching of every head's z (attnkit.patching.patch, batched runs resumed at the
+       patched layer, the two cached runs included) on a 16-token pair vs L·H full forwards
+       (144 for GPT-2 small)                                                        target ≤ 0.6
+    8  ``--long 8192,32768``: streaming entropy at long T on SmolLM2-135M's shape (attnkit.bench_streaming):
+       peak memory above the weights (target ≤ 1.5 GB) and time vs a plain forward (target ≤ 2×)
 
 The default model is GPT-2 small's shape (``GPT2Config()``) with random weights, saved with
 ``save_pretrained`` into a temporary folder and read back through :func:`attnkit.loading.load`,
 the path users take. Timing does not depend on the weights' values.
 
 ``--quick`` shrinks everything (2 layers, d_model 64, T ∈ {16, 32}, 2 repeats) for tests.
+``--family smollm2-135m`` runs checks 1–3 and the KV cache's bytes under grouped-query attention on
+SmolLM2-135M's shape instead (:mod:`attnkit.bench_families`).
 """
 from __future__ import annotations
 
-import argparse
 import copy
 import gc
 import json
@@ -46,7 +53,10 @@ TARGETS = {
     "nocapture_vs_hf_sdpa": ("run() capturing nothing / HF SDPA forward", "<=", 1.25),
     "kv_cache_speedup": ("generation without cache / with KV cache (speed-up)", ">=", 4.0),
     "entropy_vs_pattern": ("entropy computation / run(capture=['pattern'])", "<=", 1.5),
+    "patching_vs_forwards": ("patch every head's z (16-token pair) / L·H full forwards", "<=", 0.6),
+    "streaming_vs_entropy_profile": ("streaming.stream_stats / entropy.entropy_profile", "<=", 1.0),
 }
+PATCH_T = 16
 FULL = dict(lengths=(128, 512, 1024), repeats=5, warmup=1, gen_prompt=128, gen_new=128)
 QUICK = dict(lengths=(16, 32), repeats=2, warmup=1, gen_prompt=8, gen_new=4)
 QUICK_CONFIG = dict(n_layer=2, n_head=4, n_embd=64, n_positions=64, vocab_size=512)
@@ -84,12 +94,15 @@ def _byte_tokenizer(folder: Path):
 def _sdpa_twin(hf_model):
     """A second HF model object using the SDPA attention (HF's default) that shares every weight
     tensor with ``hf_model`` (built on the meta device, then handed the same tensors)."""
-    from transformers import GPT2LMHeadModel
-
     cfg = copy.deepcopy(hf_model.config)
     with torch.device("meta"):
-        twin = GPT2LMHeadModel._from_config(cfg, attn_implementation="sdpa")
+        twin = type(hf_model)._from_config(cfg, attn_implementation="sdpa")     # any family's model class
     twin.load_state_dict(hf_model.state_dict(), assign=True)
+    src = dict(hf_model.named_buffers())       # non-persistent buffers (rotary inv_freq) are not in the state dict
+    for name, buf in list(twin.named_buffers()):
+        if buf.is_meta and name in src:
+            owner, _, attr = name.rpartition(".")
+            twin.get_submodule(owner).register_buffer(attr, src[name], persistent=False)
     return twin.eval()
 
 
@@ -207,8 +220,9 @@ def machine_info(devices) -> dict:
     }
     try:
         import transformer_lens  # noqa: F401
+        from importlib.metadata import version
 
-        info["transformer_lens"] = getattr(transformer_lens, "__version__", "installed")
+        info["transformer_lens"] = version("transformer-lens")
     except Exception:
         info["transformer_lens"] = None
     return info
@@ -286,7 +300,9 @@ def generation_section(loaded, hf_sdpa, n_prompt: int, n_new: int, repeats: int,
         return f
 
     def hf():
-        g = hf_sdpa.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n_new, min_new_tokens=n_new,
+        # no min_new_tokens: it sets end-of-text's logit to −∞, so HF would not pick the argmax attnkit picks.
+        # HF may then stop early at end-of-text; the tokens are compared up to where it stopped.
+        g = hf_sdpa.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n_new,
                              do_sample=False, use_cache=True, pad_token_id=0)
         out["hf"] = g[0, n_prompt:].tolist()
 
@@ -297,7 +313,7 @@ def generation_section(loaded, hf_sdpa, n_prompt: int, n_new: int, repeats: int,
         "a": lambda: generate(w, ids, short, use_cache=True),
         "b": lambda: generate(w, ids, short, use_cache=False),
         "c": lambda: hf_sdpa.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=short,
-                                      min_new_tokens=short, do_sample=False, use_cache=True, pad_token_id=0),
+                                      do_sample=False, use_cache=True, pad_token_id=0),
     }
     with torch.inference_mode():
         t = interleaved(fns, repeats, warmup, dev, warm_fns=warm)
@@ -312,10 +328,19 @@ def generation_section(loaded, hf_sdpa, n_prompt: int, n_new: int, repeats: int,
         "prompt_tokens": n_prompt,
         "new_tokens": n_new,
         "same_tokens_cache_vs_nocache": out.get(True) == out.get(False),
-        "same_tokens_attnkit_vs_hf": out.get(True) == out.get("hf"),
+        "same_tokens_attnkit_vs_hf": _same_greedy(out.get(True), out.get("hf")),
+        "hf_new_tokens": len(out.get("hf") or []),
         "ms_per_token": {k: 1000 * v["median_s"] / n_new for k, v in s.items()},
     }
     return rows, info
+
+
+def _same_greedy(ours: list | None, hf: list | None) -> bool:
+    """Like with like: HF's greedy tokens equal ours up to where HF stopped (at end-of-text, which ours
+    must then have chosen too)."""
+    if ours is None or hf is None or not hf:
+        return False
+    return ours[: len(hf)] == hf
 
 
 def _capture_variants(L: int) -> dict[str, dict]:
@@ -502,6 +527,9 @@ def entropy_section(loaded, T: int, repeats: int, warmup: int) -> tuple[list, di
 
     fns["metrics.entropy per layer"] = per_layer
     fns["metrics.entropy over stack"] = stacked
+    from .streaming import stream_stats
+
+    fns["streaming"] = lambda: stream_stats(w, ids)         # issue 18: block-wise, no T×T
     with torch.inference_mode():
         t = interleaved(fns, repeats, warmup, dev)
     s = {k: _side(k, v) for k, v in t.items()}
@@ -509,6 +537,8 @@ def entropy_section(loaded, T: int, repeats: int, warmup: int) -> tuple[list, di
     if source is None or not source.startswith("attnkit.entropy.entropy_profile("):
         source = (source or "") + "metrics.entropy per layer over run(capture=['pattern'])"
     rows = [_row("entropy_vs_pattern", dev, T, s[main], s["attnkit pattern"])]
+    if "entropy_profile" in s:
+        rows.append(_row("streaming_vs_entropy_profile", dev, T, s["streaming"], s["entropy_profile"]))
     for other in ("metrics.entropy per layer", "metrics.entropy over stack"):
         if other != main:
             rows.append(_row(f"entropy_{other.split()[-1]}_vs_pattern", dev, T, s[other], s["attnkit pattern"],
@@ -516,46 +546,74 @@ def entropy_section(loaded, T: int, repeats: int, warmup: int) -> tuple[list, di
     return rows, {"timed": source}
 
 
+def patching_section(loaded, repeats: int, warmup: int, T: int = PATCH_T) -> tuple[list, dict]:
+    """Check 7: all L·H heads patched (z, all positions, denoising) vs L·H full forwards of one prompt."""
+    from . import patching as P
+    from .model import run
+
+    w, dev = loaded.weights, loaded.device
+    c = w.config
+    T = min(T, c.n_ctx)
+    clean = _ids(c.d_vocab, T, dev, seed=7)[0].tolist()
+    corrupt = list(clean)
+    for p in (1, T // 2):                       # the corrupted prompt differs at two positions
+        corrupt[p] = (corrupt[p] + 1) % c.d_vocab
+    pair = P.Pair(clean, corrupt, answer=clean[-1], distractor=(clean[-1] + 1) % c.d_vocab, pos=T - 1)
+    n = c.n_layers * c.n_heads
+    ids = torch.tensor([clean], device=dev)
+    batched = ids.expand(n, -1)
+
+    def forwards():
+        for _ in range(n):
+            run(w, ids)
+
+    fns = {"patch z, all heads": lambda: P.patch(w, pair, "z"),
+           f"{n} full forwards": forwards,
+           f"one forward of {n} rows": lambda: run(w, batched)}
+    with torch.inference_mode():
+        t = interleaved(fns, repeats, warmup, dev)
+    s = {k: _side(k, v) for k, v in t.items()}
+    rows = [_row("patching_vs_forwards", dev, T, s["patch z, all heads"], s[f"{n} full forwards"],
+                 label=f"patch all {n} heads' z / {n} full forwards"),
+            _row("patching_vs_batched_forward", dev, T, s["patch z, all heads"], s[f"one forward of {n} rows"],
+                 label=f"patch all {n} heads' z / one forward of {n} rows (context)")]
+    res = P.patch(w, pair, "z")
+    return rows, {"T": T, "heads": n, "patched_rows": res.n_runs, "batches": c.n_layers,
+                  "timed": "attnkit.patching.patch(weights, pair, 'z'): two cached runs + one batch per layer, "
+                           "each resumed at that layer from the cached residual stream"}
+
+
 def _transformer_lens(loaded) -> tuple[object | None, dict]:
-    """A HookedTransformer holding the very same weights (no folding, no centring), or why not."""
+    """TransformerLens 4's ``TransformerBridge`` around the very same HF model (raw HF weights, no
+    folding, no centring), or why not. Its ``run_with_cache`` is the peer timed against attnkit."""
     try:
-        import transformer_lens as tl
+        import transformer_lens
+        from transformer_lens.model_bridge import TransformerBridge
     except Exception as e:
         return None, {"status": "skipped", "reason": f"transformer_lens is not importable ({e.__class__.__name__})"}
     try:
-        w, c = loaded.weights, loaded.weights.config
-        cfg = tl.HookedTransformerConfig(
-            n_layers=c.n_layers, d_model=c.d_model, n_ctx=c.n_ctx, d_head=c.d_head, n_heads=c.n_heads,
-            d_mlp=c.d_mlp, d_vocab=c.d_vocab, act_fn=c.act_fn, eps=c.layer_norm_eps, normalization_type="LN",
-            device=str(loaded.device), default_prepend_bos=False,
-        )
-        model = tl.HookedTransformer(cfg)
-        sd = {"embed.W_E": w.wte, "pos_embed.W_pos": w.wpe, "ln_final.w": w.lnf_w, "ln_final.b": w.lnf_b,
-              "unembed.W_U": w.W_U.T, "unembed.b_U": torch.zeros(c.d_vocab, device=w.device)}
-        for l, lw in enumerate(w.layers):
-            p = f"blocks.{l}."
-            sd.update({p + "ln1.w": lw.ln1_w, p + "ln1.b": lw.ln1_b, p + "ln2.w": lw.ln2_w, p + "ln2.b": lw.ln2_b,
-                       p + "attn.W_Q": lw.W_Q, p + "attn.W_K": lw.W_K, p + "attn.W_V": lw.W_V, p + "attn.W_O": lw.W_O,
-                       p + "attn.b_Q": lw.b_Q, p + "attn.b_K": lw.b_K, p + "attn.b_V": lw.b_V, p + "attn.b_O": lw.b_O,
-                       p + "mlp.W_in": lw.W_in, p + "mlp.b_in": lw.b_in, p + "mlp.W_out": lw.W_out,
-                       p + "mlp.b_out": lw.b_out})
-        sd = {k: v.contiguous() for k, v in sd.items()}
-        if hasattr(model, "load_and_process_state_dict"):
-            model.load_and_process_state_dict(sd, fold_ln=False, center_writing_weights=False, center_unembed=False,
-                                              fold_value_biases=False, refactor_factored_attn_matrices=False)
-        else:  # pragma: no cover
-            model.load_state_dict(sd, strict=False)
-        model.eval()
+        from importlib.metadata import version
+
+        import copy
+
+        # the bridge rewires the HF model it wraps: give it its own copy, not the one HF is timed on
+        bridge = TransformerBridge.boot_transformers(
+            loaded.source, hf_model=copy.deepcopy(loaded.hf_model), tokenizer=loaded.tokenizer,
+            device=str(loaded.device))
+        bridge.eval()
+        c = loaded.weights.config
         probe = _ids(c.d_vocab, min(8, c.n_ctx), loaded.device, seed=0)
         with torch.inference_mode():
-            logits, _ = model.run_with_cache(probe)            # fails here rather than mid-benchmark
+            logits, _ = bridge.run_with_cache(probe)            # fails here rather than mid-benchmark
             from .model import run
 
-            diff = float((logits - run(w, probe).logits).abs().max())
-        return model, {"status": "measured", "version": getattr(tl, "__version__", "?"),
-                       "logits_max_abs_vs_attnkit": diff}
+            diff = float((logits - run(loaded.weights, probe).logits).abs().max())
+        return bridge, {"status": "measured", "version": version("transformer-lens"),
+                        "api": "TransformerBridge.boot_transformers(…, hf_model=…)",
+                        "logits_max_abs_vs_attnkit": diff}
     except Exception as e:
-        return None, {"status": "skipped", "reason": f"could not build a HookedTransformer: {e.__class__.__name__}: {e}"}
+        return None, {"status": "skipped",
+                      "reason": f"could not build a TransformerBridge: {e.__class__.__name__}: {str(e)[:200]}"}
 
 
 # ----------------------------------------------------------------------------- driver
@@ -603,6 +661,7 @@ def bench(model: str | None = None, *, lengths=None, repeats=None, quick: bool =
         "generation": {},
         "memory": {},
         "entropy": {},
+        "patching": {},
         "transformer_lens": {},
     }
     try:
@@ -634,6 +693,10 @@ def bench(model: str | None = None, *, lengths=None, repeats=None, quick: bool =
             rows, info = entropy_section(loaded, T, repeats, warmup)
             result["results"] += rows
             result["entropy"][str(dev)] = info
+            log(f"[bench] {dev} patching, T={min(PATCH_T, c.n_ctx)} …")
+            rows, info = patching_section(loaded, repeats, warmup)
+            result["results"] += rows
+            result["patching"][str(dev)] = info
             if memory:
                 log(f"[bench] {dev} memory T={T} …")
                 result["memory"][str(dev)] = memory_section(loaded, source, T, repeats, warmup,
@@ -717,16 +780,27 @@ def format_table(res: dict) -> str:
 
 
 def cli(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m attnkit bench", description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", help="model name or folder (default: random-weight GPT-2 small shape)")
-    p.add_argument("--json", dest="json_out", metavar="OUT", help="write every figure and raw timing here")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if any(a == "--family" or a.startswith("--family=") for a in argv):
+        from .bench_families import cli as family_cli     # a Llama-style shape: see attnkit.bench_families
+
+        return family_cli(argv)
+    from . import cli_args as T
+
+    p = T.Parser(prog="python -m attnkit bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", type=T.utf8_text, help="model name or folder (default: random-weight GPT-2 small shape)")
+    p.add_argument("--json", dest="json_out", metavar="OUT", type=T.writable_path, help="write every figure and raw timing here")
     p.add_argument("--lengths", help="comma-separated sequence lengths (default 128,512,1024)")
     p.add_argument("--repeats", type=int, help="timed runs per measurement (default 5)")
     p.add_argument("--quick", action="store_true", help="tiny model, T 16/32, 2 repeats: a few seconds")
-    p.add_argument("--device", action="append", help="cpu / cuda (repeatable; default cpu, plus cuda if present)")
-    p.add_argument("--threads", type=int, help="torch.set_num_threads before measuring")
-    p.add_argument("--gen-new", type=int, help="generated tokens (default 128)")
+    p.add_argument("--device", action="append", type=T.device, help="cpu / cuda (repeatable; default cpu, plus cuda if present)")
+    p.add_argument("--threads", type=T.positive_int, help="torch.set_num_threads before measuring")
+    p.add_argument("--gen-new", type=T.positive_int, help="generated tokens (default 128)")
     p.add_argument("--no-memory", action="store_true", help="skip the memory section (it starts subprocesses)")
+    p.add_argument("--long", metavar="T,…", help="also the long-context streaming figures at these lengths "
+                   "(e.g. 8192,32768; SmolLM2-135M's shape, random weights; minutes per length)")
+    p.add_argument("--long-layers", type=int, help="with --long: keep only this many of the 30 layers (faster; "
+                   "time ratios are per layer)")
     a = p.parse_args(argv)
     try:
         lengths = [int(x) for x in a.lengths.split(",") if x.strip()] if a.lengths else None
@@ -741,13 +815,29 @@ def cli(argv: list[str] | None = None) -> int:
     from .loading import LoadError
 
     try:
-        res = bench(a.model, lengths=lengths, repeats=a.repeats, quick=a.quick, devices=a.device,
+        res = bench(a.model, lengths=lengths, repeats=a.repeats, quick=a.quick,
+                    devices=list(dict.fromkeys(a.device)) if a.device else None,
                     threads=a.threads, gen_new=a.gen_new, memory=not a.no_memory,
                     log=lambda s: print(s, file=sys.stderr, flush=True))
     except LoadError as e:
         print(f"attnkit bench: {e}", file=sys.stderr)
         return 1
+    if a.long:
+        from . import bench_streaming as BS
+
+        long = BS.long_section([int(x) for x in a.long.split(",") if x.strip()], repeats=a.repeats or 2,
+                               threads=a.threads, quick=a.quick, memory=not a.no_memory, layers=a.long_layers,
+                               log=lambda s: print(s, file=sys.stderr, flush=True))
+        res["long"] = long
+        res["results"] += long["rows"]
+        judged = [r for r in res["results"] if r["pass"] is not None]
+        res["summary"].update(passed=sum(r["pass"] for r in judged), judged=len(judged),
+                              missed=[{"check": r["check"], "device": r["device"], "T": r["T"], "ratio": r["ratio"],
+                                       "target": r["target"], "miss_by": r["miss_by"], "why": r.get("why")}
+                                      for r in judged if not r["pass"]])
     print(format_table(res))
+    if a.long:
+        print(BS.format_long(res["long"]))
     if a.json_out:
         Path(a.json_out).write_text(json.dumps(res, indent=1, default=str), encoding="utf-8")
         print(f"\nwrote {a.json_out}")

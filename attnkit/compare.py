@@ -13,6 +13,8 @@ Pure torch/numpy/pandas (no Streamlit), so every piece is testable on its own.
 from __future__ import annotations
 
 import math
+import re
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -21,22 +23,27 @@ import torch
 __all__ = [
     "head_label", "parse_head", "js_divergence_rows", "js_distance", "distance_matrix", "sample_rows",
     "similarity_order", "rank_heads_for_pair", "mean_scores", "scores_frame", "find_token",
+    "Similarity", "head_similarity", "SIMILARITY_BUDGET",
 ]
 
 _LN2 = math.log(2.0)
 
 
 def head_label(layer: int, head: int) -> str:
-    """'L.H', the name heads go by on the pages (both 0-based)."""
-    return f"{layer}.{head}"
+    """'L3H5', the name heads go by on the pages (both 0-based; "3.5" read like a number)."""
+    return f"L{layer}H{head}"
+
+
+_HEAD_RE = re.compile(r"^(?:[Ll](\d+)[Hh](\d+)|(\d+)\.(\d+))$")
 
 
 def parse_head(label: str) -> tuple[int, int]:
-    """'3.5' -> (3, 5); ValueError for anything else."""
-    parts = str(label).strip().split(".")
-    if len(parts) != 2 or not all(p.isdigit() for p in parts):
-        raise ValueError(f"not a head label of the form layer.head: {label!r}")
-    return int(parts[0]), int(parts[1])
+    """'L3H5' (or the older '3.5') -> (3, 5); ValueError for anything else."""
+    m = _HEAD_RE.match(str(label).strip())
+    if not m:
+        raise ValueError(f"not a head label of the form L{{layer}}H{{head}}: {label!r}")
+    a, b, c, d = m.groups()
+    return (int(a), int(b)) if a is not None else (int(c), int(d))
 
 
 def js_divergence_rows(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -206,3 +213,58 @@ def find_token(tokens: list[str], word: str, before: int | None = None) -> int |
         if text.startswith(word) and not text[len(word) : len(word) + 1].isalnum():
             hits.append(i)
     return hits[-1] if hits else None
+
+
+SIMILARITY_BUDGET = 1e8     # N²·rows·keys element operations allowed for one head-similarity matrix
+
+
+@dataclass
+class Similarity:
+    """Which heads attend alike: JS distances, a similarity order and each head's nearest neighbour."""
+
+    heads: list[tuple[int, int]]
+    names: list[str]
+    distance: np.ndarray           # [N, N] JS distance (0 = identical rows, 1 = disjoint)
+    order: list[int]               # similar heads next to each other
+    rows: list[int]                # the query rows averaged over
+    n_rows_total: int              # T − 1
+
+    @property
+    def similarity(self) -> np.ndarray:
+        """1 − JS distance: 1 = the two heads attend identically (the colour convention of the pages)."""
+        return 1.0 - self.distance
+
+    def neighbours(self) -> pd.DataFrame:
+        """In similarity order: each head, its nearest other head and the distance to it."""
+        N = len(self.heads)
+        D = self.distance + np.diag(np.full(N, np.inf))
+        nearest = D.argmin(1) if N > 1 else np.zeros(N, dtype=int)
+        return pd.DataFrame({"position": range(N), "head": [self.names[i] for i in self.order],
+                             "nearest head": [self.names[nearest[i]] for i in self.order],
+                             "distance to it": [float(D[i, nearest[i]]) if N > 1 else math.nan for i in self.order]})
+
+    def long_frame(self) -> pd.DataFrame:
+        N = len(self.names)
+        return pd.DataFrame({"head A": np.repeat(self.names, N), "head B": np.tile(self.names, N),
+                             "js_distance": self.distance.reshape(-1)})
+
+
+def head_similarity(pattern_of, heads: list[tuple[int, int]], T: int, *, budget: float = SIMILARITY_BUDGET,
+                    progress=None) -> Similarity:
+    """JS distance between every pair of ``heads`` on one prompt of ``T`` tokens.
+
+    ``pattern_of(layer)`` gives that layer's pattern [H, T, T] (e.g. from a cached trace); only the
+    sampled query rows of each head are kept, so the cost stays within ``budget``.
+    """
+    if T < 2:
+        raise ValueError("head similarity needs at least two tokens")
+    N = len(heads)
+    rows = sample_rows(T, max(4, int(budget / (max(N, 1) ** 2 * T))))
+    keys = int(rows.max()) + 1                   # causal: later keys are 0 in every sampled row
+    stack = []
+    for l, h in heads:
+        p = pattern_of(l)
+        stack.append(p[h][rows.to(p.device), :keys].detach().cpu())
+    dist = distance_matrix(torch.stack(stack), torch.arange(len(rows)), progress=progress).numpy()
+    return Similarity(heads=list(heads), names=[head_label(l, h) for l, h in heads], distance=dist,
+                      order=similarity_order(dist), rows=[int(r) for r in rows], n_rows_total=T - 1)

@@ -25,7 +25,6 @@ the mean (spread) of H_i divided by ln(i+1), so only H_i is accumulated.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -41,8 +40,8 @@ from . import prompts as P
 from .model import Intervention, as_ids, run
 
 __all__ = [
-    "LogLengthScaling", "DocCurves", "entropy_profile", "uniform_bound", "Aggregate", "Summary",
-    "fit_slopes", "documents", "profile_documents", "claim_check", "sample_positions", "cli",
+    "LogLengthScaling", "QueryScaling", "DocCurves", "entropy_profile", "uniform_bound", "Aggregate", "Summary",
+    "fit_slopes", "documents", "profile_documents", "claim_check", "slope_interval", "sample_positions", "cli",
 ]
 
 
@@ -74,7 +73,7 @@ class LogLengthScaling(Intervention):
             raise ValueError(f"the log base must be a finite number > 1, got {base}")
         self.base = base
         self.clamp = bool(clamp)
-        self.layers = None if layers is None else set(int(l) for l in layers)
+        super().__init__(layers)
 
     def factors(self, T: int, S: int | None = None, device=None, dtype=torch.float32) -> torch.Tensor:
         """f_i for the T queries at absolute positions S − T … S − 1, shape [T]."""
@@ -85,49 +84,47 @@ class LogLengthScaling(Intervention):
             f = f.clamp(min=1.0)
         return f.to(dtype)
 
-    def scores(self, layer: int, s):
-        if self.layers is not None and layer not in self.layers:
-            return s
+    def scores(self, s, layer: int):
         T, S = s.shape[-2:]
         return s * self.factors(T, S, device=s.device, dtype=s.dtype)[:, None]
+
+    def on_queries(self) -> "QueryScaling":
+        """The same change as a hook on q: row i of q times f_i. Scores are bilinear in q and k (rotation
+        is linear per position), so query i's scores come out multiplied by f_i — and nothing needs the
+        pattern, so the fused kernel (and :mod:`attnkit.streaming`) can run it. Positions are 0 … T − 1
+        (no KV cache)."""
+        return QueryScaling(self.factors, layers=self.layers, label=self.describe())
 
     def describe(self) -> str:
         f = "max(1, log_{b}(i+1))" if self.clamp else "log_{b}(i+1)"
         return f"scores × {f.replace('{b}', f'{self.base:g}')}"
 
 
-class _Recorder(Intervention):
-    """Reads every layer's pattern as the forward pass makes it (entropy and first-token mass),
-    passing everything else through to ``inner``; nothing is kept but [B, H, T] per layer."""
+class QueryScaling(Intervention):
+    """q_i × f_i at the ``q`` hook (before any rotation), f = ``factors(T, device=…, dtype=…)`` [T]:
+    query i's scores multiplied by f_i without touching the scores (see LogLengthScaling.on_queries)."""
 
-    def __init__(self, inner: Intervention | None):
-        self.inner = inner or Intervention()
+    def __init__(self, factors, layers=None, label: str = ""):
+        super().__init__(layers)
+        self.factors = factors
+        self.label = label
+
+    def q(self, q, layer):
+        return q * self.factors(q.shape[-2], device=q.device, dtype=q.dtype)[:, None]
+
+
+class _Recorder(Intervention):
+    """Reads every layer's pattern as the forward pass makes it (entropy and first-token mass);
+    nothing is kept but [B, H, T] per layer. Composed *after* the user's intervention."""
+
+    def __init__(self):
+        super().__init__()
         self.entropy: list[torch.Tensor] = []
         self.first: list[torch.Tensor] = []
 
-    def qkv(self, layer, q, k, v, x_hat, lw):
-        return self.inner.qkv(layer, q, k, v, x_hat, lw)
-
-    def scale(self, layer, default):
-        return self.inner.scale(layer, default)
-
-    def scores(self, layer, s):
-        return self.inner.scores(layer, s)
-
-    def mask(self, layer, mask):
-        return self.inner.mask(layer, mask)
-
-    def pattern(self, layer, pattern):
-        pattern = self.inner.pattern(layer, pattern)
+    def pattern(self, pattern, layer):
         self.entropy.append(M.entropy(pattern).float())
         self.first.append(M.first_token_mass(pattern).float())
-        return pattern
-
-    def z(self, layer, z):
-        return self.inner.z(layer, z)
-
-    def attn_out(self, layer, out, *, z, pattern, x_hat, lw):
-        return self.inner.attn_out(layer, out, z=z, pattern=pattern, x_hat=x_hat, lw=lw)
 
 
 # ----------------------------------------------------------------------------- one forward pass
@@ -161,8 +158,8 @@ def entropy_profile(weights, ids, intervention: Intervention | None = None, loss
     next-token loss) from ONE forward pass of ``ids`` ([T] or [B, T]); patterns are read layer by
     layer as the pass makes them, never stored together."""
     ids = as_ids(ids, weights.device)
-    rec = _Recorder(intervention)
-    tr = run(weights, ids, intervention=rec)
+    rec = _Recorder()
+    tr = run(weights, ids, intervention=[intervention, rec])
     logits = tr.logits
     B, T = ids.shape
     if not loss:
@@ -192,6 +189,7 @@ class Aggregate:
         self.sq: dict[str, np.ndarray] = {}
         self.loss_sum = np.zeros(0)
         self.loss_count = np.zeros(0)
+        self.doc_slopes: list[float] = []   # per document: the median over heads of its own slopes
 
     def _grow(self, T: int):
         if T <= self.count.shape[0]:
@@ -222,6 +220,10 @@ class Aggregate:
             self.sums[k][..., :T] += x
             self.sq[k][..., :T] += x * x
         self.count[:T] += 1
+        if T >= 3:
+            own = fit_slopes(arrays["entropy"])[0]
+            if np.isfinite(own).any():
+                self.doc_slopes.append(float(np.nanmedian(own)))
         if loss is not None:
             loss = np.asarray(_np(loss), dtype=np.float64).reshape(-1)
             self.loss_sum[: loss.shape[0]] += loss
@@ -251,7 +253,7 @@ class Aggregate:
             loss_by_position=loss_mean[: int((self.loss_count > 0).sum())],
             loss_count=self.loss_count[: int((self.loss_count > 0).sum())].copy(),
             loss=float(self.loss_sum.sum() / total) if total else math.nan,
-            slope=slope, intercept=intercept, r2=r2,
+            slope=slope, intercept=intercept, r2=r2, extra={"doc_slopes": [float(v) for v in self.doc_slopes]},
         )
 
 
@@ -392,9 +394,23 @@ def documents(encode, texts, window: int, split: bool = True, max_docs: int | No
 
 
 def profile_documents(weights, docs, intervention: Intervention | None = None, batch: int = 4,
-                      progress=None) -> Summary:
+                      progress=None, streaming: bool | str = "auto") -> Summary:
     """Aggregate :func:`entropy_profile` over documents (lists of ids, any lengths ≥ 2); documents of
-    equal length are run together in batches of ``batch``. ``progress(done, total)`` is called."""
+    equal length are run together in batches of ``batch``. ``progress(done, total)`` is called.
+
+    ``streaming`` ("auto": whenever the intervention allows it) computes the curves block-wise with
+    :func:`attnkit.streaming.doc_curves` — the same numbers (to float rounding) without a T × T pattern,
+    which long-context models need."""
+    from . import streaming as S
+
+    profile = entropy_profile
+    if streaming:
+        try:
+            S.streamable(intervention)
+            profile = S.doc_curves
+        except ValueError:
+            if streaming != "auto":
+                raise
     agg = Aggregate()
     order = sorted(range(len(docs)), key=lambda k: -len(docs[k]))
     done = 0
@@ -405,7 +421,7 @@ def profile_documents(weights, docs, intervention: Intervention | None = None, b
         while k + len(group) < len(order) and len(group) < batch and len(docs[order[k + len(group)]]) == T:
             group.append(order[k + len(group)])
         ids = torch.tensor([docs[g] for g in group], dtype=torch.long)
-        agg.add_curves(entropy_profile(weights, ids, intervention, loss=True))
+        agg.add_curves(profile(weights, ids, intervention, loss=True))
         k += len(group)
         done += len(group)
         if progress is not None:
@@ -420,29 +436,67 @@ CLAIM = ("The longer the context, the more terms share the softmax's mass, so th
          "length extrapolation.")
 
 
+#: The claim holds when the median slope of entropy against ln(i+1) exceeds this (nats per unit of ln n) …
+CLAIM_SLOPE = 0.3
+#: … and a head "rises" when its slope exceeds this.
+RISE = 0.1
+#: Documents (windows) needed before an interval over documents is trusted.
+MIN_DOCS = 5
+
+
+def slope_interval(doc_slopes, resamples: int = 2000, seed: int = 0) -> tuple[float, float] | None:
+    """95 % bootstrap interval of the mean over documents of each document's median head slope
+    (None with fewer than :data:`MIN_DOCS` documents)."""
+    x = np.asarray(doc_slopes, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    if x.size < MIN_DOCS:
+        return None
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, x.size, size=(resamples, x.size))].mean(1)
+    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
+
+
 def claim_check(s: Summary) -> tuple[str, str]:
-    """(verdict, explanation) of the claim on the measured slopes: 'supported', 'partly' or 'not supported'."""
+    """(verdict, explanation) of the seed's claim — attention spreads out as the context grows — with its
+    effect size (the median slope of entropy against ln(i+1)) and a 95 % bootstrap interval over documents.
+
+    Verdicts: 'supported' (the whole interval above CLAIM_SLOPE and at least half the heads rise),
+    'not supported' (the whole interval below RISE: attention keeps its focus), 'not enough evidence'
+    (fewer than MIN_DOCS documents, or an interval straddling the thresholds), 'undetermined' (NaN,
+    too short)."""
+    bad = ~np.isfinite(s.mean["entropy"])
+    if bad.any():                       # NaN/Inf attention: no verdict computed from it
+        layer = int(np.argwhere(bad)[0][0])
+        return "undetermined", (f"The attention holds NaN or Inf values (first in layer {layer}), so no entropy and "
+                                "no verdict can be computed: the weights or the input overflow float32.")
     sl = s.slope[np.isfinite(s.slope)]
     if sl.size == 0:
         return "undetermined", "Too few positions (need at least 3 tokens) to fit a slope."
     med = float(np.median(sl))
-    rising = int((sl > 0.1).sum())
-    flat = int((np.abs(sl) <= 0.1).sum())
+    rising = int((sl > RISE).sum())
+    flat = int((np.abs(sl) <= RISE).sum())
     near_uniform = int((sl > 0.7).sum())
     last = s.normalised("mean")[:, s.n_heads, -1]
-    text = (f"Median slope of entropy against ln(i+1): {med:.2f} (1 = spreads like uniform attention, "
-            f"0 = fixed focus); {rising} of {sl.size} heads rise by more than 0.1 nat per unit of ln(i+1), "
-            f"{near_uniform} by more than 0.7, {flat} stay flat (|slope| ≤ 0.1). At the longest position "
-            f"({s.T} tokens) the head-mean normalised entropy per layer is "
-            + ", ".join(f"{v:.2f}" for v in last) + " (1 = uniform). Rule: 'supported' when the median "
-            "slope exceeds 0.3 and at least half the heads rise; 'partly' when some heads rise.")
-    if med > 0.3 and rising >= 0.5 * sl.size:
-        verdict = "supported"
-    elif rising > 0:
-        verdict = "partly"
-    else:
-        verdict = "not supported"
-    return verdict, text
+    ci = slope_interval(s.extra.get("doc_slopes", ()))
+    n_docs = int(np.isfinite(np.asarray(s.extra.get("doc_slopes", ()), dtype=float)).sum())
+    text = (f"Effect: median slope of entropy against ln(i+1) = {med:.2f} nats per unit of ln n (1 = spreads like "
+            "uniform attention, 0 = fixed focus)"
+            + (f", 95 % interval over {n_docs} documents {ci[0]:.2f} … {ci[1]:.2f}" if ci else
+               f"; no interval: {n_docs} document(s), fewer than {MIN_DOCS}")
+            + f". {rising} of {sl.size} heads rise by more than {RISE} nat per unit of ln(i+1), {near_uniform} by more "
+            f"than 0.7, {flat} stay flat. At the longest position ({s.T} tokens) the head-mean normalised entropy per "
+            "layer is " + ", ".join(f"{v:.2f}" for v in last) + " (1 = uniform). Rule: 'supported' when the whole "
+            f"interval lies above {CLAIM_SLOPE} and at least half the heads rise; 'not supported' when it lies below "
+            f"{RISE}; otherwise not enough evidence.")
+    if ci is None:
+        return "not enough evidence", text + (f" What would settle it: at least {MIN_DOCS} documents or windows "
+                                              "(a longer text, or a prompt set).")
+    if ci[0] > CLAIM_SLOPE and rising >= 0.5 * sl.size:
+        return "supported", text
+    if ci[1] < RISE:
+        return "not supported", text
+    return "not enough evidence", text + (" What would settle it: more documents (a narrower interval), or "
+                                          "longer windows (more positions per slope).")
 
 
 def sample_positions(T: int, max_points: int = 240, head: int = 48) -> np.ndarray:
@@ -457,22 +511,24 @@ def sample_positions(T: int, max_points: int = 240, head: int = 48) -> np.ndarra
 # ----------------------------------------------------------------------------- CLI
 
 def cli(argv=None) -> int:
+    from . import cli_args as T
     from .loading import load_for_cli
 
-    p = argparse.ArgumentParser(prog="python -m attnkit entropy",
+    p = T.Parser(prog="python -m attnkit entropy",
                                 description="Attention entropy against context length, per layer, head and position.")
-    p.add_argument("--model", default=None, help="hub name, attnkit-tiny or a local folder (default: gpt2 if "
+    p.add_argument("--model", default=None, type=T.utf8_text, help="hub name, attnkit-tiny or a local folder (default: gpt2 if "
                                                  "reachable, else the shipped model)")
-    p.add_argument("--device", default="cpu", help="cpu, cuda, mps or auto (default: cpu)")
-    p.add_argument("--text-file", required=True, help="UTF-8 text, split into windows of --window tokens")
-    p.add_argument("--window", type=int, default=None, help="window length in tokens (default: the model's context)")
-    p.add_argument("--max-docs", type=int, default=None, help="use at most this many windows")
-    p.add_argument("--batch", type=int, default=4, help="windows per forward pass (default 4)")
+    p.add_argument("--device", default="cpu", type=T.device, help="cpu, cuda, mps or auto (default: cpu)")
+    p.add_argument("--text-file", required=True, type=T.existing_nonempty_text_file, help="UTF-8 text, split into windows of --window tokens")
+    p.add_argument("--window", type=T.int_at_least(2), default=None, help="window length in tokens (default: the model's context)")
+    p.add_argument("--max-docs", type=T.positive_int, default=None, help="use at most this many windows")
+    p.add_argument("--batch", type=T.positive_int, default=4, help="windows per forward pass (default 4)")
     p.add_argument("--log-base", type=float, default=None,
                    help="also run the log-length intervention: scores × log_b(i+1) with this base b > 1")
     p.add_argument("--no-clamp", action="store_true",
                    help="use log_b(i+1) as is (flattens positions < b); default max(1, log_b(i+1))")
-    p.add_argument("--json", dest="json_out", default=None, help="write all the numbers as JSON here")
+    p.add_argument("--json", dest="json_out", default=None, type=T.writable_path,
+                   help="write all the numbers as JSON here")
     a = p.parse_args(argv)
     try:
         with open(a.text_file, "rb") as f:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import torch
 
-from .weights import GPT2Weights, extract
+from . import checkpoint
+from .weights import Weights, extract
 
 __all__ = [
     "LoadError",
@@ -32,6 +33,8 @@ __all__ = [
     "default_model",
     "hub_available",
     "load_for_cli",
+    "FAMILY_MODELS",
+    "split_revision",
 ]
 
 SHIPPED_MODEL = "attnkit-tiny"
@@ -46,7 +49,19 @@ HUB_NAMES = {
     "gpt2-xl": "openai-community/gpt2-xl",
     "distilgpt2": "distilbert/distilgpt2",
 }
-MODEL_CHOICES = [SHIPPED_MODEL, *HUB_NAMES]
+#: Other families: a short list of hub names each (their Family.examples), offered by the model picker.
+def _family_models() -> dict[str, list[str]]:
+    from .families import FAMILIES
+
+    out: dict[str, list[str]] = {}
+    for fam in FAMILIES.values():
+        if fam.name != "gpt2" and fam.name not in out:
+            out[fam.name] = list(fam.examples)
+    return out
+
+
+FAMILY_MODELS = _family_models()
+MODEL_CHOICES = [SHIPPED_MODEL, *HUB_NAMES, *(n for names in FAMILY_MODELS.values() for n in names)]
 
 
 class LoadError(Exception):
@@ -59,7 +74,7 @@ class Loaded:
     source: str              # folder or hub repository actually read
     hf_model: object         # transformers GPT2LMHeadModel (eager, float32, eval)
     tokenizer: object
-    weights: GPT2Weights     # views of hf_model's parameters
+    weights: Weights         # views of hf_model's parameters
     device: torch.device
     notice: str | None = None  # something the user should be told (fallbacks)
 
@@ -136,12 +151,12 @@ def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
-def _cached(repo: str) -> bool:
+def _cached(repo: str, revision: str | None = None) -> bool:
     try:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:  # pragma: no cover
         return False
-    hit = try_to_load_from_cache(repo, "config.json")
+    hit = try_to_load_from_cache(repo, "config.json", revision=revision)
     return isinstance(hit, str) and os.path.exists(hit)
 
 
@@ -174,8 +189,17 @@ def default_model(timeout: float = 3.0) -> tuple[str, str | None]:
     why = "HF_HUB_OFFLINE is set" if _offline() else "the HuggingFace hub cannot be reached"
     return SHIPPED_MODEL, (
         f"Using the shipped model '{SHIPPED_MODEL}' (small, trained offline; not OpenAI's weights): "
-        f"'{DEFAULT_HUB_MODEL}' is not cached and {why}."
+        f"'{DEFAULT_HUB_MODEL}' is not cached and {why}. " + how_to_get(repo)
     )
+
+
+def how_to_get(repo: str) -> str:
+    """One sentence: how to make a hub model available on a machine that cannot reach the hub."""
+    folder = repo.split("/")[-1]
+    return ("To use it, on a connected machine run: python -c \"from transformers import AutoModelForCausalLM as M, "
+            f"AutoTokenizer as T; [C.from_pretrained('{repo}').save_pretrained('{folder}') for C in (M, T)]\" — then "
+            "copy that folder here and choose it as a local folder, or point HF_HOME at a HuggingFace cache that "
+            "holds the model.")
 
 
 def load_for_cli(name: str | None, device: str, prog: str) -> Loaded | None:
@@ -214,8 +238,7 @@ def _check_folder(path: Path) -> None:
     except (OSError, ValueError) as e:
         raise LoadError(f"{cfg_file} is not valid JSON ({e.__class__.__name__})") from None
     kind = cfg.get("model_type") if isinstance(cfg, dict) else None
-    if kind != "gpt2":
-        raise LoadError(f"{path} holds a {kind or 'unknown'!r} model, not GPT-2 (config.json model_type must be 'gpt2')")
+    _family(kind, str(path))
     has_st = any(path.glob("*.safetensors"))
     if not has_st:
         pickles = [p.name for p in path.iterdir() if p.suffix in {".bin", ".pt", ".pth", ".ckpt", ".pkl"}]
@@ -229,6 +252,16 @@ def _check_folder(path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- load
+
+def _family(model_type, where: str):
+    """The family for ``model_type``, or a LoadError naming what the folder/repo holds."""
+    from .families import UnsupportedModel, family_for
+
+    try:
+        return family_for(model_type)
+    except UnsupportedModel as e:
+        raise LoadError(f"{where} holds a {model_type or 'unknown'!r} model: {e}") from None
+
 
 def _source(name: str) -> tuple[str, bool]:
     """(folder or repo id, is_local)."""
@@ -247,39 +280,65 @@ def _source(name: str) -> tuple[str, bool]:
     )
 
 
+def split_revision(name: str) -> tuple[str, str | None]:
+    """``owner/name@revision`` -> (``owner/name``, ``revision``): a branch, tag or commit of a hub
+    model (Pythia's training checkpoints are branches ``step1000`` … ``step143000``). Shipped names
+    and existing folders are never split."""
+    if "@" not in name or name in SHIPPED or Path(name).expanduser().exists():
+        return name, None
+    base, _, rev = name.rpartition("@")
+    if not base.strip() or not rev.strip():
+        raise LoadError(f"{name!r}: write a revision as NAME@REVISION, e.g. EleutherAI/pythia-70m@step1000")
+    return base.strip(), rev.strip()
+
+
 def load(name_or_path: str, device: str | torch.device = "auto") -> Loaded:
-    """Load a GPT-2 family checkpoint and its tokenizer on ``device``."""
-    from transformers import AutoConfig, AutoTokenizer, GPT2LMHeadModel
+    """Load a checkpoint of a supported family (``NAME@REVISION`` for a hub revision) and its tokenizer."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     name = str(name_or_path).strip()
     if not name:
         raise LoadError("no model given")
     dev = resolve_device(device)
-    source, local = _source(name)
+    base_name, revision = split_revision(name)
+    source, local = _source(base_name)
     kwargs = {}
+    if local and revision:
+        raise LoadError(f"{name!r}: a revision (@{revision}) applies to hub models, not to local folders")
+    if revision:
+        kwargs["revision"] = revision
     if local:
         _check_folder(Path(source))
         kwargs["local_files_only"] = True
     else:
-        if not _cached(source):
+        if not _cached(source, revision):
             if _offline():
-                raise LoadError(f"{name!r} is not in the local HuggingFace cache and HF_HUB_OFFLINE is set")
+                raise LoadError(f"{name!r} is not in the local HuggingFace cache and HF_HUB_OFFLINE is set. "
+                                + how_to_get(source))
             if not hub_available(source):
                 also = " (and there is no local folder of that name)" if "/" in name else ""
-                raise LoadError(f"{name!r} is not cached and the HuggingFace hub cannot be reached{also}")
+                raise LoadError(f"{name!r} is not cached and the HuggingFace hub cannot be reached{also}. "
+                                + how_to_get(source))
         else:
             kwargs["local_files_only"] = _offline() or not hub_available(source, 2.0)
-        try:
-            cfg = AutoConfig.from_pretrained(source, **kwargs)
-        except Exception as e:
-            raise LoadError(f"could not read the config of {name!r}: {e.__class__.__name__}") from None
-        if cfg.model_type != "gpt2":
-            raise LoadError(f"{name!r} is a {cfg.model_type!r} model, not GPT-2")
+    try:
+        cfg = AutoConfig.from_pretrained(source, **kwargs)
+    except Exception as e:
+        raise LoadError(f"could not read the config of {name!r}: {e.__class__.__name__}") from None
+    family = _family(cfg.model_type, repr(name))
+    try:
+        family.config(cfg)             # refuses what attnkit cannot compute (e.g. an unknown activation)
+    except ValueError as e:
+        raise LoadError(f"{name!r}: {e}") from None
+    try:   # checkpoint checks before building (attnkit/checkpoint.py): header vs config, memory, tokenizer.json
+        checkpoint.before_build(source, local, kwargs.get("local_files_only", False), cfg)
+    except checkpoint.CheckpointError as e:
+        raise LoadError(str(e)) from None
     try:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-        model = GPT2LMHeadModel.from_pretrained(
+        model = AutoModelForCausalLM.from_pretrained(
             source, attn_implementation="eager", dtype=torch.float32, use_safetensors=True, **kwargs
         )
         notice = None
@@ -292,9 +351,17 @@ def load(name_or_path: str, device: str | torch.device = "auto") -> Loaded:
     except Exception as e:
         msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
         raise LoadError(f"could not load {name!r}: {e.__class__.__name__}: {msg}") from None
+    try:   # checkpoint checks on the built model (attnkit/checkpoint.py): NaN/Inf, tokenizer vs embedding
+        checkpoint.after_build(model, tokenizer)
+    except checkpoint.CheckpointError as e:
+        raise LoadError(str(e)) from None
     model.eval().to(dev)
     tokenizer.model_max_length = 10**9     # attnkit cuts to the context itself, and says so
-    return Loaded(name=name, source=source, hf_model=model, tokenizer=tokenizer, weights=extract(model),
+    try:
+        weights = extract(model)
+    except ValueError as e:                # the family refused the config (e.g. an unknown activation)
+        raise LoadError(f"could not load {name!r}: {e}") from None
+    return Loaded(name=name, source=source, hf_model=model, tokenizer=tokenizer, weights=weights,
                   device=dev, notice=notice)
 
 

@@ -168,19 +168,20 @@ def head_table(weights, ids, induction_n: int = 50, bos_id: int | None = None):
 
 def cli(argv=None) -> int:
     """``python -m attnkit heads --model M [--text-file F] [--markdown]``: per-head scores."""
-    import argparse
     import sys
     from pathlib import Path
 
+    from . import cli_args as T
     from .loading import LoadError, load
     from .prompts import PromptError, decode_text, truncate
 
-    p = argparse.ArgumentParser(prog="python -m attnkit heads", description="per-head attention scores")
-    p.add_argument("--model", default="attnkit-tiny")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--text-file", default=None, help="UTF-8 text (default: a built-in English paragraph)")
-    p.add_argument("--induction-n", type=int, default=50, help="length of the random half that is repeated")
-    p.add_argument("--top", type=int, default=5, help="show the best heads per score")
+    p = T.Parser(prog="python -m attnkit heads", description="per-head attention scores")
+    p.add_argument("--model", default="attnkit-tiny", type=T.utf8_text)
+    p.add_argument("--device", default="cpu", type=T.device)
+    p.add_argument("--text-file", default=None, type=T.existing_nonempty_text_file,
+                   help="UTF-8 text (default: a built-in English paragraph)")
+    p.add_argument("--induction-n", type=T.positive_int, default=50, help="length of the random half that is repeated")
+    p.add_argument("--top", type=T.positive_int, default=5, help="show the best heads per score")
     p.add_argument("--markdown", action="store_true", help="print Markdown tables")
     a = p.parse_args(argv)
     try:

@@ -1,96 +1,164 @@
-"""The whole GPT-2 forward pass, from :class:`~attnkit.weights.GPT2Weights`.
+"""The forward pass, from the standard :class:`~attnkit.weights.Weights` of any family.
 
-    x = wte[ids] + wpe[pos]                          resid_pre
-    for each block:
-        x̂ = ln_1(x)                                   ln1
-        q, k, v = x̂·W_Q + b_Q, x̂·W_K + b_K, x̂·W_V + b_V   q, k, v      [B, H, T, e]
-        s = q·kᵀ/√e                                   scores (before the mask)  [B, H, T, S]
-        a = softmax(s + M)                            pattern
-        z = a·v                                       z
-        x = x + concat(z)·W_O + b_O                   attn_out, resid_mid
-        x = x + MLP(ln_2(x))                          ln2, mlp_out, resid_post
-    logits = ln_f(x)·W_Uᵀ                             ln_final, logits
+    x = embed(ids)                                    embed, pos_embed
+    for each block:                                   resid_pre
+        x = x + attention(norm₁(x))                   ln1, q, k, v, (q_rot, k_rot), scores, mask, pattern,
+                                                      z, (head_out), attn_out, resid_mid
+        x = x + mlp(norm₂(x))                         ln2, mlp_pre, mlp_post, mlp_out, resid_post
+        (parallel families: x = x + attention(norm₁(x)) + mlp(norm₂(x)))
+    logits = norm_f(x)·W_Uᵀ                           ln_final, logits
 
-Captures are keyed ``(name, layer)`` and only the names asked for are kept:
-all patterns of GPT-2 small at T = 1024 are 12·12·1024² floats (600 MB).
+Every name on the right is a **hook point**: a hook ``fn(tensor, layer) -> tensor | None`` placed there
+sees the activation and may return a replacement (None keeps it). Capturing is the hook that stores
+(``run(capture=[...])``). Heads are dim 1 wherever a tensor has them ([B, H, T, …]); ``head_out``
+(each head's own z_h·W_O[h], [B, H, T, d]) is computed only when something hooks or captures it.
 
-Interventions (ablations) plug in through :class:`Intervention`, whose methods
-are called at each step of every layer and return what the layer should use.
+An :class:`Intervention` is a named bundle of hooks; bundles compose (:func:`compose`, or a list).
+At one point hooks run in this order: the interventions in the order given, then ``hooks``, then
+the captures — so a capture records what the model actually uses.
+
+The fused SDPA kernel computes softmax(q·kᵀ·scale + M)·v whenever nothing hooks or captures
+``scores``, ``mask`` or ``pattern``.
 """
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import torch
 import torch.nn.functional as F
 
 from . import attention as A
-from .weights import GPT2Weights, LayerWeights
+from .weights import ModelConfig, Weights
 
 __all__ = [
-    "LAYER_HOOKS",
-    "Intervention",
-    "KVCache",
-    "Trace",
-    "run",
-    "generate",
-    "Generation",
-    "as_ids",
+    "LAYER_HOOKS", "GLOBAL_HOOKS", "HOOK_POINTS", "Hook", "Intervention", "compose",
+    "KVCache", "Trace", "run", "generate", "Generation", "as_ids",
+    "embed", "norm", "attention", "mlp", "block", "unembed", "act",
 ]
 
-#: Per-layer capture names, in the order the forward pass meets them.
+#: Per-layer hook points, in the order the forward pass meets them.
 LAYER_HOOKS = (
-    "resid_pre", "ln1", "q", "k", "v", "scores", "pattern", "z",
-    "attn_out", "resid_mid", "ln2", "mlp_out", "resid_post",
+    "resid_pre", "ln1", "q", "k", "v", "q_rot", "k_rot", "scores", "mask", "pattern", "z", "head_out",
+    "attn_out", "resid_mid", "ln2", "mlp_pre", "mlp_post", "mlp_out", "resid_post",
 )
-#: Captures outside the blocks (stored with layer ``None``).
-GLOBAL_HOOKS = ("embed", "pos_embed", "ln_final")
+#: Hook points outside the blocks (layer ``None``).
+GLOBAL_HOOKS = ("embed", "pos_embed", "ln_final", "logits")
+HOOK_POINTS = LAYER_HOOKS + GLOBAL_HOOKS
+#: Points that need the pattern written out (not the fused kernel).
+PATTERN_POINTS = frozenset({"scores", "mask", "pattern"})
+#: What ``capture="all"`` keeps (``head_out`` and ``logits`` only when named).
+DEFAULT_ALL = tuple(n for n in HOOK_POINTS if n not in ("head_out", "logits", "mask"))
 
+Hook = Callable[[torch.Tensor, "int | None"], "torch.Tensor | None"]
+
+
+# ----------------------------------------------------------------------------- hooks
 
 class Intervention:
-    """Identity at every step. Subclass and override the steps to change.
+    """A named bundle of hooks.
 
-    Each method receives what the layer computed and returns what it should use
-    instead. ``layer`` is the block index; heads are the tensors' dim 1.
+    Every method named after a hook point (``def scores(self, s, layer)``, ``def z(self, z, layer)``, …)
+    is a hook; :meth:`hooks` lists them (override it to add more). ``layers`` (default: all) limits
+    every hook of the bundle to those layers.
     """
 
-    def qkv(self, layer: int, q, k, v, x_hat, lw: LayerWeights):
-        return q, k, v
+    label = ""
 
-    def scale(self, layer: int, default: float) -> float:
-        return default
+    def __init__(self, layers: Iterable[int] | None = None):
+        self.layers = None if layers is None else frozenset(int(l) for l in layers)
 
-    def scores(self, layer: int, s):
-        """Scaled scores before the mask, [B, H, T, S]."""
-        return s
+    def on(self, layer) -> bool:
+        layers = getattr(self, "layers", None)
+        return layers is None or layer is None or layer in layers
 
-    def mask(self, layer: int, mask):
-        """The additive mask M [T, S] (``None`` means no mask)."""
-        return mask
-
-    def pattern(self, layer: int, pattern):
-        return pattern
-
-    def z(self, layer: int, z):
-        return z
-
-    def attn_out(self, layer: int, out, *, z, pattern, x_hat, lw: LayerWeights):
-        """The block's attention output [B, T, d] before it joins the residual stream."""
+    def hooks(self) -> list[tuple[str, Hook]]:
+        out = []
+        for name in HOOK_POINTS:
+            fn = getattr(type(self), name, None)
+            if inspect.isfunction(fn):
+                bound = getattr(self, name)
+                out.append((name, lambda t, l, f=bound: f(t, l) if self.on(l) else None))
         return out
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.label or ''})"
 
-_IDENTITY = Intervention
+
+class Composed(Intervention):
+    """Interventions applied in order: at each point, the hooks of ``parts[0]`` first."""
+
+    def __init__(self, parts: Sequence[Intervention]):
+        super().__init__()
+        self.parts = list(parts)
+        self.label = " + ".join(p.label or type(p).__name__ for p in self.parts)
+
+    def hooks(self):
+        return [h for p in self.parts for h in p.hooks()]
 
 
-def _overrides(iv: Intervention | None, name: str) -> bool:
-    return iv is not None and getattr(type(iv), name) is not getattr(_IDENTITY, name)
+def compose(*interventions: Intervention | None) -> Intervention:
+    """One intervention applying each of ``interventions`` in the order given (``None``s dropped)."""
+    parts = [iv for iv in interventions if iv is not None]
+    return parts[0] if len(parts) == 1 else Composed(parts)
 
+
+class _Hooks:
+    """The hooks of one run, grouped by point; ``self(name, layer, t)`` applies them in order."""
+
+    def __init__(self, pairs: list[tuple[str, Hook]], want: set[str], keep_layers: set[int], store):
+        self.at: dict[str, list[Hook]] = {}
+        for name, fn in pairs:
+            if name not in HOOK_POINTS:
+                raise ValueError(f"unknown hook point {name!r}; known: {', '.join(HOOK_POINTS)}")
+            self.at.setdefault(name, []).append(fn)
+        self.user = set(self.at)          # points hooked by something other than a capture
+        self.want, self.keep_layers = want, keep_layers
+        for name in want:
+            self.at.setdefault(name, []).append(
+                lambda t, l, name=name: store(name, l, t) if (l is None or l in keep_layers) else None)
+
+    def __call__(self, name: str, layer, t):
+        fns = self.at.get(name)
+        if fns:
+            for fn in fns:
+                out = fn(t, layer)
+                if out is not None:
+                    t = out
+        return t
+
+    def needs(self, name: str, layer: int) -> bool:
+        return name in self.user or (name in self.want and layer in self.keep_layers)
+
+    def needs_pattern(self, layer: int) -> bool:
+        return any(self.needs(n, layer) for n in PATTERN_POINTS)
+
+
+def _pairs(hooks) -> list[tuple[str, Hook]]:
+    if not hooks:
+        return []
+    if isinstance(hooks, dict):
+        return [(n, f) for n, fs in hooks.items() for f in (fs if isinstance(fs, (list, tuple)) else [fs])]
+    return [tuple(h) for h in hooks]
+
+
+def _interventions(iv) -> list[tuple[str, Hook]]:
+    if iv is None:
+        return []
+    if isinstance(iv, Intervention):
+        return iv.hooks()
+    return [h for one in iv for h in _interventions(one)]
+
+
+# ----------------------------------------------------------------------------- containers
 
 @dataclass
 class KVCache:
-    """Past keys and values per layer, [B, H, S, e] each; grows as tokens are decoded."""
+    """Past keys and values per layer, [B, n_kv_heads, S, e] each; grows as tokens are decoded.
+
+    Rotary families cache k after rotation (``k_rot``), as HF does."""
 
     keys: list = field(default_factory=list)
     values: list = field(default_factory=list)
@@ -98,6 +166,9 @@ class KVCache:
     @property
     def length(self) -> int:
         return 0 if not self.keys else self.keys[0].shape[-2]
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.keys + self.values)
 
     def extend(self, layer: int, k: torch.Tensor, v: torch.Tensor):
         if layer == len(self.keys):
@@ -111,9 +182,9 @@ class KVCache:
 
 @dataclass
 class Trace:
-    """Result of :func:`run`: logits [B, T, vocab] and the captured tensors."""
+    """Result of :func:`run`: logits [B, T, vocab] (None when stopped early) and the captured tensors."""
 
-    logits: torch.Tensor
+    logits: torch.Tensor | None
     captures: dict = field(default_factory=dict)
     cache: KVCache | None = None
 
@@ -149,11 +220,18 @@ def as_ids(ids, device=None) -> torch.Tensor:
     return t.to(device=device, dtype=torch.long)
 
 
-def _layer_norm(x, w, b, eps):
-    return F.layer_norm(x, (x.shape[-1],), w, b, eps)
+# ----------------------------------------------------------------------------- the steps
+
+def norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, cfg: ModelConfig) -> torch.Tensor:
+    """LayerNorm (x − μ)/σ·w + b, or RMSNorm x/√(mean x² + ε)·w, as the family uses."""
+    if cfg.norm == "rmsnorm":
+        xf = x.float()
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + cfg.layer_norm_eps)
+        return w * xf.to(x.dtype)
+    return F.layer_norm(x, (x.shape[-1],), w, b, cfg.layer_norm_eps)
 
 
-def _act(name: str, x: torch.Tensor) -> torch.Tensor:
+def act(name: str, x: torch.Tensor) -> torch.Tensor:
     if name in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast"):
         return F.gelu(x, approximate="tanh")   # 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
     if name == "gelu":
@@ -162,40 +240,147 @@ def _act(name: str, x: torch.Tensor) -> torch.Tensor:
         return F.relu(x)
     if name in ("silu", "swish"):
         return F.silu(x)
-    raise ValueError(f"unsupported activation_function {name!r}")
+    raise ValueError(f"unsupported activation function {name!r}")
 
+
+def _linear(x: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    flat = x.reshape(-1, x.shape[-1])
+    out = torch.addmm(b, flat, W) if b is not None else flat @ W
+    return out.view(*x.shape[:-1], W.shape[-1])
+
+
+class _Run:
+    """What every step of one forward pass shares: config, hooks, masks, rotary tables, cache."""
+
+    def __init__(self, weights: Weights, hooks: _Hooks, T: int, past: int, cache, device, dtype):
+        self.w, self.cfg, self.hook, self.cache = weights, weights.config, hooks, cache
+        self.T, self.past, self.S = T, past, past + T
+        self._masks: dict = {}
+        self.device, self.dtype = device, dtype
+        self.rot = None
+        if self.cfg.position == "rotary":
+            pos = torch.arange(past, past + T, device=device)
+            self.rot = A.rotary_tables(weights.inv_freq, pos, weights.rope_attention_scale, dtype)
+
+    def mask(self, layer: int) -> torch.Tensor:
+        w = self.cfg.window(layer)
+        if w not in self._masks:
+            self._masks[w] = A.causal_mask(self.T, self.S, window=w, device=self.device, dtype=self.dtype)
+        return self._masks[w]
+
+
+def embed(r: _Run, ids: torch.Tensor) -> torch.Tensor:
+    """x = W_E[ids] (+ W_pos[positions] for learned positions)."""
+    tok = r.hook("embed", None, r.w.wte[ids] * r.cfg.embed_scale if r.cfg.embed_scale != 1 else r.w.wte[ids])
+    if r.w.wpe is None:
+        return tok
+    pos = r.hook("pos_embed", None, r.w.wpe[r.past: r.S].expand(ids.shape[0], -1, -1))
+    return tok + pos
+
+
+def attention(r: _Run, l: int, x_hat: torch.Tensor) -> torch.Tensor:
+    """One block's attention step on its normed input x̂ [B, T, d] -> attn_out [B, T, d]."""
+    lw, hook, cfg = r.w.layers[l], r.hook, r.cfg
+    q = hook("q", l, A.project(x_hat, lw.W_Q, lw.b_Q))
+    k = hook("k", l, A.project(x_hat, lw.W_K, lw.b_K))
+    v = hook("v", l, A.project(x_hat, lw.W_V, lw.b_V))
+    if r.rot is not None:
+        q = hook("q_rot", l, A.rotate(q, *r.rot))
+        k = hook("k_rot", l, A.rotate(k, *r.rot))
+    if r.cache is not None:
+        k, v = r.cache.extend(l, k, v)
+    scale = cfg.attn_scale(l)
+    if hook.needs_pattern(l):
+        s = hook("scores", l, A.scores(q, A.repeat_kv(k, cfg.group), scale))
+        m = hook("mask", l, r.mask(l))
+        pattern = hook("pattern", l, A.softmax(A.apply_mask(s, m)))
+        z = A.mix(pattern, A.repeat_kv(v, cfg.group))
+    else:
+        windowed = cfg.window(l) is not None
+        z = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=r.mask(l) if (r.past or windowed) else None,
+            is_causal=not (r.past or windowed), scale=scale, enable_gqa=cfg.group > 1)
+    z = hook("z", l, z)
+    if hook.needs("head_out", l):
+        head_out = hook("head_out", l, torch.einsum("bhte,hed->bhtd", z, lw.W_O))
+        out = head_out.sum(1) if lw.b_O is None else head_out.sum(1) + lw.b_O
+    else:
+        out = A.merge(z, lw.W_O, lw.b_O)
+    return hook("attn_out", l, out)
+
+
+def mlp(r: _Run, l: int, x_hat: torch.Tensor) -> torch.Tensor:
+    """act(x̂·W_in + b_in)·W_out + b_out, or gated: (act(x̂·W_gate) ⊙ x̂·W_in)·W_out."""
+    lw, hook = r.w.layers[l], r.hook
+    if lw.W_gate is not None:
+        pre = hook("mlp_pre", l, _linear(x_hat, lw.W_gate, None))
+        post = hook("mlp_post", l, act(r.cfg.act_fn, pre) * _linear(x_hat, lw.W_in, lw.b_in))
+    else:
+        pre = hook("mlp_pre", l, _linear(x_hat, lw.W_in, lw.b_in))
+        post = hook("mlp_post", l, act(r.cfg.act_fn, pre))
+    return hook("mlp_out", l, _linear(post, lw.W_out, lw.b_out))
+
+
+def block(r: _Run, l: int, x: torch.Tensor) -> torch.Tensor:
+    lw, hook = r.w.layers[l], r.hook
+    x = hook("resid_pre", l, x)
+    a = attention(r, l, hook("ln1", l, norm(x, lw.ln1_w, lw.ln1_b, r.cfg)))
+    if r.cfg.parallel:
+        m = mlp(r, l, hook("ln2", l, norm(x, lw.ln2_w, lw.ln2_b, r.cfg)))
+        x = hook("resid_mid", l, x + a) + m
+    else:
+        x = hook("resid_mid", l, x + a)
+        x = x + mlp(r, l, hook("ln2", l, norm(x, lw.ln2_w, lw.ln2_b, r.cfg)))
+    return hook("resid_post", l, x)
+
+
+def unembed(r: _Run, x: torch.Tensor) -> torch.Tensor:
+    x = r.hook("ln_final", None, norm(x, r.w.lnf_w, r.w.lnf_b, r.cfg))
+    logits = torch.matmul(x, r.w.W_U.T)
+    return r.hook("logits", None, logits if r.w.b_U is None else logits + r.w.b_U)
+
+
+# ----------------------------------------------------------------------------- run
 
 def _wanted(capture) -> set[str]:
     if capture in (None, False):
         return set()
     if capture in ("all", True):
-        return set(LAYER_HOOKS) | set(GLOBAL_HOOKS)
+        return set(DEFAULT_ALL)
     names = {capture} if isinstance(capture, str) else set(capture)
-    unknown = names - set(LAYER_HOOKS) - set(GLOBAL_HOOKS)
+    unknown = names - set(HOOK_POINTS)
     if unknown:
-        raise ValueError(f"unknown capture name(s) {sorted(unknown)}; known: {LAYER_HOOKS + GLOBAL_HOOKS}")
+        raise ValueError(f"unknown capture name(s) {sorted(unknown)}; known: {', '.join(HOOK_POINTS)}")
     return names
 
 
 @torch.inference_mode()
 def run(
-    weights: GPT2Weights,
+    weights: Weights,
     ids,
     *,
     capture: Iterable[str] | str | None = None,
     layers: Sequence[int] | None = None,
-    intervention: Intervention | None = None,
+    intervention: Intervention | Sequence[Intervention] | None = None,
+    hooks=None,
     cache: KVCache | None = None,
     capture_dtype: torch.dtype | None = None,
+    start: int = 0,
+    resid: torch.Tensor | None = None,
+    stop: int | None = None,
 ) -> Trace:
-    """Run GPT-2 on ``ids`` and return a :class:`Trace`.
+    """Run the model on ``ids`` and return a :class:`Trace`.
 
-    capture:       names from ``LAYER_HOOKS``/``GLOBAL_HOOKS`` (or ``"all"``) to keep.
+    capture:       hook point names (or ``"all"``) to keep, stored as ``(name, layer)``.
     layers:        restrict per-layer captures to these layers (default: all).
-    intervention:  an :class:`Intervention` changing the computation.
-    cache:         a :class:`KVCache`; ``ids`` are then the *new* tokens, placed after
-                   the cached ones, and their keys/values are appended to it.
-    capture_dtype: store captures in this dtype (e.g. ``torch.float16`` halves memory).
+    intervention:  an :class:`Intervention` or a list of them (applied in order).
+    hooks:         ``[(point, fn), …]`` or ``{point: fn or [fns]}``; ``fn(tensor, layer) -> tensor | None``.
+    cache:         a :class:`KVCache`; ``ids`` are then the *new* tokens, placed after the cached ones.
+    capture_dtype: store captures in this dtype (``torch.float16`` halves memory).
+    start, resid:  resume at block ``start`` from its input ``resid`` [B, T, d] (e.g. a cached
+                   ``resid_pre``); the embedding and earlier blocks are skipped. ``ids`` [1 or B, T]
+                   still give the positions.
+    stop:          run blocks ``start … stop − 1`` only; the trace then has no logits.
     """
     cfg = weights.config
     ids = as_ids(ids, weights.device)
@@ -208,81 +393,29 @@ def run(
         )
     if int(ids.max()) >= cfg.d_vocab or int(ids.min()) < 0:
         raise ValueError(f"token id out of range for a vocabulary of {cfg.d_vocab}")
-    want = _wanted(capture)
-    keep_layers = set(range(cfg.n_layers)) if layers is None else set(layers)
+    stop = cfg.n_layers if stop is None else stop
+    if not 0 <= start <= stop <= cfg.n_layers:
+        raise ValueError(f"start={start}, stop={stop}: need 0 ≤ start ≤ stop ≤ {cfg.n_layers}")
+    if start > 0 and resid is None:
+        raise ValueError("start > 0 needs resid (the residual stream entering that block)")
+    if resid is not None and cache is not None:
+        raise ValueError("a run resumed at a later block cannot fill a KV cache")
     caps: dict = {}
 
-    def keep(name, layer, value):
-        if name in want and (layer is None or layer in keep_layers):
-            caps[(name, layer)] = value if capture_dtype is None else value.to(capture_dtype)
+    def store(name, layer, value):
+        caps[(name, layer)] = value if capture_dtype is None else value.to(capture_dtype)
 
-    iv = intervention
-    # The pattern must be materialised when it is captured or an intervention touches it;
-    # otherwise PyTorch's fused kernel computes the very same softmax(q·kᵀ·scale + M)·v.
-    iv_needs_pattern = any(_overrides(iv, m) for m in ("scale", "scores", "mask", "pattern", "attn_out"))
-    capture_pattern = bool(want & {"scores", "pattern"})
-
-    tok = weights.wte[ids]
-    pos = weights.wpe[past : past + T]
-    x = tok + pos
-    keep("embed", None, tok)
-    keep("pos_embed", None, pos.expand(B, T, -1))
-    mask = A.causal_mask(T, past + T, device=x.device, dtype=x.dtype)
-
-    for l, lw in enumerate(weights.layers):
-        keep("resid_pre", l, x)
-        x_hat = _layer_norm(x, lw.ln1_w, lw.ln1_b, cfg.layer_norm_eps)
-        keep("ln1", l, x_hat)
-        q = A.project(x_hat, lw.W_Q, lw.b_Q)
-        k = A.project(x_hat, lw.W_K, lw.b_K)
-        v = A.project(x_hat, lw.W_V, lw.b_V)
-        if iv is not None:
-            q, k, v = iv.qkv(l, q, k, v, x_hat, lw)
-        if cache is not None:
-            k, v = cache.extend(l, k, v)
-        keep("q", l, q)
-        keep("k", l, k)
-        keep("v", l, v)
-        scale = cfg.attn_scale(l)
-        if iv_needs_pattern or (capture_pattern and l in keep_layers):
-            if iv is not None:
-                scale = iv.scale(l, scale)
-            s = A.scores(q, k, scale)
-            if iv is not None:
-                s = iv.scores(l, s)
-            keep("scores", l, s)
-            m = iv.mask(l, mask) if iv is not None else mask
-            pattern = A.softmax(A.apply_mask(s, m))
-            if iv is not None:
-                pattern = iv.pattern(l, pattern)
-            keep("pattern", l, pattern)
-            z = A.mix(pattern, v)
-        else:
-            pattern = None
-            z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask if past else None,
-                                               is_causal=not past, scale=scale)
-        if iv is not None:
-            z = iv.z(l, z)
-        keep("z", l, z)
-        attn_out = A.merge(z, lw.W_O, lw.b_O)
-        if iv is not None:
-            attn_out = iv.attn_out(l, attn_out, z=z, pattern=pattern, x_hat=x_hat, lw=lw)
-        keep("attn_out", l, attn_out)
-        x = x + attn_out
-        keep("resid_mid", l, x)
-        x2 = _layer_norm(x, lw.ln2_w, lw.ln2_b, cfg.layer_norm_eps)
-        keep("ln2", l, x2)
-        h = _act(cfg.act_fn, torch.addmm(lw.b_in, x2.reshape(-1, cfg.d_model), lw.W_in))
-        mlp_out = torch.addmm(lw.b_out, h, lw.W_out).view(B, T, cfg.d_model)
-        keep("mlp_out", l, mlp_out)
-        x = x + mlp_out
-        keep("resid_post", l, x)
-
-    x = _layer_norm(x, weights.lnf_w, weights.lnf_b, cfg.layer_norm_eps)
-    keep("ln_final", None, x)
-    logits = torch.matmul(x, weights.W_U.T)
+    keep_layers = set(range(cfg.n_layers)) if layers is None else set(layers)
+    hk = _Hooks(_interventions(intervention) + _pairs(hooks), _wanted(capture), keep_layers, store)
+    r = _Run(weights, hk, T, past, cache, weights.device, weights.dtype)
+    x = embed(r, ids) if resid is None else resid
+    for l in range(start, stop):
+        x = block(r, l, x)
+    logits = unembed(r, x) if stop == cfg.n_layers else None
     return Trace(logits=logits, captures=caps, cache=cache)
 
+
+# ----------------------------------------------------------------------------- generation
 
 @dataclass
 class Generation:
@@ -297,7 +430,7 @@ class Generation:
         return sum(self.step_seconds)
 
 
-def generate(weights: GPT2Weights, ids, n_new: int, *, use_cache: bool = True) -> Generation:
+def generate(weights: Weights, ids, n_new: int, *, use_cache: bool = True) -> Generation:
     """Greedy decoding of ``n_new`` tokens after ``ids`` (one sequence).
 
     With ``use_cache`` each step feeds only the newest token and reuses the keys

@@ -14,17 +14,19 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from dataclasses import dataclass, field
 
 __all__ = [
     "PromptError", "Table", "MAX_UPLOAD_MB", "MAX_PROMPTS", "MAX_PROMPT_CHARS",
-    "check_text", "decode_text", "read_upload", "prompts_from", "truncate", "windows",
+    "check_text", "cut_text", "replace_surrogates", "decode_text", "read_upload", "prompts_from", "truncate", "windows",
 ]
 
 MAX_UPLOAD_MB = 10            # keep equal to server.maxUploadSize in .streamlit/config.toml
 MAX_PROMPTS = 1000            # prompts taken from one upload
 MAX_PROMPT_CHARS = 200_000    # characters of one prompt that are tokenized (≈ 50k tokens)
 EXTENSIONS = ("txt", "md", "csv", "jsonl")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class PromptError(ValueError):
@@ -40,6 +42,7 @@ class Table:
     rows: list = field(default_factory=list)
     columns: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    header: bool | None = None      # CSV: whether the first row was taken as column names
 
 
 def check_text(text: str | None) -> str:
@@ -48,11 +51,53 @@ def check_text(text: str | None) -> str:
         raise PromptError("The prompt is empty: type some text or upload a file.")
     if "\x00" in text:
         raise PromptError("The prompt contains NUL bytes: is it a binary file?")
+    bad = _LONE_SURROGATE.search(text)
+    if bad:
+        line = text.count("\n", 0, bad.start()) + 1
+        raise PromptError(
+            f"The prompt contains an unpaired surrogate (U+{ord(bad.group()):04X}) at character {bad.start() + 1:,} "
+            f"(line {line:,}): half of an emoji or other character that is not valid text. Remove it or paste "
+            "the text again.")
     return text
 
 
+def replace_surrogates(text, what: str = "The prompt") -> tuple[str, str | None]:
+    """(text with unpaired surrogates replaced by U+FFFD, a notice saying where, or None)."""
+    if not isinstance(text, str):
+        return text, None
+    bad = _LONE_SURROGATE.search(text)
+    if not bad:
+        return text, None
+    n = len(_LONE_SURROGATE.findall(text))
+    return _LONE_SURROGATE.sub("\ufffd", text), (
+        f"{what} contained {n} unpaired surrogate(s) (first U+{ord(bad.group()):04X} at character "
+        f"{bad.start() + 1:,}): half of an emoji or other character, not valid text; replaced by \ufffd.")
+
+
+def cut_text(text: str, what: str = "The prompt") -> tuple[str, list[str]]:
+    """(the first MAX_PROMPT_CHARS characters, [the notice when text was cut])."""
+    if len(text) <= MAX_PROMPT_CHARS:
+        return text, []
+    return text[:MAX_PROMPT_CHARS], [
+        f"{what} has {len(text):,} characters; only the first {MAX_PROMPT_CHARS:,} (the limit) are used."]
+
+
+_BOMS = ((b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"),
+         (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+
+
 def decode_text(data: bytes, name: str = "file") -> str:
-    """UTF-8 text (a BOM is dropped), or PromptError for binary or non-UTF-8 content."""
+    """UTF-8 text (a BOM is dropped); UTF-16/UTF-32 with a byte-order mark is decoded too. PromptError for
+    binary or undecodable content, naming the file and where."""
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            try:
+                return _not_binary(data.decode(codec), name)
+            except UnicodeDecodeError as e:
+                raise PromptError(
+                    f"{name} starts with a {codec.upper()} byte-order mark but does not decode as {codec.upper()} "
+                    f"(bad bytes at offset {e.start}): it looks like a binary file, or save it as UTF-8."
+                ) from None
     head = data[:8192]
     if b"\x00" in head:
         raise PromptError(f"{name} looks like a binary file (it contains NUL bytes), not text.")
@@ -62,14 +107,19 @@ def decode_text(data: bytes, name: str = "file") -> str:
         raise PromptError(
             f"{name} is not valid UTF-8 (first bad byte at offset {e.start}); save it as UTF-8 and upload again."
         ) from None
+    return _not_binary(text, name)
+
+
+def _not_binary(text: str, name: str) -> str:
     ctrl = sum(1 for c in text[:8192] if ord(c) < 32 and c not in "\t\n\r\f\v")
-    if text and ctrl > 0.1 * min(len(text), 8192):
+    if "\x00" in text[:8192] or (text and ctrl > 0.1 * min(len(text), 8192)):
         raise PromptError(f"{name} looks like a binary file (mostly control characters), not text.")
     return text
 
 
-def read_upload(name: str, data: bytes) -> Table:
-    """Parse an uploaded file by its extension."""
+def read_upload(name: str, data: bytes, header: bool | None = None) -> Table:
+    """Parse an uploaded file by its extension. ``header``: whether a CSV's first row names the columns
+    (None: guess, and say so when it is taken as data). Any failure is a PromptError naming the file."""
     ext = name.rsplit(".", 1)[-1].lower() if "." in name else ""
     if ext not in EXTENSIONS:
         raise PromptError(f"{name}: unsupported file type; upload .txt, .md, .csv or .jsonl.")
@@ -83,23 +133,79 @@ def read_upload(name: str, data: bytes) -> Table:
             t.warnings.append(f"{name} has {len(text):,} characters; only the first {MAX_PROMPT_CHARS:,} are used.")
             t.rows = [text[:MAX_PROMPT_CHARS]]
         return t
-    if ext == "csv":
-        return _read_csv(name, text)
-    return _read_jsonl(name, text)
-
-
-def _read_csv(name: str, text: str) -> Table:
     try:
-        reader = csv.DictReader(io.StringIO(text, newline=""))
-        columns = [c for c in (reader.fieldnames or []) if c is not None]
-        rows = [{k: v for k, v in r.items() if k is not None} for r in reader]
+        if ext == "csv":
+            return _read_csv(name, text, header)
+        return _read_jsonl(name, text)
+    except PromptError:
+        raise
+    except (RecursionError, MemoryError, ValueError, TypeError) as e:   # whatever a parser did not expect
+        raise PromptError(f"{name} could not be read ({e.__class__.__name__}: {str(e)[:120]}).") from None
+
+
+#: First-row cells that are surely column names.
+_HEADER_WORDS = {"text", "prompt", "prompts", "content", "question", "input", "sentence", "document", "body",
+                 "id", "label", "title", "source", "name", "output", "answer", "completion"}
+_NAME_LIKE = re.compile(r"^[\w .\-/()#]{1,40}$")
+
+
+def guess_header(first: list[str], rest: list[list[str]]) -> bool:
+    """Whether a CSV's first row names the columns. Yes when a cell is a usual column name (text, prompt, …);
+    else when every cell is short and name-like (≤ 40 characters, ≤ 4 words, unique) and the values below are
+    on average at least twice as long as it; otherwise the first row is taken as data."""
+    cells = [c.strip() for c in first]
+    if not cells or any(not c for c in cells) or len(set(cells)) != len(cells):
+        return False
+    if any(c.lower() in _HEADER_WORDS for c in cells):
+        return True
+    if not all(_NAME_LIKE.match(c) and len(c.split()) <= 4 for c in cells):
+        return False
+    for j, c in enumerate(cells):
+        below = [len(r[j]) for r in rest[:200] if j < len(r) and r[j].strip()]
+        if below and sum(below) / len(below) >= 2 * len(c):
+            return True
+    return not rest
+
+
+def _read_csv(name: str, text: str, header: bool | None = None) -> Table:
+    """``header``: True/False as the user says, None to guess (and say what was guessed)."""
+    csv.field_size_limit(max(csv.field_size_limit(), MAX_UPLOAD_MB * 2**20))     # one prompt may be long
+    reader = csv.reader(io.StringIO(text, newline=""))
+    raw = []
+    try:
+        for row in reader:
+            raw.append(row)
     except csv.Error as e:
-        raise PromptError(f"{name} is not a readable CSV file ({e}).") from None
-    if not columns:
-        raise PromptError(f"{name} has no header row: the first line must name the columns.")
-    if not rows:
-        raise PromptError(f"{name} has a header but no rows.")
-    return Table(name=name, kind="csv", rows=rows, columns=columns)
+        raise PromptError(f"{name}, line {reader.line_num}: not a readable CSV file ({e}).") from None
+    raw = [r for r in raw if any(c.strip() for c in r)]
+    if not raw:
+        raise PromptError(f"{name} is empty: no rows.")
+    warnings = []
+    guessed = header is None
+    if guessed:
+        header = guess_header(raw[0], raw[1:])
+    width = max(len(r) for r in raw)
+    if header:
+        columns, seen = [], set()
+        for j in range(width):
+            c = raw[0][j].strip() if j < len(raw[0]) else ""
+            c = c or f"column {j + 1}"
+            while c in seen:
+                c += "'"
+            seen.add(c)
+            columns.append(c)
+        body = raw[1:]
+        if not body:
+            raise PromptError(f"{name} has a header but no rows (if the first row is a prompt, say that the file "
+                              "has no header).")
+    else:
+        columns = [f"column {j + 1}" for j in range(width)]
+        body = raw
+        if guessed:
+            warnings.append(f"{name}: the first row looks like data, not column names, so it is used as a prompt "
+                            "and the columns are numbered; say so if the file does have a header row.")
+    rows = [{c: (r[j] if j < len(r) else None) for j, c in enumerate(columns)} for r in body]
+    return Table(name=name, kind="csv", rows=rows, columns=columns, warnings=warnings, header=header)
 
 
 def _read_jsonl(name: str, text: str) -> Table:
@@ -109,21 +215,24 @@ def _read_jsonl(name: str, text: str) -> Table:
             continue
         try:
             value = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):     # RecursionError: a value nested thousands of levels deep
             bad.append(n)
             continue
         if isinstance(value, dict):
+            if any(_LONE_SURROGATE.search(k) for k in value):
+                bad.append(n)
+                continue
             for k, v in value.items():
                 if isinstance(v, str):
                     columns.setdefault(k, None)
-        elif not isinstance(value, str):
+        elif not isinstance(value, str) or _LONE_SURROGATE.search(value):
             bad.append(n)
             continue
         rows.append(value)
     t = Table(name=name, kind="jsonl", rows=rows, columns=list(columns))
     if bad:
         shown = ", ".join(map(str, bad[:20])) + (f" and {len(bad) - 20} more" if len(bad) > 20 else "")
-        t.warnings.append(f"{name}: skipped {len(bad)} malformed line(s) (not a JSON object or string): {shown}.")
+        t.warnings.append(f"{name}: skipped {len(bad)} malformed line(s) (not a JSON object or string, nested too deeply, or not valid text): {shown}.")
     if not rows:
         raise PromptError(f"{name} has no valid JSON lines.")
     return t
@@ -145,7 +254,7 @@ def prompts_from(table: Table, column: str | None = None) -> tuple[list[str], li
     prompts, empty, missing = [], 0, 0
     for r in table.rows:
         value = r if isinstance(r, str) else r.get(column)
-        if value is None or not isinstance(value, str):
+        if value is None or not isinstance(value, str) or _LONE_SURROGATE.search(value):
             missing += 1
         elif not value.strip():
             empty += 1

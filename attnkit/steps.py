@@ -24,7 +24,8 @@ import pandas as pd
 import torch
 
 from . import attention as A
-from .model import KVCache, _layer_norm, as_ids, generate, run
+from . import model as M
+from .model import KVCache, as_ids, generate, run
 from .weights import GPT2Weights, ModelConfig
 
 __all__ = [
@@ -63,8 +64,11 @@ class HeadSteps:
     head_out: torch.Tensor     # [d]        z·W_O[head]
     z_all: torch.Tensor        # [H, e]     every head's z at this query
     head_outs: torch.Tensor    # [H, d]     every head's z_h·W_O[h]
-    b_O: torch.Tensor          # [d]
+    b_O: torch.Tensor | None   # [d]
     attn_out: torch.Tensor     # [d]        merge(z_all, W_O, b_O)
+    q_pre: torch.Tensor | None = None   # [e]     rotary families: q before rotation (q is after)
+    k_pre: torch.Tensor | None = None   # [i+1, e] k before rotation
+    kv_head: int | None = None          # grouped-query attention: the key/value head this head reads
 
     @property
     def d_head(self) -> int:
@@ -82,7 +86,7 @@ class HeadSteps:
     @property
     def sum_of_heads(self) -> torch.Tensor:
         """Σ_h z_h·W_O[h] + b_O, computed head by head (equals :attr:`attn_out` up to rounding)."""
-        return self.head_outs.sum(0) + self.b_O
+        return self.head_outs.sum(0) if self.b_O is None else self.head_outs.sum(0) + self.b_O
 
 
 @torch.inference_mode()
@@ -108,31 +112,44 @@ def head_steps(weights: GPT2Weights, ids, layer: int, head: int, query: int,
         resid_pre = run(weights, ids, capture=("resid_pre",), layers=[layer])["resid_pre", layer]
     x = resid_pre.reshape(1, T, cfg.d_model)[:, : query + 1]
     lw = weights.layers[layer]
-    x_hat = _layer_norm(x, lw.ln1_w, lw.ln1_b, cfg.layer_norm_eps)            # [1, i+1, d]
-    q = A.project(x_hat, lw.W_Q, lw.b_Q)[:, :, query:]                         # [1, H, 1, e]
-    k = A.project(x_hat, lw.W_K, lw.b_K)                                       # [1, H, i+1, e]
+    # the same steps as attnkit.model.attention, on the visible rows only
+    x_hat = M.norm(x, lw.ln1_w, lw.ln1_b, cfg)                                  # [1, i+1, d]
+    q = A.project(x_hat, lw.W_Q, lw.b_Q)                                       # [1, H, i+1, e]
+    k = A.project(x_hat, lw.W_K, lw.b_K)                                       # [1, H_kv, i+1, e]
     v = A.project(x_hat, lw.W_V, lw.b_V)
+    q_pre = k_pre = None
+    if cfg.position == "rotary":
+        cos, sin = A.rotary_tables(weights.inv_freq, torch.arange(query + 1, device=x.device),
+                                   weights.rope_attention_scale, x.dtype)
+        q_pre, k_pre = q, k
+        q, k = A.rotate(q, cos, sin), A.rotate(k, cos, sin)
+    kv = head // cfg.group
+    k_all, v_all = A.repeat_kv(k, cfg.group), A.repeat_kv(v, cfg.group)        # [1, H, i+1, e]
+    q = q[:, :, query:]                                                        # [1, H, 1, e]
     scale = cfg.attn_scale(layer)
-    dots = A.scores(q, k, 1.0)                                                 # [1, H, 1, i+1]
-    scaled = A.scores(q, k, scale)
-    mask_row = A.causal_mask(T, device=x.device, dtype=x.dtype)[query]          # [T]
+    dots = A.scores(q, k_all, 1.0)                                             # [1, H, 1, i+1]
+    scaled = A.scores(q, k_all, scale)
+    mask_row = A.causal_mask(T, window=cfg.window(layer), device=x.device, dtype=x.dtype)[query]   # [T]
     # the model adds the full row of M; beyond the query it is −∞ whatever the score
     masked_vis = A.apply_mask(scaled, mask_row[: query + 1])
     pattern = A.softmax(masked_vis)                                            # [1, H, 1, i+1]
-    z = A.mix(pattern, v)                                                      # [1, H, 1, e]
+    z = A.mix(pattern, v_all)                                                  # [1, H, 1, e]
     attn_out = A.merge(z, lw.W_O, lw.b_O)[0, 0]                                # [d]
     z_all = z[0, :, 0]                                                         # [H, e]
     head_outs = torch.einsum("he,hed->hd", z_all, lw.W_O)
     masked_row = torch.full((T,), float("-inf"), dtype=x.dtype, device=x.device)
     masked_row[: query + 1] = masked_vis[0, head, 0]
-    own = lambda t: t.detach().clone()                                         # noqa: E731 (no views kept)
+    own = lambda t: None if t is None else t.detach().clone()                  # noqa: E731 (no views kept)
     return HeadSteps(
         layer=layer, head=head, query=query, n_tokens=T, scale=scale,
-        x_hat=own(x_hat[0]), q=own(q[0, head, 0]), k=own(k[0, head]), v=own(v[0, head]),
+        x_hat=own(x_hat[0]), q=own(q[0, head, 0]), k=own(k_all[0, head]), v=own(v_all[0, head]),
         dots=own(dots[0, head, 0]), scaled=own(scaled[0, head, 0]), mask_row=own(mask_row),
         masked_row=masked_row, weights=own(pattern[0, head, 0]), z=own(z[0, head, 0]),
         head_out=own(head_outs[head]), z_all=own(z_all), head_outs=head_outs, b_O=own(lw.b_O),
         attn_out=own(attn_out),
+        q_pre=None if q_pre is None else own(q_pre[0, head, query]),
+        k_pre=None if k_pre is None else own(k_pre[0, kv]),
+        kv_head=kv if cfg.group > 1 else None,
     )
 
 
@@ -311,8 +328,9 @@ def kv_cache_demo(weights: GPT2Weights, ids, n_new: int, *, check_rows: bool = T
         for t in gen_c.tokens[:-1]:
             run(weights, [[t]], cache=cache)
             lengths.append(cache.length)
-        ref = run(weights, full[:, : cache.length], capture=("k", "v"))
-        kv_diff = max(max(float((cache.keys[l] - ref["k", l]).abs().max()),
+        k_name = "k_rot" if cfg.position == "rotary" else "k"        # rotary families cache k after rotation
+        ref = run(weights, full[:, : cache.length], capture=(k_name, "v"))
+        kv_diff = max(max(float((cache.keys[l] - ref[k_name, l]).abs().max()),
                           float((cache.values[l] - ref["v", l]).abs().max())) for l in range(cfg.n_layers))
     rows = []
     for s in range(n_new):
@@ -368,12 +386,12 @@ def xx_vs_qk(weights: GPT2Weights, ids, layer: int, head: int,
     cfg = weights.config
     ids = as_ids(ids, weights.device)
     T = ids.shape[1]
-    if resid_pre is None:
-        resid_pre = run(weights, ids, capture=("resid_pre",), layers=[layer])["resid_pre", layer]
-    lw = weights.layers[layer]
-    x_hat = _layer_norm(resid_pre.reshape(1, T, cfg.d_model), lw.ln1_w, lw.ln1_b, cfg.layer_norm_eps)
-    q = A.project(x_hat, lw.W_Q[head: head + 1], lw.b_Q[head: head + 1])[0, 0]
-    k = A.project(x_hat, lw.W_K[head: head + 1], lw.b_K[head: head + 1])[0, 0]
+    qn, kn = ("q_rot", "k_rot") if cfg.position == "rotary" else ("q", "k")
+    resume = {} if resid_pre is None else {"start": layer, "resid": resid_pre.reshape(1, T, cfg.d_model)}
+    tr = run(weights, ids, capture=("ln1", qn, kn), layers=[layer], stop=layer + 1, **resume)
+    x_hat = tr["ln1", layer]
+    q = tr[qn, layer][0, head]
+    k = tr[kn, layer][0, head // cfg.group]
     xx = A.scores(x_hat[0], x_hat[0], 1.0)
     qk = A.scores(q, k, 1.0)
     return {"xx": xx, "qk": qk, "xx_stats": symmetry_stats(xx), "qk_stats": symmetry_stats(qk)}

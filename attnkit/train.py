@@ -56,7 +56,6 @@ which replays the run exactly. SIGUSR1 stops training after the current step
 """
 from __future__ import annotations
 
-import argparse
 import glob
 import json
 import math
@@ -702,40 +701,42 @@ def _bpb_text(info: dict) -> str:
 
 # --------------------------------------------------------------------------- main
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="python -m attnkit train-default", description=__doc__.split("\n")[0])
-    p.add_argument("--out", default=str(DEFAULT_OUT), help="output folder (default: the shipped model)")
-    p.add_argument("--steps", type=int, default=1800, help="optimizer steps (default 1800)")
-    p.add_argument("--minutes", type=float, default=None,
+    from . import cli_args as T
+
+    p = T.Parser(prog="python -m attnkit train-default", description=__doc__.split("\n")[0])
+    p.add_argument("--out", default=str(DEFAULT_OUT), type=T.writable_dir, help="output folder (default: the shipped model)")
+    p.add_argument("--steps", type=T.positive_int, default=1800, help="optimizer steps (default 1800)")
+    p.add_argument("--minutes", type=T.positive_float, default=None,
                    help="time-boxed run (implies --schedule wsd): constant LR until 80%% of the time, "
                         "then a linear decay sized to the measured speed; stops at the limit. "
                         "The card records the equivalent --steps/--decay-start/--stop-after")
     p.add_argument("--schedule", choices=["cosine", "wsd"], default="cosine",
                    help="cosine: warmup + cosine decay; wsd: warmup, constant, linear decay")
-    p.add_argument("--decay-start", type=int, default=None, help="wsd: step the decay starts (default 80%%)")
-    p.add_argument("--stop-after", type=int, default=None,
+    p.add_argument("--decay-start", type=T.nonneg_int, default=None, help="wsd: step the decay starts (default 80%%)")
+    p.add_argument("--stop-after", type=T.positive_int, default=None,
                    help="stop after this many steps; the LR schedule is still planned for --steps")
     p.add_argument("--init-from", default=None,
                    help="continue training the model in this folder (a later stage; its tokenizer is retrained "
                         "identically from the same corpus and seed and must match)")
-    p.add_argument("--corpus-limit", type=int, default=None, help="max characters of corpus")
-    p.add_argument("--corpus-file", default=None, help="train on this text file instead of Debian text")
-    p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--lr", type=float, default=2e-3)
-    p.add_argument("--warmup", type=int, default=100)
+    p.add_argument("--corpus-limit", type=T.positive_int, default=None, help="max characters of corpus")
+    p.add_argument("--corpus-file", default=None, type=T.existing_nonempty_text_file, help="train on this text file instead of Debian text")
+    p.add_argument("--seed", type=T.nonneg_int, default=1234)
+    p.add_argument("--threads", type=T.positive_int, default=1, help="torch CPU threads")
+    p.add_argument("--batch", type=T.positive_int, default=16)
+    p.add_argument("--lr", type=T.positive_float, default=2e-3)
+    p.add_argument("--warmup", type=T.nonneg_int, default=100)
     p.add_argument("--weight-decay", type=float, default=0.1)
-    p.add_argument("--vocab-size", type=int, default=8192)
-    p.add_argument("--n-layer", type=int, default=4)
-    p.add_argument("--n-head", type=int, default=8)
-    p.add_argument("--n-embd", type=int, default=256)
-    p.add_argument("--n-positions", type=int, default=256)
-    p.add_argument("--eval-every", type=int, default=100)
-    p.add_argument("--train-block", type=int, default=None,
+    p.add_argument("--vocab-size", type=T.positive_int, default=8192)
+    p.add_argument("--n-layer", type=T.positive_int, default=4)
+    p.add_argument("--n-head", type=T.positive_int, default=8)
+    p.add_argument("--n-embd", type=T.positive_int, default=256)
+    p.add_argument("--n-positions", type=T.int_at_least(2), default=256)
+    p.add_argument("--eval-every", type=T.positive_int, default=100)
+    p.add_argument("--train-block", type=T.int_at_least(2), default=None,
                    help="training window (default: --n-positions); windows of --n-positions from --long-start on")
-    p.add_argument("--long-start", type=int, default=None,
+    p.add_argument("--long-start", type=T.nonneg_int, default=None,
                    help="from this step on, train on --n-positions windows (batch scaled to keep tokens/step)")
-    p.add_argument("--long-frac", type=float, default=0.9,
+    p.add_argument("--long-frac", type=T.positive_float, default=0.9,
                    help="with --minutes and --train-block: switch to long windows at this fraction of the time")
     p.add_argument("--text-repeat", type=float, default=0.0,
                    help="share of training rows that are a span of natural text repeated (induction-friendly)")

@@ -1,16 +1,19 @@
-"""GPT-2's weights, taken out of a HuggingFace model and split per head.
+"""The standard weights every model family is converted into (:mod:`attnkit.families`).
 
-HF stores the three attention projections of a layer as one ``Conv1D`` called
-``c_attn``: a ``[d_model, 3·d_model]`` matrix that is *right*-multiplied
-(``x @ W + b``).  Its columns are ``[Q | K | V]`` and, inside each, head ``h``
-owns columns ``h·d_head … (h+1)·d_head``.  We split it into
+Per layer, per head, in the right-multiplied layout of the formula (``x @ W + b``)::
 
-    W_Q, W_K, W_V : [n_heads, d_model, d_head]      b_Q, b_K, b_V : [n_heads, d_head]
-    W_O           : [n_heads, d_head, d_model]      b_O           : [d_model]
+    W_Q          : [n_heads,    d_model, d_head]     b_Q : [n_heads, d_head]     (or None)
+    W_K, W_V     : [n_kv_heads, d_model, d_head]     b_K, b_V : [n_kv_heads, d_head]
+    W_O          : [n_heads,    d_head,  d_model]    b_O : [d_model]             (or None)
+    W_in, W_gate : [d_model, d_mlp]                  W_out : [d_mlp, d_model]
 
-with no folding of LayerNorm into the weights and no centring, so that every
-intermediate (q, k, v, scores, pattern, z, …) equals HF's own.  The tensors are
-*views* of HF's parameters: extracting costs no memory and no copy.
+``n_kv_heads < n_heads`` is grouped-query attention: query head ``h`` reads key/value head
+``h // (n_heads / n_kv_heads)``. There is no folding of norms into the weights and no centring, so
+every intermediate (q, k, v, scores, pattern, z, …) equals the original model's. Converters return
+*views* of the HF parameters where the layout allows it: extracting costs no copy.
+
+A family fills only what it has: GPT-2 has biases everywhere, LayerNorm, learned positions and a
+plain GELU MLP; a Llama has RMSNorm (no bias), rotary positions, GQA and a gated (SwiGLU) MLP.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ import torch
 __all__ = [
     "ModelConfig",
     "LayerWeights",
+    "Weights",
     "GPT2Weights",
     "extract",
     "param_counts",
@@ -38,31 +42,34 @@ class ModelConfig:
     d_mlp: int
     layer_norm_eps: float = 1e-5
     act_fn: str = "gelu_new"
-    scale_attn_weights: bool = True          # divide scores by √d_head (GPT-2 always does)
+    scale_attn_weights: bool = True          # divide scores by √d_head (GPT-2 always does; GPT-Neo does not)
     scale_attn_by_inverse_layer_idx: bool = False  # extra 1/(layer+1), off in every OpenAI checkpoint
+    family: str = "gpt2"
+    n_kv_heads: int | None = None            # None: as many as n_heads (no grouped-query attention)
+    head_dim: int | None = None              # None: d_model / n_heads
+    norm: str = "layernorm"                  # "layernorm" (x−μ)/σ·w+b, or "rmsnorm" x/rms(x)·w
+    position: str = "learned"                # "learned" (a position table added to the embedding) or "rotary"
+    rotary_dim: int | None = None            # rotary: how many of each head's dims rotate (None: all)
+    mlp: str = "plain"                       # "plain" act(x·W_in+b)·W_out, or "gated" (act(x·W_gate)⊙x·W_in)·W_out
+    parallel: bool = False                   # attention and MLP both read resid_pre (GPT-NeoX, GPT-J)
+    windows: tuple | None = None             # per layer: None (global) or a local window w (keys i−w < j ≤ i)
+    embed_scale: float = 1.0                 # embeddings multiplied by this (1 for every family here)
 
     @property
     def d_head(self) -> int:
-        return self.d_model // self.n_heads
+        return self.head_dim or self.d_model // self.n_heads
 
-    @classmethod
-    def from_hf(cls, cfg) -> "ModelConfig":
-        if getattr(cfg, "model_type", None) != "gpt2":
-            raise ValueError(f"not a GPT-2 config (model_type={getattr(cfg, 'model_type', None)!r})")
-        if cfg.n_embd % cfg.n_head:
-            raise ValueError(f"n_embd={cfg.n_embd} is not divisible by n_head={cfg.n_head}")
-        return cls(
-            n_layers=cfg.n_layer,
-            n_heads=cfg.n_head,
-            d_model=cfg.n_embd,
-            n_ctx=cfg.n_positions,
-            d_vocab=cfg.vocab_size,
-            d_mlp=cfg.n_inner or 4 * cfg.n_embd,
-            layer_norm_eps=cfg.layer_norm_epsilon,
-            act_fn=cfg.activation_function,
-            scale_attn_weights=cfg.scale_attn_weights,
-            scale_attn_by_inverse_layer_idx=cfg.scale_attn_by_inverse_layer_idx,
-        )
+    @property
+    def kv_heads(self) -> int:
+        return self.n_kv_heads or self.n_heads
+
+    @property
+    def group(self) -> int:
+        """Query heads per key/value head (1 without grouped-query attention)."""
+        return self.n_heads // self.kv_heads
+
+    def window(self, layer: int) -> int | None:
+        return None if self.windows is None else self.windows[layer]
 
     def attn_scale(self, layer: int) -> float:
         """The factor the scores q·kᵀ are multiplied by in ``layer`` (1/√d_head for GPT-2)."""
@@ -71,36 +78,47 @@ class ModelConfig:
             scale /= float(layer + 1)
         return scale
 
+    @classmethod
+    def from_hf(cls, cfg) -> "ModelConfig":
+        """The config of an HF model of any supported family (see :mod:`attnkit.families`)."""
+        from .families import family_for
+
+        return family_for(getattr(cfg, "model_type", None)).config(cfg)
+
 
 @dataclass
 class LayerWeights:
-    ln1_w: torch.Tensor   # [d_model]
-    ln1_b: torch.Tensor
-    W_Q: torch.Tensor     # [n_heads, d_model, d_head]
-    W_K: torch.Tensor
+    ln1_w: torch.Tensor          # [d_model]
+    ln1_b: torch.Tensor | None   # None for RMSNorm
+    W_Q: torch.Tensor            # [n_heads, d_model, d_head]
+    W_K: torch.Tensor            # [n_kv_heads, d_model, d_head]
     W_V: torch.Tensor
-    b_Q: torch.Tensor     # [n_heads, d_head]
-    b_K: torch.Tensor
-    b_V: torch.Tensor
-    W_O: torch.Tensor     # [n_heads, d_head, d_model]
-    b_O: torch.Tensor     # [d_model]
+    b_Q: torch.Tensor | None     # [n_heads, d_head]
+    b_K: torch.Tensor | None     # [n_kv_heads, d_head]
+    b_V: torch.Tensor | None
+    W_O: torch.Tensor            # [n_heads, d_head, d_model]
+    b_O: torch.Tensor | None     # [d_model]
     ln2_w: torch.Tensor
-    ln2_b: torch.Tensor
-    W_in: torch.Tensor    # [d_model, d_mlp]
-    b_in: torch.Tensor
-    W_out: torch.Tensor   # [d_mlp, d_model]
-    b_out: torch.Tensor
+    ln2_b: torch.Tensor | None
+    W_in: torch.Tensor           # [d_model, d_mlp]
+    b_in: torch.Tensor | None
+    W_out: torch.Tensor          # [d_mlp, d_model]
+    b_out: torch.Tensor | None
+    W_gate: torch.Tensor | None = None   # [d_model, d_mlp], gated MLPs only
 
 
 @dataclass
-class GPT2Weights:
+class Weights:
     config: ModelConfig
-    wte: torch.Tensor     # [d_vocab, d_model] token embedding
-    wpe: torch.Tensor     # [n_ctx, d_model]   position embedding
+    wte: torch.Tensor                  # [d_vocab, d_model] token embedding (W_E)
+    wpe: torch.Tensor | None           # [n_ctx, d_model] learned positions; None for rotary families
     lnf_w: torch.Tensor
-    lnf_b: torch.Tensor
-    W_U: torch.Tensor     # [d_vocab, d_model] unembedding (tied to wte in GPT-2)
+    lnf_b: torch.Tensor | None
+    W_U: torch.Tensor                  # [d_vocab, d_model] unembedding (tied to wte in GPT-2)
     layers: list[LayerWeights] = field(default_factory=list)
+    b_U: torch.Tensor | None = None    # [d_vocab]
+    inv_freq: torch.Tensor | None = None   # rotary: [rotary_dim / 2] angular frequencies θ_k
+    rope_attention_scale: float = 1.0      # rotary: cos and sin are multiplied by this (YaRN-style kinds)
 
     @property
     def device(self) -> torch.device:
@@ -111,55 +129,15 @@ class GPT2Weights:
         return self.wte.dtype
 
 
-def _split_heads_in(w: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """[d_model, n_heads·d_head] (a column block of c_attn) -> [n_heads, d_model, d_head] (a view)."""
-    d_model, width = w.shape
-    return w.view(d_model, n_heads, width // n_heads).permute(1, 0, 2)
+#: The name used before other families existed (GPT-2's weights are the standard weights).
+GPT2Weights = Weights
 
 
-@torch.no_grad()
-def extract(hf_model) -> GPT2Weights:
-    """Split a HuggingFace ``GPT2LMHeadModel`` (or ``GPT2Model``) into :class:`GPT2Weights`."""
-    cfg = ModelConfig.from_hf(hf_model.config)
-    tr = getattr(hf_model, "transformer", hf_model)
-    d, h = cfg.d_model, cfg.n_heads
-    layers = []
-    for block in tr.h:
-        w_qkv = block.attn.c_attn.weight.detach()   # [d, 3d]
-        b_qkv = block.attn.c_attn.bias.detach()     # [3d]
-        w_q, w_k, w_v = w_qkv[:, :d], w_qkv[:, d : 2 * d], w_qkv[:, 2 * d :]
-        b_q, b_k, b_v = b_qkv[:d], b_qkv[d : 2 * d], b_qkv[2 * d :]
-        layers.append(
-            LayerWeights(
-                ln1_w=block.ln_1.weight.detach(),
-                ln1_b=block.ln_1.bias.detach(),
-                W_Q=_split_heads_in(w_q, h),
-                W_K=_split_heads_in(w_k, h),
-                W_V=_split_heads_in(w_v, h),
-                b_Q=b_q.view(h, -1),
-                b_K=b_k.view(h, -1),
-                b_V=b_v.view(h, -1),
-                W_O=block.attn.c_proj.weight.detach().view(h, cfg.d_head, d),
-                b_O=block.attn.c_proj.bias.detach(),
-                ln2_w=block.ln_2.weight.detach(),
-                ln2_b=block.ln_2.bias.detach(),
-                W_in=block.mlp.c_fc.weight.detach(),
-                b_in=block.mlp.c_fc.bias.detach(),
-                W_out=block.mlp.c_proj.weight.detach(),
-                b_out=block.mlp.c_proj.bias.detach(),
-            )
-        )
-    lm_head = getattr(hf_model, "lm_head", None)
-    W_U = (lm_head.weight if lm_head is not None else tr.wte.weight).detach()
-    return GPT2Weights(
-        config=cfg,
-        wte=tr.wte.weight.detach(),
-        wpe=tr.wpe.weight.detach(),
-        lnf_w=tr.ln_f.weight.detach(),
-        lnf_b=tr.ln_f.bias.detach(),
-        W_U=W_U,
-        layers=layers,
-    )
+def extract(hf_model) -> Weights:
+    """Convert a HuggingFace causal LM of any supported family into :class:`Weights` (views)."""
+    from .families import family_for
+
+    return family_for(getattr(hf_model.config, "model_type", None)).convert(hf_model)
 
 
 def attention_weight_count(d_model: int, n_heads: int) -> int:
@@ -171,11 +149,14 @@ def attention_weight_count(d_model: int, n_heads: int) -> int:
     return n_heads * (3 * d_model * d_head) + d_model * d_model
 
 
-def param_counts(cfg: ModelConfig) -> dict[str, int]:
-    """Parameter counts per component (the whole model; biases and LayerNorms included).
+def param_counts(cfg: ModelConfig, weights: Weights | None = None) -> dict[str, int]:
+    """Parameter counts per component (the whole model; biases and norms included).
 
-    ``wte`` is counted once: GPT-2 ties the unembedding to it.
+    Without ``weights`` the GPT-2 layout is assumed (biases everywhere, ``wte`` tied to the
+    unembedding and counted once); with ``weights`` the tensors present are counted.
     """
+    if weights is not None:
+        return _counted(weights)
     d, L = cfg.d_model, cfg.n_layers
     per_layer = {
         "attention Q/K/V weights": 3 * d * d,
@@ -189,5 +170,30 @@ def param_counts(cfg: ModelConfig) -> dict[str, int]:
     counts["token embedding (wte)"] = cfg.d_vocab * d
     counts["position embedding (wpe)"] = cfg.n_ctx * d
     counts["final LayerNorm"] = 2 * d
+    counts["total"] = sum(counts.values())
+    return counts
+
+
+def _n(*ts) -> int:
+    return sum(t.numel() for t in ts if t is not None)
+
+
+def _counted(w: Weights) -> dict[str, int]:
+    cfg = w.config
+    counts = {
+        "attention Q/K/V weights": sum(_n(l.W_Q, l.W_K, l.W_V) for l in w.layers),
+        "attention Q/K/V biases": sum(_n(l.b_Q, l.b_K, l.b_V) for l in w.layers),
+        "attention O weight": sum(_n(l.W_O) for l in w.layers),
+        "attention O bias": sum(_n(l.b_O) for l in w.layers),
+        "MLP": sum(_n(l.W_in, l.b_in, l.W_gate, l.W_out, l.b_out) for l in w.layers),
+        f"{'RMSNorms' if cfg.norm == 'rmsnorm' else 'LayerNorms'} (ln_1, ln_2)":
+            sum(_n(l.ln1_w, l.ln1_b, l.ln2_w, l.ln2_b) for l in w.layers),
+        "token embedding (wte)": _n(w.wte),
+    }
+    if w.wpe is not None:
+        counts["position embedding (wpe)"] = _n(w.wpe)
+    counts["final norm"] = _n(w.lnf_w, w.lnf_b)
+    if w.W_U.data_ptr() != w.wte.data_ptr():
+        counts["unembedding (W_U, untied)"] = _n(w.W_U, w.b_U)
     counts["total"] = sum(counts.values())
     return counts

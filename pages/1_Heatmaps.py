@@ -1,22 +1,24 @@
-"""Heatmaps: one head's attention pattern (or pre-softmax scores), a layer's heads, a head through the layers."""
+"""Heatmaps: one head's attention pattern (or pre-softmax scores), a layer's heads, a head through the layers,
+and the prompt as text coloured by one token's attention (the Tokens view)."""
 import numpy as np
 import pandas as pd
 import streamlit as st
 import torch
 
-from attnkit import metrics, ui
+from attnkit import compare, metrics, ui
 from attnkit.charts import heatmaps as hm
+from attnkit.charts import tokens as tk
 
 CAPTURE = ("pattern", "scores")        # the same capture as the Compare page: one cached run serves both
-VIEWS = ["One head", "All heads of a layer", "One head through all layers"]
+VIEWS = ["One head", "All heads of a layer", "One head through all layers", "Tokens"]
+SCALE_NAMES = {"linear": "linear", "sqrt": "square root", "log": "log (3 decades)"}
+TOKEN_HEADS = {"one": "the chosen head", "mean": "mean of the layer's heads", "max": "max of the layer's heads"}
+TOKEN_DIRS = {"to": "what the chosen token attends to", "from": "what attends to the chosen token"}
 KINDS = {"pattern (after softmax)": "pattern", "scores (before softmax)": "scores"}
 
 
 
-ui.setup_page("Heatmaps")
-ctx = ui.sidebar()
-if ctx is None:
-    st.stop()
+ctx = ui.page("Heatmaps")
 
 cfg = ctx.model.config
 if ctx.all_selected:
@@ -29,17 +31,52 @@ with st.spinner("Running the model (once per prompt; switching layer or head reu
     tr = ui.trace(ctx, capture=CAPTURE)
 masked_full = hm.causal_masked(T)
 
-c1, c2, c3, c4, c5 = st.columns([2.2, 2, 1, 1, 1.3])
-view = c1.radio("View", VIEWS, key="hm_view")
-kind = KINDS[c2.radio("Values", list(KINDS), key="hm_values",
-                      help="Scores are q·k/√d before the mask: the grey cells still hold a number there, "
-                           "but the mask sets them to −∞ so their weight after softmax is exactly 0.")]
-layer = c3.selectbox("Layer", range(cfg.n_layers), key="hm_layer", disabled=view == VIEWS[2])
-head = c4.selectbox("Head", range(cfg.n_heads), key="hm_head", disabled=view == VIEWS[1])
-scale = c5.radio("Colour scale", ["linear", "sqrt"], key="hm_scale", disabled=kind != "pattern",
-                 help="Patterns only. sqrt spreads the small weights of long prompts over more colours.")
-scale = scale if kind == "pattern" else "linear"
 
+
+def _selected(state, param: str) -> list[dict]:
+    """The points of a chart's click selection ``param`` from Streamlit's session state (or [])."""
+    try:
+        return list(state["selection"][param] or [])
+    except (KeyError, TypeError):
+        return []
+
+
+# A click on a grid panel (in the previous run) opens that head in the single-head view.
+picked = _selected(st.session_state.get("hm_grid"), "open")
+if picked and picked != st.session_state.get("hm_grid_last"):
+    st.session_state["hm_grid_last"] = picked
+    try:
+        pl, ph = compare.parse_head(picked[-1]["head"])
+        if pl < cfg.n_layers and ph < cfg.n_heads:
+            st.session_state.update(hm_view=VIEWS[0], hm_layer=pl, hm_head=ph)
+    except (KeyError, ValueError):
+        pass
+
+# The colour scale starts at the default for this length (log above 64 tokens) until the user picks one.
+auto_scale = hm.default_scale(T)
+if st.session_state.get("hm_scale") not in (*hm.SCALES, None) or \
+        st.session_state.get("hm_scale") in (None, st.session_state.get("hm_scale_auto")):
+    st.session_state["hm_scale"] = auto_scale
+st.session_state["hm_scale_auto"] = auto_scale
+
+c1, c2, c3, c4, c5 = st.columns([2.2, 2, 1, 1, 1.5])
+view = c1.radio("View", VIEWS, key="hm_view")
+tokens_view = view == VIEWS[3]
+kind = KINDS[c2.radio("Values", list(KINDS), key="hm_values", disabled=tokens_view,
+                      help="Scores are q·k/√d before the mask: the grey cells still hold a number there, "
+                           "but the mask sets them to −∞ so their weight after softmax is exactly 0. "
+                           "The Tokens view shows weights.")]
+kind = "pattern" if tokens_view else kind
+layer = c3.selectbox("Layer", range(cfg.n_layers), key="hm_layer", disabled=view == VIEWS[2])
+head = c4.selectbox("Head", range(cfg.n_heads), key="hm_head", disabled=view == VIEWS[1],
+                    format_func=lambda h: f"{h} (L{layer}H{h})")
+scale = c5.radio("Colour scale", list(hm.SCALES), key="hm_scale", disabled=kind != "pattern",
+                 format_func=SCALE_NAMES.get,
+                 help=f"Patterns only. Above {hm.MARK_LIMIT} tokens most weights are tiny and a linear scale draws "
+                      f"them all dark, so the page starts on the log scale there (linear below). "
+                      "Square root is in between.")
+scale = scale if kind == "pattern" else "linear"
+name = hm.head_name(layer, head)
 
 def matrix(l: int, h: int) -> np.ndarray:
     return tr[kind, l][0, h].float().cpu().numpy()    # on the CPU a view of the cached run: read only
@@ -70,83 +107,165 @@ def full_csv(values: np.ndarray) -> bytes:
     df = pd.DataFrame(values, columns=[f"k{j}" for j in range(values.shape[1])])
     df.insert(0, "query_token", ctx.model.token_strs(ids))
     df.insert(0, "query_pos", range(values.shape[0]))
-    head_lines = "".join(f"# {k}: {v}\n" for k, v in token_meta().items())
-    return (head_lines + df.to_csv(index=False)).encode("utf-8")
+    return ui.csv_bytes(df, comments=token_meta())
+
+
+def meta(**extra) -> dict:
+    return token_meta() | {"colour scale": scale} | extra
+
+
+def token_view():
+    """The prompt as text; the chosen token's attention colours the others."""
+    st.caption("The prompt as text. **Click a token** to choose it (the red one); every other token is coloured by "
+               "the chosen token's attention, and hovering a token shows its weight. Greyed tokens are hidden from "
+               "the chosen one by the causal mask.")
+    if T > tk.TOKEN_LIMIT:
+        st.info(f"{T} tokens: the token view is for prompts of up to {tk.TOKEN_LIMIT} tokens (it sends every weight "
+                "to the browser). Use *One head* for the whole matrix.", icon="ℹ️")
+        return
+    a1, a2, a3 = st.columns([1.6, 1.4, 1.2])
+    direction = a1.radio("Colour the other tokens by", list(TOKEN_DIRS), key="hm_tok_dir", format_func=TOKEN_DIRS.get)
+    heads = a2.radio("Weights of", list(TOKEN_HEADS), key="hm_tok_heads", format_func=TOKEN_HEADS.get,
+                     help="One head (Layer and Head above), or every head of the layer combined: their mean "
+                          "(the average pattern) or their max (any head attending strongly).")
+    follow = a3.radio("Choose the token by", ["click", "hover"], key="hm_tok_follow",
+                      format_func={"click": "clicking it", "hover": "pointing at it"}.get,
+                      help="Pointing: the colours follow the mouse and return to the clicked token when it leaves the text.")
+    layer_p = tr["pattern", layer][0].float().cpu().numpy()           # [H, T, T], read only
+    if heads == "one":
+        A, which = layer_p[head], f"head {name}"
+    elif heads == "mean":
+        A, which = layer_p.mean(0), f"mean of layer {layer}'s {cfg.n_heads} heads"
+    else:
+        A, which = layer_p.max(0), f"max of layer {layer}'s {cfg.n_heads} heads"
+    tscale = "linear" if scale == "linear" else "sqrt"
+    chart = tk.token_chart(A, ctx.model.token_strs(ids), direction=direction, follow=follow, scale=tscale,
+                           title=f"{which}: {TOKEN_DIRS[direction]}")
+    st.altair_chart(chart, width="content", key="hm_tokens")
+    st.caption(f"Colours: {'linear in' if tscale == 'linear' else 'the square root of'} the weight, from 0 to the "
+               "largest weight of the chosen token (itself left out; the legend shows the range). "
+               "The last token is the one chosen at first.")
+    tbl = pd.DataFrame(A, columns=[f"k{j}" for j in range(T)])
+    tbl.insert(0, "query_token", ctx.model.token_strs(ids))
+    tbl.insert(0, "query_pos", range(T))
+    ui.download_buttons(tbl, None, f"pattern_L{layer}_{heads if heads != 'one' else f'H{head}'}",
+                        meta(layer=layer, heads=TOKEN_HEADS[heads]), key="tok")
 
 
 what = "weight" if kind == "pattern" else "pre-softmax score"
-st.caption(f"{T} tokens · rows are queries (the position attending), columns keys (the position attended to) · "
-           f"**grey = masked** (a future key, hidden by the causal mask{'; its weight is exactly 0' if kind == 'pattern' else '; its score is replaced by −∞ before the softmax'}), "
-           f"distinct from a visible {what} of 0." +
-           (" Colours run from 0 to the largest weight outside row 0 (query 0 can only put its whole weight, 1, "
-            "on itself); anything larger takes the top colour." if kind == "pattern" and T > 2 else
-            " Colours are centred on 0 (white), ± the largest visible score." if kind == "scores" else ""))
+if not tokens_view:
+    st.caption(f"{T} tokens · rows are queries (the position attending), columns keys (the position attended to) · "  # internal text: the page's words and hm.scale_note
+               f"**grey = masked** (a future key, hidden by the causal mask{'; its weight is exactly 0' if kind == 'pattern' else '; its score is replaced by −∞ before the softmax'}), "
+               f"distinct from a visible {what} of 0. " + hm.scale_note(scale, kind) +
+               (" The top colour is the largest weight outside row 0 (query 0 can only put its whole weight, 1, "
+                "on itself); anything larger takes the top colour." if kind == "pattern" and T > 2 else
+                " Colours are centred on 0 (white), ± the largest visible score." if kind == "scores" else ""))
 
-if view == VIEWS[0]:
+if view != VIEWS[1] and view != VIEWS[2]:
+    st.session_state.pop("hm_grid_last", None)      # back on a grid, the same panel can be clicked again
+
+if tokens_view:
+    token_view()
+elif view == VIEWS[0]:
     vals = matrix(layer, head)
-    stem = f"{kind}_L{layer}H{head}"
-    title = f"Layer {layer}, head {head}: {kind}"
+    stem = f"{kind}_{name}"
+    title = f"{name} (layer {layer}, head {head}): {kind}"
     if T <= hm.MARK_LIMIT:
-        chart = hm.cell_chart(vals, labels, labels, masked=masked_full, kind=kind, scale=scale, title=title)
+        side = min(740, max(420, 30 * T))
+        chart = hm.cell_chart(vals, labels, labels, masked=masked_full, kind=kind, scale=scale, title=title,
+                              size=side, name=name, legend_length=min(300, side))
         st.altair_chart(chart, width="content")
-        ui.download_buttons(long_table(vals), chart, stem, token_meta() | {"layer": layer, "head": head}, key="one")
+        ui.download_buttons(long_table(vals), chart, stem, meta(layer=layer, head=head), key="one")
     else:
+        if st.session_state.get("hm_win") not in range(8, hm.MARK_LIMIT + 1, 4):
+            st.session_state["hm_win"] = min(32, hm.MARK_LIMIT)
+        size = int(st.session_state["hm_win"])
+        # the focus window starts on the block holding the most attention, for each head (until moved)
+        auto_key = (tuple(ids), layer, head, kind, size)
+        if st.session_state.get("hm_win_auto") != auto_key:
+            aq, ak, _ = hm.densest_block(vals, size, masked_full)
+            st.session_state.update(hm_q0=aq, hm_k0=ak, hm_win_auto=auto_key, hm_win_start=(aq, ak))
+        # a click on the image (in the previous run) centres the window on that block
+        clicked = _selected(st.session_state.get("hm_image"), "cell")
+        if clicked and clicked != st.session_state.get("hm_image_last"):
+            st.session_state["hm_image_last"] = clicked
+            try:
+                by, bx = int(clicked[-1]["y"]), int(clicked[-1]["x"])
+                kb = max(1, -(-T // hm.TOOLTIP_BLOCKS))
+                st.session_state["hm_q0"] = int(np.clip(by + kb // 2 - size // 2, 0, T - size))
+                st.session_state["hm_k0"] = int(np.clip(bx + kb // 2 - size // 2, 0, T - size))
+            except (KeyError, TypeError, ValueError):
+                pass
+        for key in ("hm_q0", "hm_k0"):
+            st.session_state[key] = int(np.clip(st.session_state.get(key, 0), 0, T - size))
         png = head_png((ctx.model_name, ctx.device, tuple(ids), layer, head, kind, scale), vals, kind, scale)
         domain = hm.colour_domain(vals, masked_full, kind)            # one colour scale for image and window
-        full = hm.image_chart(vals, masked=masked_full, kind=kind, scale=scale, png=png, size=430, domain=domain,
-                              legend=False, title=f"All {T}×{T} cells, one pixel each")
+        q0, k0 = st.session_state["hm_q0"], st.session_state["hm_k0"]
+        full = hm.image_chart(vals, masked=masked_full, kind=kind, scale=scale, png=png, size=360, domain=domain,
+                              legend=False, title=f"All {T}×{T} cells · click to move the window", labels=labels,
+                              select="cell", window=(q0, k0, size, size))
         st.markdown(f"**{title}**")
-        st.info(f"{T} tokens is more than the {hm.MARK_LIMIT} drawn cell by cell: the whole matrix is shown as one "
-                f"image (one pixel per cell, no token labels or tooltips), and a focus window of at most "
-                f"{hm.MARK_LIMIT}×{hm.MARK_LIMIT} cells is drawn beside it with tokens and tooltips, in the same "
-                f"colours.", icon="🔎")
-        left, right = st.columns([1, 1])
+        st.info(f"{T} tokens is more than the {hm.MARK_LIMIT} drawn cell by cell: the whole matrix is one image "
+                f"(one pixel per cell; hover it for the strongest cell of each "
+                f"{max(1, -(-T // hm.TOOLTIP_BLOCKS))}×{max(1, -(-T // hm.TOOLTIP_BLOCKS))} block, click it to move "
+                f"the window there), and a focus window of at most {hm.MARK_LIMIT}×{hm.MARK_LIMIT} cells (outlined "
+                f"in red) is drawn beside it with tokens and tooltips, in the same colours.", icon="🔎")
+        left, right = st.columns([0.92, 1.08])
         with left:
-            st.altair_chart(full, width="content")
+            st.altair_chart(full, width="content", on_select="rerun", selection_mode="cell", key="hm_image")
             ui.download_buttons(pd.DataFrame({"query_pos": range(T), "query_token": ctx.model.token_strs(ids)}),
-                                full, stem + "_full", token_meta() | {"layer": layer, "head": head}, key="full")
+                                full, stem + "_full", meta(layer=layer, head=head), key="full")
             st.download_button(f"Whole matrix as CSV ({T}×{T})", lambda: full_csv(vals), file_name=f"{stem}_matrix.csv",
                                mime="text/csv", key="full-matrix-csv", on_click="ignore")
         with right:
-            size = st.slider("Window size", 8, hm.MARK_LIMIT, min(32, hm.MARK_LIMIT), step=4, key="hm_win")
-            q0 = st.slider("Query rows from", 0, T - size, T - size, key="hm_q0")
-            same = st.checkbox("Keys: the same positions as the rows (the diagonal block)", True, key="hm_same")
-            k0 = q0 if same else st.slider("Key columns from", 0, T - size, 0, key="hm_k0")
+            s1, s2, s3 = st.columns(3)
+            size = s1.select_slider("Window size", list(range(8, hm.MARK_LIMIT + 1, 4)), key="hm_win")
+            q0 = s2.number_input("Query rows from", 0, T - size, key="hm_q0", step=size // 2)
+            k0 = s3.number_input("Key columns from", 0, T - size, key="hm_k0", step=size // 2)
             block = vals[q0 : q0 + size, k0 : k0 + size]
             bmask = hm.causal_masked(T, T, q0, k0, size, size)
             wchart = hm.cell_chart(block, labels, labels, masked=bmask, q0=q0, k0=k0, kind=kind, scale=scale,
                                    title=f"Window: queries {q0}–{q0 + size - 1}, keys {k0}–{k0 + size - 1}",
-                                   size=400, domain=domain)
+                                   size=360, domain=domain, name=name, legend_orient="bottom", legend_length=260)
             st.altair_chart(wchart, width="content")
+            start = st.session_state.get("hm_win_start")
             if kind == "pattern":
                 share = float(block.sum(1).mean())
                 st.caption(f"Window of {size}×{size} out of {T}×{T}. The shown keys hold {share:.1%} of these rows' "
-                           f"attention on average; the rest goes to keys outside the window.")
+                           f"attention on average; the rest goes to keys outside the window." +
+                           (" It starts on the block that holds the most attention, not counting key 0 (the first "
+                            "token, where many heads rest) and the diagonal (a token attending to itself)."
+                            if start == (q0, k0) else ""))
             else:
-                st.caption(f"Window of {size}×{size} out of {T}×{T}.")
+                st.caption(f"Window of {size}×{size} out of {T}×{T}." +
+                           (" It starts on the block that holds the most attention (key 0 and the diagonal not "
+                            "counted)." if start == (q0, k0) else ""))
             ui.download_buttons(long_table(block, q0, k0), wchart, stem + f"_q{q0}_k{k0}",
-                                token_meta() | {"layer": layer, "head": head}, key="win")
+                                meta(layer=layer, head=head), key="win")
 else:
     if view == VIEWS[1]:
         panels = [(layer, h) for h in range(cfg.n_heads)]
-        titles = [f"head {h}" for h in range(cfg.n_heads)]
         stem, what_grid = f"{kind}_L{layer}_all_heads", f"the {cfg.n_heads} heads of layer {layer}"
     else:
         panels = [(l, head) for l in range(cfg.n_layers)]
-        titles = [f"layer {l}" for l in range(cfg.n_layers)]
         stem, what_grid = f"{kind}_H{head}_all_layers", f"head {head} in each of the {cfg.n_layers} layers"
+    titles = [hm.head_name(l, h) for l, h in panels]
     shared = st.checkbox("One colour range for all panels", False, key="hm_shared",
-                         help="Off: each panel spans its own range (shapes stand out). On: colours are comparable.")
+                         help="Off: each panel spans its own range (shapes stand out). On: colours are comparable, "
+                              "with one legend.")
     mats = [matrix(l, h) for l, h in panels]
-    chart, k = hm.grid_chart(mats, titles, labels, masked=masked_full, kind=kind, scale=scale,
-                             columns=3 if len(mats) in (3, 6, 9) else min(4, len(mats)), shared=shared)
-    note = f"Showing {what_grid}."
+    columns = 3 if len(mats) in (3, 6, 9) else min(4, len(mats))
+    chart, k = hm.grid_chart(mats, titles, labels, masked=masked_full, kind=kind, scale=scale, columns=columns,
+                             shared=shared, select="open")
+    note = f"Showing {what_grid}. Click a panel to open that head on its own; hover for values."
+    if not shared:
+        note += " Each panel has its own colour range (no legend): tick the box above for one shared range."
     if T > hm.GRID_MARK_LIMIT:
         note += (f" {T} tokens: each panel is an image" +
                  (f" where one pixel is the maximum over a {k}×{k} block of cells" if k > 1 else ", one pixel per cell") +
-                 ". Pick the head under *One head* for tokens, tooltips and a focus window.")
+                 "; its tooltips name the strongest cell of each block.")
     st.caption(note)
-    st.altair_chart(chart, width="content")
+    st.altair_chart(chart, width="content", on_select="rerun", selection_mode="open", key="hm_grid")
     if T <= hm.MARK_LIMIT:
         df = pd.concat([long_table(m).assign(layer=l, head=h) for m, (l, h) in zip(mats, panels)], ignore_index=True)
     else:                                     # a million cells per panel: export per-panel statistics instead
@@ -162,4 +281,4 @@ else:
         df = pd.DataFrame(rows)
         st.caption("CSV: one row of statistics per panel (the full matrices are too large; export a single head "
                    "from *One head*).")
-    ui.download_buttons(df, chart, stem, token_meta(), key="grid")
+    ui.download_buttons(df, chart, stem, meta(), key="grid")

@@ -13,14 +13,10 @@ RANDOM_INDUCTION = "induction (repeated random tokens)"
 STATS = {**metrics.HEAD_STATS,
          RANDOM_INDUCTION: "on 4 sequences of 50 random tokens repeated once: mean attention from a token in the "
                            "second copy to the token that followed it in the first copy (independent of the prompt)"}
-SIMILARITY_BUDGET = 1e8                # N²·rows·keys element operations allowed for the head-similarity matrix
 
 
 
-ui.setup_page("Compare heads")
-ctx = ui.sidebar()
-if ctx is None:
-    st.stop()
+ctx = ui.page("Compare heads")
 
 cfg = ctx.model.config
 L, H = cfg.n_layers, cfg.n_heads
@@ -48,8 +44,7 @@ def matrix_csv(values: np.ndarray, layer: int, head: int) -> bytes:
     df = pd.DataFrame(values, columns=[f"k{j}" for j in range(values.shape[1])])
     df.insert(0, "query_token", toks[: values.shape[0]])
     df.insert(0, "query_pos", range(values.shape[0]))
-    head_lines = "".join(f"# {k}: {v}\n" for k, v in meta(layer=layer, head=head).items())
-    return (head_lines + df.to_csv(index=False)).encode("utf-8")
+    return ui.csv_bytes(df, comments=meta(layer=layer, head=head))
 
 
 def _clicked_heads(event) -> list[str]:
@@ -89,13 +84,14 @@ else:
     values = prompt_scores(ctx.model_name, ctx.device, tuple(ids), CAPTURE, ctx)[stat]
     note = f"On the chosen prompt ({T} tokens)."
 df_stat = compare.scores_frame(torch.from_numpy(np.asarray(values)), stat)
-if df_stat[stat].isna().all():
-    st.warning(f"“{stat}” is undefined on this prompt (e.g. no token occurs twice); pick another statistic or "
-               "a longer prompt.", icon="⚠️")
+undefined = bool(df_stat[stat].isna().all())
 all_heads = list(df_stat["head"])
 ranked = list(df_stat.sort_values(stat, ascending=False, na_position="last")["head"])
-if "cmp_open" not in st.session_state or any(h not in all_heads for h in st.session_state["cmp_open"]):
-    st.session_state["cmp_open"] = ranked[:2]
+# the heads opened below follow the chosen statistic: its top two, until the user opens others
+if (st.session_state.get("cmp_open_for") != stat or "cmp_open" not in st.session_state
+        or any(h not in all_heads for h in st.session_state["cmp_open"])):
+    st.session_state["cmp_open"] = [] if undefined else ranked[:2]
+    st.session_state["cmp_open_for"] = stat
 # a click on a cell (the chart's selection, from the previous interaction) opens that head below
 clicked = _clicked_heads(st.session_state.get("cmp_overview"))
 if clicked and clicked != st.session_state.get("cmp_last_click"):
@@ -103,17 +99,47 @@ if clicked and clicked != st.session_state.get("cmp_last_click"):
     opened = [h for h in st.session_state["cmp_open"] if h not in clicked] + [h for h in clicked if h in all_heads]
     st.session_state["cmp_open"] = opened[-4:]
 picked = st.session_state["cmp_open"]
-overview = hm.head_overview_chart(df_stat, stat, selected=picked, select="pick")
-st.altair_chart(overview, width="content", on_select="rerun", selection_mode="pick", key="cmp_overview")
-st.caption(note + " Click a cell to open that head below; outlined: the heads opened.")
-ui.download_buttons(df_stat, overview, f"head_{stat.replace(' ', '_')}", meta(statistic=stat), key="overview")
+if undefined:
+    st.info(f"“{stat}” is undefined on this prompt (e.g. no token occurs twice), so there is nothing to draw; "
+            "pick another statistic or a longer prompt.")
+else:
+    overview = hm.head_overview_chart(df_stat, stat, selected=picked, select="pick")
+    st.altair_chart(overview, width="content", on_select="rerun", selection_mode="pick", key="cmp_overview")
+    st.caption(note + " Click a cell to open that head below; outlined: the heads opened.")
+    ui.download_buttons(df_stat, overview, f"head_{stat.replace(' ', '_')}", meta(statistic=stat), key="overview")
+
+with st.expander("Beside a corpus: the same statistic over many documents, with intervals"):
+    corpus = ui.corpus_result("cmp_corpus")
+    if corpus is not None:
+        try:
+            df_c = corpus.head_stat(stat)
+        except KeyError as e:
+            st.info(str(e).strip("'\""))  # internal text: the corpus module's message
+        else:
+            here = df_stat.set_index("head")[stat]
+            table = (df_c.assign(**{"this prompt": [float(here.get(h, np.nan)) for h in df_c["head"]]})
+                     .sort_values(stat, ascending=False)[["head", stat, "lo", "hi", "windows", "this prompt"]]
+                     .rename(columns={stat: "corpus mean", "lo": "95 % low", "hi": "95 % high"}))
+            c_chart = hm.head_overview_chart(df_c, stat)
+            left, right = st.columns([1, 1])
+            left.altair_chart(c_chart, width="content")
+            right.dataframe(table, hide_index=True, width="stretch", height=360)
+            st.caption(f"Corpus: {len(corpus.documents):,} documents; intervals: bootstrap over documents. "
+                       "A head whose prompt value lies outside its corpus interval behaves unusually here.")
+            ui.download_buttons(table, c_chart, f"corpus_head_{stat.replace(' ', '_')}", meta(statistic=stat),
+                                key="corpus")
 
 # ----------------------------------------------------------------------------- side by side
 st.subheader("Heads side by side")
-picked = st.multiselect("Open heads (layer.head, up to 4)", all_heads, key="cmp_open", max_selections=4,
+picked = st.multiselect("Open heads (up to 4)", all_heads, key="cmp_open", max_selections=4,
                         help=f"Sorted list by “{stat}”: " + ", ".join(ranked[:5]) + " …")
 if ctx.all_selected:
     st.caption("Heatmaps use the first prompt; pick a single prompt in the sidebar for another.")
+if st.session_state.get("cmp_scale") not in hm.SCALES:
+    st.session_state["cmp_scale"] = hm.default_scale(T)
+side_scale = st.radio("Colour scale", hm.SCALES, key="cmp_scale", horizontal=True,
+                      help="The same choice as on the Heatmaps page.")
+st.caption(hm.scale_note(side_scale))  # internal text: a sentence from the chart module
 if picked:
     tr = ui.trace(ctx, capture=CAPTURE, ids=ids)
     masked = hm.causal_masked(T)
@@ -126,10 +152,11 @@ if picked:
         vals = tr["pattern", l][0, h].float().cpu().numpy()
         with col:
             if T <= hm.MARK_LIMIT:
-                ch = hm.cell_chart(vals, labels, labels, masked=masked, title=f"head {name}",
+                ch = hm.cell_chart(vals, labels, labels, masked=masked, title=f"head {name}", scale=side_scale,
                                    size=max(180, 640 // len(picked)), axes=len(picked) <= 2, legend=False)
             else:
-                ch = hm.image_chart(vals, masked=masked, title=f"head {name}", size=max(180, 620 // len(picked)),
+                ch = hm.image_chart(vals, masked=masked, title=f"head {name}", scale=side_scale,
+                                    size=max(180, 620 // len(picked)),
                                     legend=False)
             st.altair_chart(ch, width="content")
             row = {s: float(v[l, h]) for s, v in prompt_scores(ctx.model_name, ctx.device, tuple(ids), CAPTURE,
@@ -171,7 +198,7 @@ else:
     q_rows = torch.stack([tr["pattern", l][0, :, q : q + 1, :].cpu() for l in range(L)])   # [L, H, 1, T]: row q
     table = compare.rank_heads_for_pair(q_rows, 0, k)
     bars = hm.rank_chart(table, title=f"Weight from {labels[q]} to {labels[k]}, top {min(15, L * H)} of {L * H} heads")
-    left, right = st.columns([3, 2])
+    left, right = st.columns([1, 1])
     left.altair_chart(bars, width="content")
     shown = table.head(20).assign(top_key=[labels[j] for j in table.head(20)["top_key"]])
     right.dataframe(shown, hide_index=True, width="stretch",
@@ -183,10 +210,9 @@ else:
 
 # ----------------------------------------------------------------------------- similarity
 st.subheader("Which heads attend alike?")
-st.caption("Jensen–Shannon distance between two heads' patterns (base 2: 0 = identical rows, 1 = disjoint; "
-           "the colours span 0 to the largest distance shown), "
-           "averaged over query rows 1…T−1 (row 0 sees only itself in every head). Heads are ordered by "
-           "average-linkage clustering so similar heads sit together.")
+st.caption("Similarity = 1 − Jensen–Shannon distance between two heads' patterns (base 2: 1 = identical rows, "
+           "0 = disjoint), averaged over query rows 1…T−1 (row 0 sees only itself in every head). As on the heatmaps, "
+           "bright (yellow) means more. Heads are ordered by average-linkage clustering so similar heads sit together.")
 if T < 2:
     st.info("The prompt needs at least two tokens.")
 else:
@@ -197,38 +223,28 @@ else:
     scope = c1.radio("Compare", scopes, key="cmp_scope", horizontal=True)
     sim_layer = c2.selectbox("Layer", range(L), key="cmp_sim_layer", disabled=scope == scopes[0])
     heads = [(l, h) for l in range(L) for h in range(H)] if scope == scopes[0] else [(sim_layer, h) for h in range(H)]
-    N = len(heads)
-    max_rows = max(4, int(SIMILARITY_BUDGET / (N * N * T)))
-    rows = compare.sample_rows(T, max_rows)
 
     @st.cache_data(show_spinner="Comparing every pair of heads …", max_entries=16)
-    def similarity(model: str, device: str, ids: tuple, heads: tuple, rows: tuple, _ctx) -> np.ndarray:
-        pats = ui.trace(_ctx, capture=CAPTURE, ids=list(ids))
-        r = torch.tensor(rows)
-        keys = int(r.max()) + 1                  # causal: later keys are 0 in every sampled row
-        stack = torch.stack([pats["pattern", l][0, h][r.to(pats["pattern", l].device), :keys].cpu()
-                             for l, h in heads])                                        # [N, R, keys] only
-        return compare.distance_matrix(stack, torch.arange(len(rows))).numpy()
+    def similarity(model: str, device: str, ids: tuple, heads: tuple, bos: bool, _ctx) -> compare.Similarity:
+        tr = ui.trace(_ctx, capture=CAPTURE, ids=list(ids))
+        return compare.head_similarity(lambda l: tr["pattern", l][0], list(heads), len(ids))
 
-    dist = similarity(ctx.model_name, ctx.device, tuple(ids), tuple(heads), tuple(int(r) for r in rows), ctx)
-    order = compare.similarity_order(dist)
-    names = [compare.head_label(l, h) for l, h in heads]
-    if len(rows) < T - 1:
-        st.caption(f"{T} tokens and {N} heads: the distance is averaged over {len(rows)} evenly spaced query rows "
-                   f"of the {T - 1} (to keep this fast), not all of them.")
+    sim_res = similarity(ctx.model_name, ctx.device, tuple(ids), tuple(heads), ctx.prepend_bos, ctx)
+    N = len(heads)
+    n_rows, n_all = len(sim_res.rows), sim_res.n_rows_total
+    if n_rows < n_all:
+        st.caption(f"{T} tokens and {N} heads: the distance is averaged over {n_rows} evenly spaced query "
+                   f"rows of the {n_all} (to keep this fast), not all of them.")
     if N <= hm.MARK_LIMIT:
-        sim = hm.distance_chart(dist, names, order, title=f"JS distance, {N} heads in similarity order")
+        sim = hm.distance_chart(sim_res.distance, sim_res.names, sim_res.order,
+                                title=f"Similarity (1 − JS distance), {N} heads in similarity order")
     else:
-        sim = hm.distance_image(dist, order, title=f"JS distance, {N} heads in similarity order (image)")
+        sim = hm.distance_image(sim_res.distance, sim_res.order,
+                                title=f"Similarity (1 − JS distance), {N} heads in similarity order (image)")
         st.caption(f"{N} heads: drawn as an image; the order is listed below (position → head).")
     st.altair_chart(sim, width="content")
-    D = dist + np.diag(np.full(N, np.inf))
-    nearest = D.argmin(1)
-    order_df = pd.DataFrame({"position": range(N), "head": [names[i] for i in order],
-                             "nearest head": [names[nearest[i]] for i in order],
-                             "distance to it": [float(D[i, nearest[i]]) for i in order]})
     with st.expander("The order, with each head's nearest neighbour"):
-        st.dataframe(order_df, hide_index=True, width="stretch")
-    long = pd.DataFrame({"head A": np.repeat(names, N), "head B": np.tile(names, N), "js_distance": dist.reshape(-1)})
-    ui.download_buttons(long, sim, "head_similarity", meta(rows_used=len(rows), order=" ".join(names[i] for i in order)),
+        st.dataframe(sim_res.neighbours(), hide_index=True, width="stretch")
+    ui.download_buttons(sim_res.long_frame(), sim, "head_similarity",
+                        meta(rows_used=len(sim_res.rows), order=" ".join(sim_res.names[i] for i in sim_res.order)),
                         key="sim")

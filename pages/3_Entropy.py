@@ -6,15 +6,13 @@ import pandas as pd
 import streamlit as st
 
 from attnkit import entropy as E
+from attnkit import streaming as S
 from attnkit import ui
 from attnkit.charts import entropy as C
 
-ui.setup_page("Entropy versus context length", icon="📈")
 
 
-ctx = ui.sidebar()
-if ctx is None:
-    st.stop()
+ctx = ui.page("Entropy versus context length", icon="📈")
 cfg = ctx.model.config
 L, H = cfg.n_layers, cfg.n_heads
 
@@ -36,7 +34,10 @@ st.markdown(
     "(nats) over its n = i + 1 visible keys; uniform attention reaches the bound ln n. Under the causal mask query *i* sees "
     "exactly the prefix it would see if the text ended there, so **one forward pass of T tokens gives the curve "
     "for every length up to T**. A head whose entropy grows like ln n (slope 1 against ln n) spreads out as the "
-    "claim says; slope 0 means it keeps the same focus however long the context."
+    "claim says; slope 0 means it keeps the same focus however long the context.\n\n"
+    "The numbers are computed block by block with a running log-sum-exp (attnkit.streaming): no T × T pattern "
+    "is ever held, so a long text runs up to the model's whole context (thousands of tokens on long-context "
+    "models); the bar moves layer by layer, and changing a widget meanwhile interrupts the run."
 )
 
 # ----------------------------------------------------------------------------- documents
@@ -71,11 +72,14 @@ st.caption(" · ".join(notes) + ".")
 
 
 @st.cache_data(show_spinner=False, max_entries=512, ttl=3600)
-def _doc(name: str, device: str, ids: tuple, base: float | None, clamp: bool):
-    """Curves of one document (numpy): entropy [L, H, T], first-token mass [L, H, T], loss [T−1]."""
+def _doc(name: str, device: str, ids: tuple, base: float | None, clamp: bool, _progress=None):
+    """Curves of one document (numpy): entropy [L, H, T], first-token mass [L, H, T], loss [T−1].
+
+    Computed block-wise (attnkit.streaming): no T × T pattern, so a document can fill the context of a
+    long-context model; ``_progress(layers_done, n_layers)`` (not part of the cache key) reports each layer."""
     m = ui.cached_model(name, device)
     iv = E.LogLengthScaling(base, clamp) if base else None
-    c = E.entropy_profile(m.weights, list(ids), iv, loss=True)
+    c = S.doc_curves(m.weights, list(ids), iv, loss=True, progress=_progress)
     return c.entropy[0].cpu().numpy(), c.first_token[0].cpu().numpy(), c.loss[0].cpu().numpy()
 
 
@@ -88,9 +92,17 @@ def summary(base: float | None = None, clamp: bool = True, label: str = "Measuri
         return memo[key]
     agg = E.Aggregate()
     bar = st.progress(0.0, text=label)
+    total = sum(map(len, docs))
+    done = 0
     for k, d in enumerate(docs):
-        agg.add(*_doc(ctx.model_name, ctx.device, tuple(int(i) for i in d), base, clamp))
-        bar.progress((k + 1) / len(docs), text=f"{label}: document {k + 1}/{len(docs)}")
+        def layer_done(l, n, k=k, d=d, done=done):
+            # tokens × layers done, so that one long document moves the bar too
+            bar.progress(min(1.0, (done + len(d) * l / n) / total),  # internal text: counts and the page's label
+                         text=f"{label}: document {k + 1}/{len(docs)} ({len(d):,} tokens), layer {l}/{n}")
+
+        agg.add(*_doc(ctx.model_name, ctx.device, tuple(int(i) for i in d), base, clamp, _progress=layer_done))
+        done += len(d)
+        bar.progress(min(1.0, done / total), text=f"{label}: document {k + 1}/{len(docs)}")
     bar.empty()
     s = agg.result()
     while len(memo) >= 6:
@@ -108,7 +120,7 @@ except (ValueError, RuntimeError) as e:
 meta = ui.meta_for(ctx, documents=s.n_docs, window=window)
 verdict, why = E.claim_check(s)
 st.subheader("Does the measurement support it?")
-icon = {"supported": "✅", "partly": "➗", "not supported": "❌"}.get(verdict, "❔")
+icon = {"supported": "✅", "not enough evidence": "➗", "not supported": "❌"}.get(verdict, "❔")
 st.markdown(f"{icon} On **{ui.plain(ctx.model_name)}** with these {s.n_docs} document(s): "
             f"**{verdict}**. {why}")
 if s.T < 64:
@@ -145,6 +157,20 @@ else:
     st.caption("Position 0 is left out: a single visible key has no spread (0/0). A falling curve means the "
                "head spreads more slowly than the number of keys grows.")
     ui.download_buttons(dfn, chn, stem="normalised_entropy", meta=meta, key="ent2")
+
+with st.expander("Beside a corpus: the same curves over many documents, with 95 % intervals"):
+    corpus = ui.corpus_result("ent_corpus")
+    if corpus is not None and layers:
+        try:
+            dfc = corpus.curve("entropy", head_i, layers)
+        except KeyError as e:
+            st.info(str(e).strip("'\""))  # internal text: the corpus module's message
+        else:
+            chc = C.curves(dfc, "entropy H (nats), corpus", log_x=log_x)
+            st.altair_chart(chc, width="stretch")
+            st.caption(f"Corpus: {len(corpus.documents):,} documents; band: 95 % bootstrap interval over documents "
+                       "(the curves above are this input's). Dashed: ln n.")
+            ui.download_buttons(dfc, chc, stem="corpus_entropy_vs_length", meta=meta, key="ent-corpus")
 
 # ----------------------------------------------------------------------------- slope map and sinks
 left, right = st.columns(2)

@@ -9,10 +9,7 @@ from attnkit import steps as S
 from attnkit import ui
 from attnkit.charts import steps as C
 
-ui.setup_page("Step by step", "🧮")
-ctx = ui.sidebar()
-if ctx is None:
-    st.stop()
+ctx = ui.page("Step by step", "🧮")
 
 cfg = ctx.model.config
 ids = ctx.ids
@@ -84,12 +81,20 @@ with tab_head:
     st.dataframe(compact, hide_index=True, width="stretch", height=min(300, 38 + 35 * len(compact)))
 
     st.subheader("2 · q = x̂_i·W_Q[h] + b_Q[h];  k_j, v_j = x̂_j·W_K[h] + b_K[h], x̂_j·W_V[h] + b_V[h]")
-    st.dataframe(vec_row(f"q (position {query})", hs.q), hide_index=True, width="stretch")
+    if hs.q_pre is not None:              # rotary families: q and k are rotated by their position before q·k
+        st.dataframe(vec_row(f"q before rotation (position {query})", hs.q_pre), hide_index=True, width="stretch")
+        st.caption(f"Rotary position embedding: dims (k, k + r/2) of q and every k_j are rotated by the angle "
+                   f"position·θ_k (r = {cfg.rotary_dim or e} of {e} dims), so q·k_j depends on the distance i − j.")
+    st.dataframe(vec_row(f"q (position {query})" + (", rotated" if hs.q_pre is not None else ""), hs.q),
+                 hide_index=True, width="stretch")
+    if hs.kv_head is not None:
+        st.caption(f"Grouped-query attention: head {head} reads key/value head {hs.kv_head} "
+                   f"(shared by {cfg.group} query heads).")
     st.caption(f"The first {S.COMPACT_DIMS} of {e} dimensions and the norm; the full vectors are in the CSVs.")
     dl = st.columns(4)
     for col, which in zip(dl, ("x_hat", "q", "k", "v")):          # built only when clicked (x̂ can be 1024×768)
-        col.download_button(f"{which} (CSV)", lambda which=which: S.vector_frame(hs, which, tokens).assign(**meta)
-                            .to_csv(index=False).encode("utf-8"),
+        col.download_button(f"{which} (CSV)", lambda which=which: ui.csv_bytes(S.vector_frame(hs, which, tokens)
+                                                                                .assign(**meta)),
                             file_name=f"{stem}_{which}.csv", mime="text/csv", key=f"dl-{which}", on_click="ignore")
 
     st.subheader("3 · scores, mask and softmax over the visible keys")
@@ -105,12 +110,12 @@ with tab_head:
                                 if c not in ("position", "token")})
     c_a, c_b = st.columns(2)
     c_a.download_button("All visible keys, first 8 dims of k and v (CSV)",
-                        lambda: S.key_frame(hs, tokens).assign(**meta).to_csv(index=False).encode("utf-8"),
+                        lambda: ui.csv_bytes(S.key_frame(hs, tokens).assign(**meta)),
                         file_name=f"{stem}_keys.csv", mime="text/csv", key="dl-keys", on_click="ignore")
     c_b.download_button("Full mask row incl. future keys (CSV)",
                         lambda: pd.DataFrame({"position": range(T), "token": tokens, "mask": hs.mask_row.cpu().numpy(),
                                               "scores + mask": hs.masked_row.cpu().numpy()}).assign(**meta)
-                        .to_csv(index=False).encode("utf-8"),
+                        .pipe(ui.csv_bytes),
                         file_name=f"{stem}_mask_row.csv", mime="text/csv", key="dl-mask", on_click="ignore")
     around = list(range(max(0, query - 3), min(T, query + 5)))
     st.dataframe(pd.DataFrame({

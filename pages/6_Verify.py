@@ -5,12 +5,9 @@ import torch
 
 from attnkit import ui
 from attnkit import verify as V
-from attnkit.charts import steps as C
+from attnkit.charts import verify as C
 
-ui.setup_page("Verify", "✅")
-ctx = ui.sidebar()
-if ctx is None:
-    st.stop()
+ctx = ui.page("Verify", "✅")
 
 ids = ctx.ids
 if ctx.all_selected:
@@ -29,8 +26,14 @@ st.caption(f"Tolerances: patterns ≤ {V.TOL_PATTERN:g} (absolute), hidden state
 @st.cache_data(show_spinner=False, max_entries=16)
 def _verify(name: str, device: str, ids: tuple) -> dict:
     m = ui.cached_model(name, device)
-    rep = V.compare(m.hf_model, m.weights, torch.tensor(ids, device=m.device), name=name)
-    return rep.to_dict()
+    t = torch.tensor(ids, device=m.device)
+    rep = V.compare(m.hf_model, m.weights, t, name=name)
+    n_new = min(8, m.config.n_ctx - len(ids))
+    if n_new > 0:                      # greedy decoding with attnkit's KV cache against HF generate
+        rep.generation = V.compare_generation(m.hf_model, m.weights, t, n_new)
+    out = rep.to_dict()
+    out["generation_line"] = rep.generation.line() if rep.generation is not None else None
+    return out
 
 
 key = (ctx.model_name, tuple(ids), tuple(devices))
@@ -72,17 +75,17 @@ for col, (dev, r) in zip(cols, results.items()):
         st.dataframe(table, hide_index=True, width="stretch",
                      column_config={c: st.column_config.NumberColumn(format="%.3e")
                                     for c in ("hidden max|Δ|", "max|h|", "hidden relative", "pattern max|Δ|")})
-        final = pd.DataFrame([
-            {"after the last layer": "final LayerNorm (relative)", "max |Δ|": r["ln_final_rel"],
-             "tolerance": V.TOL_HIDDEN_REL, "ok": r["ln_final_rel"] <= V.TOL_HIDDEN_REL},
-            {"after the last layer": "logits (absolute)", "max |Δ|": r["logits_abs"],
-             "tolerance": V.TOL_LOGITS, "ok": r["logits_abs"] <= V.TOL_LOGITS}])
+        rows = V.checks(r, dev)
+        final = (rows[rows["layer"] == "final"].drop(columns=["layer", "run"])
+                 .rename(columns={"quantity": "after the last layer"}))
         st.dataframe(final, hide_index=True, width="stretch",
                      column_config={c: st.column_config.NumberColumn(format="%.3e") for c in ("max |Δ|", "tolerance")})
         st.dataframe(pd.DataFrame({"": ["device", *r["versions"]],
                                    "value": [r["device"], *map(str, r["versions"].values())]}),
                      hide_index=True, width="stretch")
-        frames.append(C.verify_frame(r, dev))
+        frames.append(rows)
+        if r.get("generation_line"):
+            st.caption(r["generation_line"])  # internal text: numbers measured by attnkit.verify
 
 df = pd.concat(frames, ignore_index=True)
 chart = C.verify_chart(df)
@@ -95,4 +98,4 @@ c1, c2 = st.columns([1, 3])
 c1.download_button("Report (JSON)", ui.json_bytes(payload), file_name="attnkit_verify.json",
                    mime="application/json", key="vf_json")
 with c2:
-    ui.download_buttons(df.drop(columns=["plotted"]), chart, stem="attnkit_verify", meta=ui.meta_for(ctx), key="vf")
+    ui.download_buttons(df, chart, stem="attnkit_verify", meta=ui.meta_for(ctx), key="vf")

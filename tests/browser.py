@@ -73,3 +73,92 @@ def peak_rss_mb(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+# ----------------------------------------------------------------------------- driving pages
+
+#: The pages of app.py's navigation: title -> URL path (st.Page takes it from the file name).
+PAGES = {"Home": "", "Heatmaps": "Heatmaps", "Compare heads": "Compare_heads", "Entropy": "Entropy",
+         "Ablations": "Ablations", "Step by step": "Step_by_step", "Verify": "Verify"}
+CHART = "[data-testid='stVegaLiteChart'] canvas, [data-testid='stVegaLiteChart'] svg"
+SCREENSHOTS = ROOT / "artifacts" / "screenshots"
+
+
+def page_url(base_url: str, page_name: str = "Home", query: dict | None = None) -> str:
+    """The address of a page, with query parameters (``query={"layer": 1, "head": 2}``)."""
+    from urllib.parse import urlencode
+
+    path = PAGES.get(page_name, page_name)
+    return f"{base_url.rstrip('/')}/{path}" + (f"?{urlencode(query)}" if query else "")
+
+
+def wait_idle(page, timeout: float = 60_000):
+    """Wait until Streamlit has finished the script run (no 'running' status widget, no stale elements)."""
+    page.wait_for_selector("[data-testid='stApp']", timeout=timeout)
+    try:                                  # a click's rerun may take a moment to start
+        page.wait_for_selector("[data-testid='stStatusWidget']", timeout=1_500)
+    except Exception:
+        pass
+    idle = ("() => !document.querySelector(\"[data-testid='stStatusWidget']\") && "
+            "document.querySelectorAll(\"[data-stale='true'], [data-testid='stSkeleton']\").length === 0")
+    for _ in range(2):                    # twice: a rerun can start just after the first look
+        page.wait_for_function(idle, timeout=timeout)
+        page.wait_for_timeout(400)
+
+
+def open_page(page, base_url: str, page_name: str = "Home", query: dict | None = None, *,
+              heading: str | None = None, charts: int = 0, timeout: float = 60_000):
+    """Open ``page_name`` (a title of :data:`PAGES`) with URL ``query`` parameters in a Playwright page and
+    wait until it has run: its heading shown (``heading``, default the page name; Home's is the app's title),
+    no script running, and at least ``charts`` Vega charts drawn. Returns the Playwright page."""
+    page.goto(page_url(base_url, page_name, query), wait_until="domcontentloaded")
+    if heading is None and page_name != "Home":
+        heading = page_name
+    if heading:
+        page.get_by_role("heading", name=heading).first.wait_for(timeout=timeout)
+    wait_idle(page, timeout)
+    if charts:
+        page.wait_for_function(f"document.querySelectorAll({CHART!r}).length >= {charts}", timeout=timeout)
+        page.wait_for_timeout(300)
+    return page
+
+
+def screenshot(page, name: str, folder: Path | None = None, full_page: bool = True) -> Path:
+    """Save a PNG of the page under ``artifacts/screenshots/`` (ignored by git) for a person to look at."""
+    folder = Path(folder or SCREENSHOTS)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
+    size = page.viewport_size
+    if full_page and size:
+        # Streamlit scrolls inside its main container, not the document: grow the window to the content
+        tall = page.evaluate("Math.max(document.documentElement.scrollHeight, ...[...document.querySelectorAll("
+                             "\"[data-testid='stMain'], [data-testid='stSidebarContent']\")].map(e => e.scrollHeight))")
+        if tall > size["height"]:
+            page.set_viewport_size({"width": size["width"], "height": min(int(tall) + 40, 12_000)})
+            page.wait_for_timeout(400)
+    try:
+        page.screenshot(path=str(path), full_page=full_page)
+    finally:
+        if size and page.viewport_size != size:
+            page.set_viewport_size(size)
+    return path
+
+
+def overflow_px(page) -> float:
+    """How far the widest chart or table reaches past the right edge of the column (or the page's content
+    area) holding it (≤ 0: none). Streamlit clips what sticks out of a column, and the content area scrolls
+    inside the page, so the document's own width does not show this."""
+    return page.evaluate("""() => {
+        const main = document.querySelector("[data-testid='stMainBlockContainer']");
+        if (!main) return 0;
+        const inner = (e) => { const r = e.getBoundingClientRect(), cs = getComputedStyle(e);
+                               return r.right - parseFloat(cs.paddingRight) + 1; };
+        const els = document.querySelectorAll("[data-testid='stVegaLiteChart'] canvas, "
+            + "[data-testid='stVegaLiteChart'] svg.marks, [data-testid='stDataFrame'], [data-testid='stTable']");
+        let worst = -1e9;
+        for (const e of els) {
+            const box = e.closest("[data-testid='stColumn']") || main;
+            worst = Math.max(worst, e.getBoundingClientRect().right - inner(box));
+        }
+        return els.length ? worst : 0;
+    }""")

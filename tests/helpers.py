@@ -69,3 +69,74 @@ def apptest(page: str, model_dir=None, text: str | None = None, timeout: float =
     for k, v in state.items():
         at.session_state[k] = v
     return at
+
+
+# ----------------------------------------------------------------------------- other families
+
+#: Per-layer shapes of real checkpoints (their config.json values), with 2 layers and a 512-token
+#: vocabulary so that the tests stay fast; only the weights are random.
+FAMILY_SHAPES = {
+    "smollm2-135m": ("llama", dict(
+        hidden_size=576, intermediate_size=1536, num_attention_heads=9, num_key_value_heads=3, head_dim=64,
+        rope_theta=100000.0, rms_norm_eps=1e-5, tie_word_embeddings=True, max_position_embeddings=8192,
+        hidden_act="silu")),
+    "qwen2.5-0.5b": ("qwen2", dict(
+        hidden_size=896, intermediate_size=4864, num_attention_heads=14, num_key_value_heads=2,
+        rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True, max_position_embeddings=32768,
+        use_sliding_window=False, sliding_window=32768, max_window_layers=21, hidden_act="silu")),
+    "llama-3.2-1b": ("llama", dict(
+        hidden_size=2048, intermediate_size=8192, num_attention_heads=32, num_key_value_heads=8, head_dim=64,
+        rope_theta=500000.0, rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                                           "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+        rms_norm_eps=1e-5, tie_word_embeddings=True, max_position_embeddings=131072, hidden_act="silu")),
+    # Mistral-7B's layout (GQA 4:1, sliding window on every layer) at a small width and a short window
+    "mistral-window": ("mistral", dict(
+        hidden_size=256, intermediate_size=640, num_attention_heads=8, num_key_value_heads=2, head_dim=32,
+        rope_theta=1000000.0, rms_norm_eps=1e-5, tie_word_embeddings=False, max_position_embeddings=1024,
+        sliding_window=16, hidden_act="silu")),
+    "pythia-70m": ("gpt_neox", dict(
+        hidden_size=512, intermediate_size=2048, num_attention_heads=8, rotary_pct=0.25, rotary_emb_base=10000,
+        use_parallel_residual=True, layer_norm_eps=1e-5, max_position_embeddings=2048, hidden_act="gelu",
+        tie_word_embeddings=False)),
+    "pythia-160m": ("gpt_neox", dict(
+        hidden_size=768, intermediate_size=3072, num_attention_heads=12, rotary_pct=0.25, rotary_emb_base=10000,
+        use_parallel_residual=True, layer_norm_eps=1e-5, max_position_embeddings=2048, hidden_act="gelu",
+        tie_word_embeddings=False)),
+    "gpt-neo-125m": ("gpt_neo", dict(
+        hidden_size=768, num_heads=12, window_size=256, max_position_embeddings=2048,
+        activation_function="gelu_new", layer_norm_epsilon=1e-5)),
+}
+
+
+def _hf_config(model_type: str, n_layers: int, vocab_size: int, **kw):
+    from transformers import AutoConfig
+
+    if model_type == "gpt_neo":
+        kw.setdefault("attention_types", [[["global", "local"], max(n_layers // 2, 1)]])
+        kw.setdefault("num_layers", n_layers)
+    else:
+        kw.setdefault("num_hidden_layers", n_layers)
+    kw.setdefault("bos_token_id", 0)         # make_tokenizer's <|endoftext|> is id 0
+    kw.setdefault("eos_token_id", 0)
+    return AutoConfig.for_model(model_type, vocab_size=vocab_size, **kw)
+
+
+def make_family_checkpoint(folder: Path, shape: str, *, n_layers: int = 2, vocab_size: int = 512, seed: int = 0,
+                           tokenizer: bool = True, **overrides) -> Path:
+    """A random-weight checkpoint with the per-layer shape of ``shape`` (a key of FAMILY_SHAPES),
+    ``n_layers`` layers and a small vocabulary, saved with save_pretrained (+ a small tokenizer)."""
+    from transformers import AutoModelForCausalLM
+
+    model_type, kw = FAMILY_SHAPES[shape]
+    cfg = _hf_config(model_type, n_layers, vocab_size, **{**kw, **overrides})
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(cfg)
+    # as in make_checkpoint: spread the norm gains and biases so that the comparison is not trivially easy
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name or "ln" in name or name.endswith(".bias"):
+                p.add_(torch.randn_like(p) * 0.2)
+    model.save_pretrained(folder, safe_serialization=True)
+    if tokenizer:
+        make_tokenizer(folder, vocab_size=min(400, vocab_size))
+    return folder

@@ -1,5 +1,6 @@
 """Ablations: each intervention does exactly what it says (checked against NumPy float64), the hull
-distance is exact on hand-computed cases, losses equal HuggingFace's, the CLI and the page work."""
+distance is exact on hand-computed cases, losses equal HuggingFace's, verdicts follow their rule with a
+bootstrap interval, a new kind is one class, the CLI and the page work."""
 import json
 import math
 
@@ -176,27 +177,33 @@ def test_participation_ratio_by_hand():
 
 # ----------------------------------------------------------------------------- measurements
 
+def _series(r, metric, run="ablated"):
+    return getattr(r.per_layer[metric.key], run)
+
+
 def test_loss_equals_huggingface(odd, ids):
     lo = A.loss(odd.weights, [ids, ids[:5], ids[:1]])
     with torch.no_grad():
         hf = [odd.hf_model(torch.tensor([t]), labels=torch.tensor([t])).loss.double() for t in (ids, ids[:5])]
     expect = (float(hf[0]) * (len(ids) - 1) + float(hf[1]) * 4) / (len(ids) - 1 + 4)
-    assert lo.tokens == len(ids) - 1 + 4 and lo.skipped == 1
+    assert lo.tokens == len(ids) - 1 + 4 and lo.skipped == 1 and lo.prompts == 3
     assert lo.nats == pytest.approx(expect, rel=1e-5)
     assert lo.perplexity == pytest.approx(math.exp(expect), rel=1e-5)
 
 
 def test_measure_wk_wq_and_v_x_report_what_the_ablation_guarantees(odd, ids):
     r = A.measure(odd.weights, [ids], A.parse_spec("wk=wq"))
-    assert r["summary"]["max asymmetry, ablated layers"] < 1e-6
-    assert r["summary"]["mean asymmetry, baseline"] > 0.1
-    json.dumps(r)                                                     # JSON-ready
+    assert max(_series(r, A.registry.ASYMMETRY)) < 1e-6
+    assert min(_series(r, A.registry.ASYMMETRY, "baseline")) > 0.1
+    assert [e.holds for e in r.evidence][0] is True                   # symmetric, as constructed
+    json.dumps(r.to_dict(), allow_nan=False)                          # JSON-ready
     r = A.measure(odd.weights, [ids], A.parse_spec("v=x", layers="0,2"))
-    rows = {row["layer"]: row for row in r["per_layer"]}
-    assert rows[0]["max hull distance (ablated)"] <= 1e-5 and rows[2]["max hull distance (ablated)"] <= 1e-5
-    assert rows[1]["hull distance lower bound (ablated)"] > 1e-2        # layer 1 not ablated: outside
-    assert r["scope"]["layers"] == [0, 2]
-    assert r["loss"]["baseline nats/token"] == pytest.approx(A.loss(odd.weights, [ids]).nats, rel=1e-9)
+    peak, lower = _series(r, A.registry.HULL_MAX), _series(r, A.registry.HULL_LOWER)
+    assert peak[0] <= 1e-5 and peak[2] <= 1e-5
+    assert lower[1] > 1e-2                                            # layer 1 not ablated: outside
+    assert r.scope == [0, 2] and r.spec == A.Spec("v=x", (0, 2))
+    assert r.baseline.nats == pytest.approx(A.loss(odd.weights, [ids]).nats, rel=1e-9)
+    assert all(e.holds for e in r.evidence)
 
 
 def test_measure_no_scale_entropy_and_no_mask_change(odd, ids):
@@ -204,52 +211,158 @@ def test_measure_no_scale_entropy_and_no_mask_change(odd, ids):
 
     r = A.measure(odd.weights, [ids], A.parse_spec("no-scale"))
     p = run(odd.weights, ids, capture=["pattern"], intervention=A.NoScale())["pattern", 1][0]
-    assert r["per_layer"][1]["entropy, nats (ablated)"] == pytest.approx(float(entropy(p)[:, 1:].mean()), rel=1e-5)
+    assert _series(r, A.registry.ENTROPY)[1] == pytest.approx(float(entropy(p)[:, 1:].mean()), rel=1e-5)
     r = A.measure(odd.weights, [ids], A.parse_spec("no-mask"))
-    pos = r["per_position"]
-    assert len(pos) == len(ids) and pos[0]["relative logit change"] > 1e-4
-    assert r["summary"]["attention on future keys (ablated layers)"] > 0
+    assert len(r.per_position) == len(ids) and r.per_position[0].relative_change > 1e-4
+    assert min(_series(r, A.registry.FUTURE)) > 0
 
 
 def test_one_token_text_is_explained_not_nan(odd):
     r = A.measure(odd.weights, [odd.encode("The")[:1]], A.parse_spec("v=x"))
-    assert r["loss"]["predicted tokens"] == 0
-    assert r["loss"]["baseline nats/token"] is None                   # null in JSON, never NaN
-    assert A.ONE_TOKEN_NOTE in r["notes"]
-    assert r["verdict"]["status"] in {"supported", "mixed", "undetermined", "not supported"}
-    json.dumps(r, allow_nan=False)
+    assert r.baseline.tokens == 0 and r.effect is None
+    assert r.to_dict()["loss"]["baseline_nats"] is None               # null in JSON, never NaN
+    assert A.ONE_TOKEN_NOTE in r.notes
+    assert r.verdict.status == A.NOT_ENOUGH and r.verdict.settle
+    json.dumps(r.to_dict(), allow_nan=False)
 
 
-def test_sweeps_agree_with_single_ablations(odd, ids):
+def test_sweeps_agree_with_single_ablations_and_report_progress(odd, ids):
     w = odd.weights
-    sw = A.layer_sweep(w, [ids], A.parse_spec("zero-head:0.0"))
-    assert [r["scope"] for r in sw["rows"]] == ["layer 0", "layer 1", "layer 2", "all layers"]
-    lone = A.loss(w, [ids], A.ZeroHead(layers=[1])).nats - A.loss(w, [ids]).nats
-    assert sw["rows"][1]["increase"] == pytest.approx(lone, rel=1e-9, abs=1e-12)
     calls = []
-    hm = A.head_sweep(w, [ids], "zero-head", progress=lambda i, n, s: calls.append(i))
-    inc = np.array(hm["increase"])
-    assert inc.shape == (3, 6) and calls[-1] == 18
+    sw = A.layer_sweep(w, [ids], A.parse_spec("zero-head:L0H0"), progress=lambda d, t: calls.append((d, t)))
+    assert [r.scope for r in sw.rows] == ["layer 0", "layer 1", "layer 2", "all layers"]
+    assert calls[0] == (0, 4) and calls[-1] == (4, 4)
+    lone = A.loss(w, [ids], A.ZeroHead(layers=[1])).nats - A.loss(w, [ids]).nats
+    assert sw.rows[1].increase == pytest.approx(lone, rel=1e-9, abs=1e-12)
+    assert sw.rows[1].effect.lo <= sw.rows[1].increase <= sw.rows[1].effect.hi
+    calls.clear()
+    hm = A.head_sweep(w, [ids], "zero-head", progress=lambda d, t: calls.append(d))
+    assert hm.increase.shape == (3, 6) and calls[-1] == 18
     one = A.loss(w, [ids], A.ZeroHead(heads=[(2, 4)])).nats - A.loss(w, [ids]).nats
-    assert inc[2, 4] == pytest.approx(one, rel=1e-9, abs=1e-12)
+    assert hm.increase[2, 4] == pytest.approx(one, rel=1e-9, abs=1e-12)
+    assert hm.names()[2][4] == "L2H4" and hm.top(1)[0][0].startswith("L")
+    assert np.all(hm.lo <= hm.increase + 1e-12) and np.all(hm.increase <= hm.hi + 1e-12)
 
 
 def test_parse_spec_messages():
-    assert str(A.parse_spec("zero-head:1.2,0.3")) == "zero-head:0.3,1.2"
+    assert str(A.parse_spec("zero-head:1.2,L0H3")) == "zero-head:L0H3,L1H2"
     assert A.parse_spec("v=x", layers="2, 0").layers == (0, 2)
+    assert str(A.parse_spec("no-scale", layers="0,1")) == "no-scale@0,1"
     for bad, msg in [("v=y", "unknown"), ("zero-head", "needs the head"), ("no-mask:1.2", "whole layers"),
-                     ("zero-head:x", "LAYER.HEAD")]:
+                     ("zero-head:x", "L{layer}H{head}")]:
         with pytest.raises(A.AblationError, match=msg):
             A.parse_spec(bad)
     with pytest.raises(A.AblationError, match="does not exist"):
-        A.parse_spec("zero-head:3.0", n_layers=3, n_heads=6)
+        A.parse_spec("zero-head:L3H0", n_layers=3, n_heads=6)
     with pytest.raises(A.AblationError, match="does not exist"):
-        A.parse_spec("zero-head:0.6", n_layers=3, n_heads=6)
+        A.parse_spec("zero-head:L0H6", n_layers=3, n_heads=6)
+
+
+# ----------------------------------------------------------------------------- effect and verdict
+
+def _loss(arrays):
+    return A.Loss(nll=[np.asarray(a, dtype=float) for a in arrays], prompts=len(arrays))
+
+
+def test_bootstrap_interval_over_tokens_then_over_prompts():
+    rng = np.random.default_rng(3)
+    d = rng.normal(0.5, 1.0, 400)
+    e = A.effect(_loss([np.zeros(400)]), _loss([d]))
+    assert e.over == "tokens" and e.units == 400 and e.delta == pytest.approx(d.mean())
+    assert e.lo < d.mean() < e.hi
+    assert (e.hi - e.lo) == pytest.approx(2 * 1.96 / 20, rel=0.2)     # ≈ 2·1.96·σ/√n
+    parts = np.array_split(d, 8)
+    e = A.effect(_loss([np.zeros(len(p)) for p in parts]), _loss(parts))
+    assert e.over == "prompts" and e.units == 8 and e.lo < e.delta < e.hi
+    assert A.effect(_loss([]), _loss([])) is None
+
+
+def test_verdicts_follow_the_stated_rule():
+    def eff(delta, lo, hi, tokens=500):
+        return A.Effect(delta, lo, hi, "tokens", tokens, tokens)
+
+    head, mask = A.get_kind("zero-head"), A.get_kind("no-mask")
+    # a +0.0002 nats/token change is no effect, however tight its interval
+    assert head.verdict(eff(0.0002, 0.0001, 0.0003), []).status == A.NOT_SUPPORTED
+    assert head.verdict(eff(0.2, 0.15, 0.25), []).status == A.SUPPORTED
+    short = head.verdict(eff(0.2, 0.15, 0.25, tokens=18), [])         # one 18-token prompt
+    assert short.status == A.NOT_ENOUGH and str(A.MIN_TOKENS) in short.settle
+    wide = head.verdict(eff(0.02, -0.01, 0.05), [])
+    assert wide.status == A.NOT_ENOUGH and "tokens (now 500)" in wide.settle
+    assert mask.verdict(eff(-0.3, -0.4, -0.2), []).status == A.SUPPORTED         # predicted: the loss falls
+    assert mask.verdict(eff(0.3, 0.2, 0.4), []).status == A.NOT_SUPPORTED
+    failed = A.Evidence("attention entropy", 2.0, 2.5, "ablated < baseline", False)
+    v = A.get_kind("no-scale").verdict(eff(0.2, 0.15, 0.25), [failed])
+    assert v.status == A.NOT_SUPPORTED and "attention entropy" in v.text
+    for k in A.kinds():
+        assert str(A.MIN_EFFECT) in k.verdict(None, []).rule and k.claim.count(". ") == 0   # one sentence
+
+
+# ----------------------------------------------------------------------------- the registry
+
+def test_every_kind_owns_its_words_and_a_new_kind_is_one_class(odd, ids):
+    assert list(A.REGISTRY) == ["v=x", "wk=wq", "no-scale", "no-mask", "zero-head", "mean-head"]
+    for k in A.kinds():
+        assert k.label and k.claim and k.definition and k.measures and k.available(odd.config) == (True, "")
+
+    class Flip(Intervention):
+        def attn_out(self, out, layer):
+            return -out
+
+    @A.register
+    class FlipAttention(A.Kind):
+        name = "flip-attn"
+        label = "Flip the attention output"
+        claim = "Attention's sign matters, so flipping its output makes the model predict worse."
+        definition = "attn_out := −attn_out."
+        measures = "The loss."
+
+        def intervention(self, spec, config=None, means=None):
+            return Flip(spec.layers)
+
+    try:
+        assert "flip-attn" in A.REGISTRY
+        spec = A.parse_spec("flip-attn", "1", 3, 6)
+        r = A.measure(odd.weights, [ids], spec)
+        assert r.kind == "flip-attn" and r.verdict.status in A.STATUSES and r.effect.delta != 0
+        assert len(A.layer_sweep(odd.weights, [ids], spec).rows) == 4
+        assert "Flip the attention output" in [c.label for c in A.check_all(odd.weights, [ids])]
+    finally:
+        A.REGISTRY.pop("flip-attn")
+
+
+def test_kinds_a_model_cannot_take_say_why(odd, ids):
+    import dataclasses
+
+    gqa = dataclasses.replace(odd.config, n_kv_heads=2)
+    ok, why = A.get_kind("wk=wq").available(gqa)
+    assert not ok and "grouped-query" in why and "2 key heads for 6 query heads" in why
+    assert A.get_kind("v=x").available(gqa) == (True, "")
+    ok, why = A.get_kind("no-scale").available(dataclasses.replace(odd.config, scale_attn_weights=False))
+    assert not ok and "change nothing" in why
+
+
+# ----------------------------------------------------------------------------- charts
+
+def test_head_map_chart_shows_values_and_covers_the_largest_change():
+    from attnkit.charts import ablations as C
+
+    inc = np.zeros((2, 3))
+    inc[1, 2] = 0.62
+    hm = A.HeadMap("zero-head", 3.0, 100, inc, inc - 0.1, inc + 0.1, 6)
+    df = C.head_map_frame(hm)
+    assert list(df["name"]) == ["L0H0", "L0H1", "L0H2", "L1H0", "L1H1", "L1H2"]
+    spec = C.head_map_chart(df, "t").to_dict()
+    rect, text = spec["layer"]
+    scale = rect["encoding"]["color"]["scale"]
+    assert scale["domain"][0] < 0 < scale["domain"][1] and scale["domain"][1] >= 0.62
+    assert scale["domain"][0] == -scale["domain"][1] and scale["reverse"] is True   # ascending domain: legend − … +
+    assert text["mark"]["type"] == "text" and text["encoding"]["text"]["field"] == "increase"
 
 
 # ----------------------------------------------------------------------------- CLI and page
 
-def test_cli_writes_json(odd_dir, tmp_path, capsys):
+def test_cli_writes_json_and_says_what_it_dropped(odd_dir, tmp_path, capsys):
     f = tmp_path / "text.txt"
     f.write_text(TEXT, encoding="utf-8")
     out = tmp_path / "out.json"
@@ -257,30 +370,44 @@ def test_cli_writes_json(odd_dir, tmp_path, capsys):
                 "--sweep", "--json", str(out)])
     assert rc == 0
     data = json.loads(out.read_text(encoding="utf-8"))
-    assert data["measure"]["spec"] == "no-scale@0,1"
-    assert len(data["layer_sweep"]["rows"]) == 4
+    assert data["measure"]["spec"] == "no-scale@0,1" and data["measure"]["verdict"]["status"] in A.STATUSES
+    assert len(data["layer_sweep"]) == 4
     assert "verdict" in capsys.readouterr().out
-    rc = A.cli(["--model", str(odd_dir), "--text-file", str(f), "--intervention", "zero-head:9.0"])
+    rc = A.cli(["--model", str(odd_dir), "--text-file", str(f), "--intervention", "zero-head:L9H0"])
     assert rc == 2 and "does not exist" in capsys.readouterr().err
+    long = tmp_path / "long.txt"
+    long.write_text(TEXT * 30, encoding="utf-8")
+    rc = A.cli(["--model", str(odd_dir), "--text-file", str(long), "--intervention", "no-mask", "--layers", "0"])
+    n = len(__import__("attnkit.loading", fromlist=["load"]).load(str(odd_dir), "cpu").encode(TEXT * 30))
+    assert rc == 0 and f"{n - 256:,} token(s) beyond the context of 256 were dropped" in capsys.readouterr().err
+
+
+def test_cli_refuses_bad_input_before_loading_the_model(tmp_path, capsys):
+    f = tmp_path / "text.txt"
+    f.write_text(TEXT, encoding="utf-8")
+    missing = str(tmp_path / "no-such-model")                          # never reached: the spec is checked first
+    assert A.cli(["--model", missing, "--text-file", str(f), "--intervention", "v=y"]) == 2
+    assert "unknown intervention" in capsys.readouterr().err
+    assert A.cli(["--model", missing, "--text-file", str(tmp_path / "none.txt"), "--intervention", "v=x"]) == 2
 
 
 def test_page_runs_every_intervention_and_the_sweeps(odd_dir):
     at = apptest("pages/4_Ablations.py", odd_dir, text=TEXT).run()
     assert not at.exception and not at.error
     assert any("convex" in m.value for m in list(at.markdown) + list(at.caption))   # the definition is shown
-    for kind in A.KINDS:
-        at.selectbox(key="ab_kind").set_value(kind).run()
-        assert not at.exception and not at.error, kind
-        claim = A.CLAIMS[kind]
-        assert any(claim in m.value for m in at.markdown), kind
+    for k in A.kinds():
+        at.selectbox(key="ab_kind").set_value(k.name).run()
+        assert not at.exception and not at.error, k.name
+        assert any(k.claim in m.value for m in at.markdown), k.name
+        assert any("Rule:" in c.value for c in at.caption), k.name
     at.button(key="ab_sweep_btn").click().run()
     at.button(key="ab_map_btn").click().run()
     assert not at.exception and not at.error
-    assert any("Largest increases" in c.value for c in at.caption)
+    assert any("Largest increases: L" in c.value for c in at.caption)
     at.button(key="ab_all_btn").click().run()
     assert not at.exception and not at.error
     claims = at.dataframe[-1].value
-    assert list(claims["verdict"].isin(["supported", "mixed", "not supported", "undetermined"])) == [True] * 4
+    assert len(claims) == 4 and claims["verdict"].isin(A.STATUSES).all()
 
 
 def test_page_one_token_prompt_is_explained(odd_dir):
@@ -298,19 +425,3 @@ def test_page_pools_a_prompt_set(odd_dir):
     assert not at.exception and not at.error
     assert any("All 3 prompts" in c.value for c in at.caption)
     assert any("1 one-token text" in c.value for c in at.caption)
-
-
-def test_verdicts_follow_the_numbers():
-    def res(kind, inc, summary, tokens=10):
-        return {"kind": kind, "summary": summary, "scope": {"heads": ["0.1"]},
-                "loss": {"increase nats/token": inc, "predicted tokens": tokens,
-                         "baseline nats/token": 3.0, "ablated nats/token": 3.0 + inc}}
-    cheat = {"mean relative logit change, positions before the last": 0.2,
-             "share of earlier positions whose top-1 changed": 0.1, "attention on future keys (ablated layers)": 0.4}
-    assert A.verdict(res("no-mask", -0.5, cheat))["status"] == "supported"
-    assert A.verdict(res("no-mask", +0.5, cheat))["status"] == "mixed"
-    ent = {"entropy, baseline": 2.0, "entropy, ablated": 1.0, "entropy drop": 1.0, "layers measured": 4}
-    assert A.verdict(res("no-scale", 0.1, dict(ent, **{"layers whose entropy dropped": 4})))["status"] == "supported"
-    assert A.verdict(res("no-scale", 0.1, dict(ent, **{"layers whose entropy dropped": 0})))["status"] == "not supported"
-    assert A.verdict(res("zero-head", 0.2, {}))["status"] == "supported"
-    assert A.verdict(res("zero-head", 0.0, {}, tokens=0))["status"] == "undetermined"

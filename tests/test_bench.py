@@ -33,7 +33,8 @@ def test_json_has_machine_settings_and_targets(quick):
     assert s["lengths"] == [16, 32] and s["repeats"] == 2 and s["quick"] is True and s["interleaved"] is True
     assert quick["model"]["n_layers"] == 2 and quick["model"]["d_model"] == 64
     assert {k: v["value"] for k, v in quick["targets"].items()} == {
-        "pattern_vs_hf_eager": 1.10, "nocapture_vs_hf_sdpa": 1.25, "kv_cache_speedup": 4.0, "entropy_vs_pattern": 1.5}
+        "pattern_vs_hf_eager": 1.10, "nocapture_vs_hf_sdpa": 1.25, "kv_cache_speedup": 4.0, "entropy_vs_pattern": 1.5,
+        "patching_vs_forwards": 0.6, "streaming_vs_entropy_profile": 1.0}
 
 
 def test_every_check_has_ratio_target_and_medians(quick):
@@ -44,6 +45,8 @@ def test_every_check_has_ratio_target_and_medians(quick):
     assert any(r["check"] == "kv_cache_speedup" for r in rows)
     assert any(r["check"] == "kv_cache_vs_hf_generate" for r in rows)
     assert any(r["check"] == "entropy_vs_pattern" for r in rows)
+    assert any(r["check"] == "patching_vs_forwards" and r["T"] == 16 for r in rows)
+    assert quick["patching"]["cpu"]["heads"] == 8 and quick["patching"]["cpu"]["patched_rows"] == 8
     for r in rows:
         for side in ("a", "b"):
             t = r[side]["times_s"]
@@ -84,8 +87,9 @@ def test_memory_section_counts_the_captured_bytes(quick):
     L, H, d, T = m["n_layers"], m["n_heads"], m["d_model"], mem["T"]
     assert T == 32
     # capture='all': 11 per-layer captures of T·d floats (resid_pre, ln1, q, k, v, z, attn_out, resid_mid,
-    # ln2, mlp_out, resid_post), scores and pattern of H·T·T each, and embed, pos_embed, ln_final (T·d)
-    all_floats = L * (11 * T * d + 2 * H * T * T) + 3 * T * d
+    # ln2, mlp_out, resid_post), mlp_pre and mlp_post of T·4d, scores and pattern of H·T·T each, and
+    # embed, pos_embed, ln_final (T·d)
+    all_floats = L * (11 * T * d + 2 * T * 4 * d + 2 * H * T * T) + 3 * T * d
     probes = {p["variant"]: p for p in mem["probes"]}
     assert probes["all"]["captured_bytes"] == 4 * all_floats
     assert probes["all_fp16"]["captured_bytes"] == 2 * all_floats
@@ -104,12 +108,17 @@ def test_memory_section_counts_the_captured_bytes(quick):
 
 
 def test_transformer_lens_column_skipped_cleanly_when_absent(quick, odd, monkeypatch):
+    import importlib.util
+
+    installed = importlib.util.find_spec("transformer_lens") is not None
     monkeypatch.setitem(sys.modules, "transformer_lens", None)   # import now fails, installed or not
+    monkeypatch.setitem(sys.modules, "transformer_lens.model_bridge", None)
     model, info = B._transformer_lens(odd)
     assert model is None and info["status"] == "skipped" and "not importable" in info["reason"]
-    try:
-        import transformer_lens  # noqa: F401
-    except ImportError:
+    if installed:                                                 # the real run filled the column
+        assert quick["transformer_lens"]["cpu"]["status"] == "measured"
+        assert any("transformer_lens" in r["check"] for r in quick["results"])
+    else:
         assert quick["transformer_lens"]["cpu"]["status"] == "skipped"
         assert not any("transformer_lens" in r["check"] for r in quick["results"])
         assert quick["machine"]["transformer_lens"] is None
@@ -170,12 +179,34 @@ def test_transformer_lens_that_cannot_build_is_skipped_with_the_reason(odd, monk
     import types
 
     fake = types.ModuleType("transformer_lens")
+    bridge_mod = types.ModuleType("transformer_lens.model_bridge")
 
-    def broken(**kwargs):
-        raise TypeError("unexpected keyword argument 'eps'")
+    class Broken:
+        @staticmethod
+        def boot_transformers(*a, **k):
+            raise TypeError("unexpected keyword argument 'hf_model'")
 
-    fake.HookedTransformerConfig = broken
+    bridge_mod.TransformerBridge = Broken
+    fake.model_bridge = bridge_mod
     monkeypatch.setitem(sys.modules, "transformer_lens", fake)
+    monkeypatch.setitem(sys.modules, "transformer_lens.model_bridge", bridge_mod)
     model, info = B._transformer_lens(odd)
     assert model is None and info["status"] == "skipped"
-    assert "TypeError" in info["reason"] and "eps" in info["reason"]
+    assert "hf_model" in info["reason"]
+
+
+def test_transformer_lens_bridge_is_the_same_model(odd):
+    """TransformerLens 4's bridge around the same HF model: an independent check of attnkit's numbers."""
+    pytest.importorskip("transformer_lens.model_bridge")
+    model, info = B._transformer_lens(odd)
+    assert info["status"] == "measured", info
+    assert info["logits_max_abs_vs_attnkit"] <= 1e-4
+    ids = torch.tensor([odd.encode("The animal didn't cross the street because it was too tired.")])
+    from attnkit.model import run
+
+    ours = run(odd.weights, ids, capture=["pattern", "resid_post"])
+    with torch.inference_mode():
+        _, cache = model.run_with_cache(ids)
+    for l in range(odd.config.n_layers):
+        torch.testing.assert_close(cache[f"blocks.{l}.attn.hook_pattern"], ours["pattern", l], atol=1e-5, rtol=0)
+        torch.testing.assert_close(cache[f"blocks.{l}.hook_resid_post"], ours["resid_post", l], atol=1e-4, rtol=1e-5)

@@ -96,7 +96,7 @@ def test_rank_heads_for_pair_hand_example():
     p[1, 0, 2] = torch.tensor([0.6, 0.4, 0.0])
     p[1, 1, 2] = torch.tensor([0.0, 0.7, 0.3])
     df = compare.rank_heads_for_pair(p, query=2, key=1)
-    assert list(df["head"]) == ["1.1", "0.0", "1.0", "0.1"]
+    assert list(df["head"]) == ["L1H1", "L0H0", "L1H0", "L0H1"]
     assert list(df["weight"]) == pytest.approx([0.7, 0.5, 0.4, 0.1])
     assert list(df["rank_in_row"]) == [1, 1, 2, 2]        # ties count as the same rank
     assert list(df["top_key"]) == [1, 1, 0, 2]
@@ -117,9 +117,9 @@ def test_mean_scores_ignores_nan():
 
 
 def test_labels_and_find_token():
-    assert compare.head_label(3, 11) == "3.11"
-    assert compare.parse_head("3.11") == (3, 11)
-    for bad in ["3", "a.b", "1.2.3", "-1.2"]:
+    assert compare.head_label(3, 11) == "L3H11"
+    assert compare.parse_head("L3H11") == compare.parse_head("3.11") == compare.parse_head(" l3h11 ") == (3, 11)
+    for bad in ["3", "a.b", "1.2.3", "-1.2", "L3", "H3L1", "L-1H2"]:
         with pytest.raises(ValueError):
             compare.parse_head(bad)
     toks = ["The", " animal", " saw", " it", " and", " it"]
@@ -131,7 +131,7 @@ def test_labels_and_find_token():
     assert compare.find_token(split, "it") == 5              # not ' itself'
     assert compare.find_token(["it", "em"], "it") is None    # 'item' is not the word 'it'
     df = compare.scores_frame(torch.tensor([[1.0, 2.0], [3.0, 4.0]]), "s")
-    assert list(df["head"]) == ["0.0", "0.1", "1.0", "1.1"] and list(df["s"]) == [1.0, 2.0, 3.0, 4.0]
+    assert list(df["head"]) == ["L0H0", "L0H1", "L1H0", "L1H1"] and list(df["s"]) == [1.0, 2.0, 3.0, 4.0]
 
 
 # ----------------------------------------------------------------------------- the page
@@ -170,7 +170,7 @@ def test_page_runs_and_ranks_heads_for_it_animal(odd_dir, odd):
     bars = _frame_with(at, "rank_in_row")
     assert bars["weight"].iloc[0] == pytest.approx(pats.max().item(), abs=1e-6)
     best = divmod(int(pats.argmax()), pats.shape[1])
-    assert bars["head"].iloc[0] == f"{best[0]}.{best[1]}"
+    assert bars["head"].iloc[0] == f"L{best[0]}H{best[1]}"
     # the overview shows the statistic of every head, equal to metrics.head_scores on the run
     over = _frame_with(at, "mean entropy")
     pat = run(odd.weights, ids, capture=["pattern"]).stack("pattern")[:, 0]
@@ -179,10 +179,10 @@ def test_page_runs_and_ranks_heads_for_it_animal(odd_dir, odd):
     np.testing.assert_allclose(got, want.reshape(-1).numpy(), atol=1e-5)
     # head similarity (all 18 heads of the odd model): JS distance averaged over rows 1..T-1
     sim = _frame_with(at, "distance")
-    d = sim[(sim["head A"] == "0.0") & (sim["head B"] == "2.3")]["distance"].item()
+    d = sim[(sim["head A"] == "L0H0") & (sim["head B"] == "L2H3")]["distance"].item()
     T = len(ids)
     assert d == pytest.approx(np.mean([_np_js_distance(pat[0, 0, r], pat[2, 3, r]) for r in range(1, T)]), abs=1e-5)
-    assert set(sim["head A"]) == {f"{l}.{h}" for l in range(3) for h in range(6)}
+    assert set(sim["head A"]) == {f"L{l}H{h}" for l in range(3) for h in range(6)}
 
 
 def test_changing_the_query_changes_the_ranking(odd_dir):

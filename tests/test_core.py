@@ -53,6 +53,9 @@ def test_param_counts_match_hf(odd):
     assert counts["total"] == sum(p.numel() for p in odd.hf_model.parameters())
     assert counts["attention Q/K/V weights"] + counts["attention O weight"] == \
         odd.config.n_layers * attention_weight_count(odd.config.d_model, odd.config.n_heads)
+    counted = param_counts(odd.config, odd.weights)            # from the tensors present: the same figures
+    assert counted["total"] == counts["total"]
+    assert counted["attention Q/K/V weights"] == counts["attention Q/K/V weights"]
 
 
 def test_weights_split_per_head(odd):
@@ -204,7 +207,7 @@ def test_missing_folder(tmp_path):
 
 def test_not_gpt2(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 8}))
-    with pytest.raises(LoadError, match="'bert' model, not GPT-2"):
+    with pytest.raises(LoadError, match="'bert' model: model type 'bert' is not supported; attnkit supports: .*gpt2"):
         load(str(tmp_path))
 
 

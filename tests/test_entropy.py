@@ -19,14 +19,14 @@ TEXT = "The animal didn't cross the street because it was too tired. Attention l
 class Uniform(Intervention):
     """All scores 0: every query attends uniformly to its visible keys."""
 
-    def scores(self, layer, s):
+    def scores(self, s, layer):
         return torch.zeros_like(s)
 
 
 class SelfOnly(Intervention):
     """Each query sees only itself: one-hot attention on the diagonal."""
 
-    def mask(self, layer, mask):
+    def mask(self, mask, layer):
         T, S = mask.shape
         m = torch.full_like(mask, -math.inf)
         m[torch.arange(T), torch.arange(S - T, S)] = 0
@@ -217,7 +217,7 @@ def test_cli_writes_json(odd_dir, tmp_path, capsys):
     assert np.array(d["slope"]).shape == (3, 6)
     assert d["count"][0] == n_docs and len(d["loss_by_position"]) == 31
     assert d["uniform_bound"][5] == pytest.approx(math.log(6))
-    assert d["verdict"] in {"supported", "partly", "not supported"}
+    assert d["verdict"] in {"supported", "not enough evidence", "not supported"}
     assert d["log_length"]["base"] == 8 and "loss_change" in d["log_length"]
     assert np.array(d["log_length"]["per_head"]["entropy"]).shape == (3, 6, 32)
     assert main(["entropy", "--model", str(odd_dir), "--text-file", str(tmp_path / "none.txt")]) == 2
@@ -234,7 +234,7 @@ def _chart_rows(chart):
 def test_page_runs_and_slope_map_has_every_head(odd_dir):
     at = apptest("pages/3_Entropy.py", odd_dir, text=TEXT, ent_log_on=True, ent_log_base=8.0).run()
     assert not at.exception and not at.error
-    assert any("supported" in m.value or "partly" in m.value for m in at.markdown)
+    assert any("supported" in m.value or "not enough evidence" in m.value for m in at.markdown)
     slope_tables = [d.value for d in at.dataframe if {"layer", "head", "slope"} <= set(d.value.columns)]
     assert len(slope_tables) == 1 and len(slope_tables[0]) == 3 * 6
     assert slope_tables[0][["layer", "head"]].drop_duplicates().shape[0] == 18
@@ -299,3 +299,32 @@ def test_tables_for_charts():
     assert list(lf["n_from"]) == [2 ** k for k in range(10)]
     np.testing.assert_allclose(lf["unmodified"], [1.5 * 2 ** k - 1.5 for k in range(9)] + [(511 + 1022) / 2], atol=1e-9)
     assert E.slope_frame(s).shape[0] == 6
+
+
+def test_claim_verdict_needs_documents_and_an_interval():
+    import numpy as np
+
+    from attnkit import entropy as E
+
+    T, L, H = 40, 2, 3
+    x = np.log(np.arange(1, T + 1))
+
+    def agg(n_docs, slope, noise):
+        a = E.Aggregate()
+        rng = np.random.default_rng(0)
+        for _ in range(n_docs):
+            ent = slope * x[None, None, :] + noise * rng.standard_normal((L, H, T))
+            a.add(np.clip(ent, 0, None), np.zeros((L, H, T)), None)
+        return a.result()
+
+    one = agg(1, 0.8, 0.0)
+    assert E.claim_check(one)[0] == "not enough evidence"            # one document: no interval
+    assert "at least 5 documents" in E.claim_check(one)[1]
+    steep = agg(8, 0.8, 0.01)
+    lo, hi = E.slope_interval(steep.extra["doc_slopes"])
+    assert lo <= 0.8 <= hi + 1e-3 and hi - lo < 0.05
+    assert E.claim_check(steep)[0] == "supported"
+    flat = agg(8, 0.0, 0.01)
+    assert E.claim_check(flat)[0] == "not supported"
+    noisy = agg(6, 0.3, 2.0)                                          # straddles the thresholds
+    assert E.claim_check(noisy)[0] == "not enough evidence"

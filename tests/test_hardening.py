@@ -24,7 +24,7 @@ def test_pickle_only_folder_explained(tmp_path, odd):
 def test_bert_folder_explained(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
     at = apptest("app.py", tmp_path).run()
-    assert not at.exception and any("not GPT-2" in m for m in messages(at))
+    assert not at.exception and any("'bert' model" in m and "supports: gpt2" in m for m in messages(at))
 
 
 def test_hub_name_offline_explained_quickly():

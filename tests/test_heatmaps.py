@@ -248,3 +248,155 @@ def test_long_prompt_grid_exports_statistics(odd_dir):
     assert not at.exception and not at.error
     assert any("each panel is an image" in c.value for c in at.caption)
     assert any("one row of statistics per panel" in c.value for c in at.caption)
+
+
+# ----------------------------------------------------------------------------- issue 16: reading long prompts
+
+def test_scales_map_like_the_vega_scales_and_log_is_the_long_default():
+    assert hm.default_scale(hm.MARK_LIMIT) == "linear" and hm.default_scale(hm.MARK_LIMIT + 1) == "log"
+    assert hm.default_scale(500, "scores") == "linear"
+    dom = (0.0, 1.0)
+    v = np.array([0.0, 1e-4, 1e-3, 1e-2, 0.1, 1.0, np.nan])
+    np.testing.assert_allclose(hm.shade(v, dom, "pattern", "log")[:6], [0, 0, 0, 1 / 3, 2 / 3, 1], atol=1e-12)
+    np.testing.assert_allclose(hm.shade(v, dom, "pattern", "sqrt")[:6], np.sqrt(v[:6]))
+    np.testing.assert_allclose(hm.shade(v, dom, "pattern", "linear")[:6], v[:6])
+    assert np.isnan(hm.shade(v, dom, "pattern", "log")[6])
+    sc = hm.colour_scale("pattern", dom, "log").to_dict()
+    assert sc["type"] == "log" and sc["domain"] == [1e-3, 1.0] and sc["clamp"]
+    assert hm.colour_values(np.array([0.0, 0.5]), dom, "pattern", "log").tolist() == [1e-3, 0.5]   # no log(0)
+    for s in hm.SCALES:
+        assert hm.scale_note(s)
+    # a log PNG: a weight 1/100 of the top sits a third of the way down from the top colour
+    px = np.array(Image.open(io.BytesIO(hm.to_png(np.array([[1.0, 0], [0.01, 1.0]]), None, "pattern", dom, "log"))))
+    assert px[0, 0] == 254 and px[1, 0] == round(254 / 3) and px[0, 1] == 0
+
+
+def test_blocks_frame_names_the_strongest_cell_of_each_block():
+    T = 8
+    v = np.zeros((T, T))
+    v[5, 2] = 0.9
+    v[1, 0] = 0.4
+    labels = [f"{i}:t{i}" for i in range(T)]
+    df, k = hm.blocks_frame(v, hm.causal_masked(T), labels, labels, blocks=2)
+    assert k == 4
+    assert len(df) == 3                                    # the upper-right block is all masked: no mark
+    top_left = df[(df["y"] == 0) & (df["x"] == 0)].iloc[0]
+    assert (top_left["query"], top_left["key"]) == ("1:t1", "0:t0") and top_left["weight"] == pytest.approx(0.4)
+    low_left = df[(df["y"] == 4) & (df["x"] == 0)].iloc[0]
+    assert (low_left["query"], low_left["key"], low_left["queries"], low_left["keys"]) == ("5:t5", "2:t2", "4–7", "0–3")
+    one, k1 = hm.blocks_frame(v, hm.causal_masked(T), labels, labels, blocks=64)
+    assert k1 == 1 and len(one) == T * (T + 1) // 2
+
+
+def test_long_image_tooltips_are_tokens_and_weights_not_the_picture():
+    T = 300
+    torch.manual_seed(0)
+    p = torch.softmax(torch.randn(T, T) + causal_mask(T), -1).numpy()
+    labels = [f"{i}:tok{i}" for i in range(T)]
+    spec = hm.image_chart(p, masked=hm.causal_masked(T), labels=labels, select="cell").to_dict()
+    image, over = spec["layer"][0], spec["layer"][1]
+    assert image["mark"]["tooltip"] is None                                    # no x, y, x2, y2, url
+    tips = {t["field"] for t in over["encoding"]["tooltip"]}
+    assert {"query", "key", "weight"} <= tips and "url" not in tips
+    rows = spec["datasets"][over["data"]["name"]]
+    assert 0 < len(rows) <= hm.TOOLTIP_BLOCKS ** 2 < T * T                     # blocks, never a mark per cell
+    assert rows[0]["query"].split(":")[1].startswith("tok")
+    assert any(p_["name"] == "cell" for p_ in spec.get("params", []) + over.get("params", []))
+
+
+def test_densest_block_skips_the_first_key_and_the_diagonal():
+    T = 100
+    a = np.full((T, T), 1e-4)
+    a[:, 0] = 0.9                                          # an attention sink on the first token
+    a[np.arange(T), np.arange(T)] = 0.5                    # and self-attention
+    a[60:70, 20:30] = 0.3                                  # the structure worth looking at
+    q0, k0, share = hm.densest_block(a, 16, hm.causal_masked(T))
+    assert q0 <= 60 and q0 + 16 >= 70 and k0 <= 20 and k0 + 16 >= 30
+    assert 0 < share < 1
+    assert hm.densest_block(np.eye(4), 2)[:2] == (2, 2)   # nothing but trivial attention: the last diagonal block
+
+
+def test_wrap_tokens_lays_text_out_in_lines():
+    from attnkit.charts import tokens as tk
+
+    toks = ["The", " cat", " sat", "\n", "注意", "🙂", " on", "mat", " " + "x" * 30]
+    lay = tk.wrap_tokens(toks, budget=12)
+    assert list(lay["text"][:4]) == ["The", "cat", "sat", "↵"]
+    assert list(lay["x0"][:3]) == [0, 4, 8] and lay["line"][:3].tolist() == [0, 0, 0]
+    assert lay["line"][3] == 0 or lay["line"][3] == 1                     # ↵ fits or wraps, then the line ends
+    r = lay.set_index("text")
+    assert r.loc["注意", "line"] > r.loc["sat", "line"] and r.loc["注意", "x0"] == 0
+    assert r.loc["注意", "x1"] - r.loc["注意", "x0"] == 4                 # wide characters take two columns
+    assert r.loc["mat", "x0"] == r.loc["on", "x1"]                         # no space: no gap
+    assert (lay["x1"] <= 12).all()
+    assert lay["text"].iloc[-1].endswith("…")                              # longer than a line: cut
+    assert tk.char_columns("ab注🙂") == 6
+
+
+def test_token_chart_carries_each_tokens_weights_to_every_focus():
+    from attnkit.charts import tokens as tk
+
+    T = 6
+    torch.manual_seed(0)
+    A = torch.softmax(torch.randn(T, T) + causal_mask(T), -1).numpy()
+    toks = ["<b>x</b>", " a", " b", "c", " d", " e"]
+    for direction, want in (("to", A.T), ("from", A)):
+        spec = tk.token_chart(A, toks, direction=direction, focus=2).to_dict()
+        rows = pd.DataFrame(next(iter(spec["datasets"].values())))
+        got = rows[[f"w{i}" for i in range(T)]].to_numpy()
+        np.testing.assert_allclose(got, want, atol=1e-5)
+        assert rows["text"][0] == "<b>x</b>"                                  # drawn as text by Vega
+        params = spec.get("params") or spec["layer"][0].get("params")
+        assert params[0]["value"] == [{"pos": 2}]
+    with pytest.raises(ValueError):
+        tk.token_chart(np.zeros((tk.TOKEN_LIMIT + 1,) * 2), ["a"] * (tk.TOKEN_LIMIT + 1))
+
+
+def test_page_token_view(odd_dir, odd):
+    from attnkit.model import run
+
+    at = apptest(PAGE, odd_dir, text=TEXT, hm_view="Tokens", hm_layer=1, hm_head=2).run()
+    assert not at.exception and not at.error
+    ids = odd.encode(TEXT)
+    T = len(ids)
+    frame = next(f for f in chart_data(at) if "w0" in f.columns)
+    A = run(odd.weights, ids, capture=["pattern"])["pattern", 1][0, 2].numpy()
+    np.testing.assert_allclose(frame[[f"w{i}" for i in range(T)]].to_numpy(), A.T, atol=1e-4)
+    at.radio(key="hm_tok_heads").set_value("mean").run()
+    at.radio(key="hm_tok_dir").set_value("from").run()
+    assert not at.exception
+    frame = next(f for f in chart_data(at) if "w0" in f.columns)
+    mean = run(odd.weights, ids, capture=["pattern"])["pattern", 1][0].mean(0).numpy()
+    np.testing.assert_allclose(frame[[f"w{i}" for i in range(T)]].to_numpy(), mean, atol=1e-4)
+
+
+def test_page_long_prompt_defaults_to_log_and_the_densest_window(odd_dir, odd):
+    from attnkit.model import run
+
+    text = "attention lets every token look back " * 20
+    at = apptest(PAGE, odd_dir, text=text).run()
+    assert not at.exception and not at.error
+    assert at.radio(key="hm_scale").value == "log"
+    ids = odd.encode(text)
+    vals = run(odd.weights, ids, capture=["pattern"])["pattern", 0][0, 0].numpy()
+    q0, k0, _ = hm.densest_block(vals, 32, hm.causal_masked(len(ids)))
+    assert (at.number_input(key="hm_q0").value, at.number_input(key="hm_k0").value) == (q0, k0)
+    assert any("most attention" in c.value for c in at.caption)
+    assert any("logarithmic" in c.value for c in at.caption)
+    tips = [f for f in chart_data(at) if {"query", "key", "weight"} <= set(f.columns)]
+    assert tips and len(tips[0]) <= hm.TOOLTIP_BLOCKS ** 2
+    at.radio(key="hm_scale").set_value("linear").run()                # the user's choice sticks
+    at.selectbox(key="hm_head").set_value(1).run()
+    assert at.radio(key="hm_scale").value == "linear" and not at.exception
+
+
+def test_grid_names_heads_and_a_clicked_panel_opens_it(odd_dir):
+    at = apptest(PAGE, odd_dir, text=TEXT, hm_view="All heads of a layer", hm_layer=2).run()
+    assert not at.exception
+    heads = set().union(*[set(f["head"]) for f in chart_data(at) if "head" in f.columns])
+    assert heads == {f"L2H{h}" for h in range(6)}
+    at.session_state["hm_grid"] = {"selection": {"open": [{"head": "L2H4"}]}}   # what a click on L2H4 sends
+    at.run()
+    assert not at.exception
+    assert at.radio(key="hm_view").value == "One head"
+    assert (at.selectbox(key="hm_layer").value, at.selectbox(key="hm_head").value) == (2, 4)

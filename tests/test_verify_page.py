@@ -5,7 +5,8 @@ import pandas as pd
 import torch
 
 import attnkit.verify as V
-from attnkit.charts.steps import verify_chart, verify_frame
+from attnkit.charts.verify import plotted, verify_chart
+from attnkit.verify import checks as verify_frame
 from helpers import apptest
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -71,7 +72,7 @@ def test_verify_frame_and_chart_from_a_report():
     assert len(df) == 2 * 2 + 2
     assert df.loc[(df["layer"] == "1") & df["quantity"].str.startswith("hidden"), "ok"].tolist() == [False]
     assert df["ok"].sum() == 5
-    assert df["plotted"].min() > 0                           # an exact 0 still fits on the log axis
+    assert plotted(df)["plotted"].min() > 0                  # an exact 0 still fits on the log axis
     spec = verify_chart(df).to_dict()
     assert len(spec["layer"]) == 3                           # tolerance rules, their labels, the points
     assert spec["layer"][2]["encoding"]["y"]["scale"]["type"] == "log"

@@ -1,108 +1,150 @@
-"""Charts for the ablations page (Altair, no Streamlit): per-layer comparisons, sweeps, the head map."""
+"""Charts for the ablations page (Altair, no Streamlit). They read the fields of the results of
+:mod:`attnkit.ablations` (a :class:`Metric` names its series), never label strings."""
 from __future__ import annotations
+
+import math
 
 import altair as alt
 import numpy as np
 import pandas as pd
 
-__all__ = ["layer_metric_frame", "layer_metric_chart", "sweep_chart", "head_map_frame", "head_map_chart",
-           "position_chart"]
+from ..ablations import Unavailable
+
+__all__ = ["layer_metric_frame", "layer_metric_chart", "sweep_frame", "sweep_chart", "head_map_frame",
+           "head_map_chart", "position_frame", "position_chart", "evidence_frame", "claims_frame"]
 
 _RUNS = ["baseline", "ablated"]
+_RUN_COLOURS = ["#4c78a8", "#e45756"]
 
 
-def layer_metric_frame(per_layer: list[dict], metric: str) -> pd.DataFrame:
-    """Long form of one metric, baseline vs ablated per layer: layer, run, value, in scope."""
-    recs = []
-    for r in per_layer:
-        for run in _RUNS:
-            key = f"{metric} ({run})"
-            if key in r:
-                recs.append({"layer": int(r["layer"]), "run": run, "value": r[key], "in scope": bool(r["in scope"])})
-    return pd.DataFrame(recs, columns=["layer", "run", "value", "in scope"])
+def layer_metric_frame(result, metric) -> pd.DataFrame:
+    """Long form of one metric of a Result, baseline vs ablated per layer: layer, run, value, in scope."""
+    s = result.per_layer[metric.key]
+    recs = [{"layer": l, "run": run, "value": v, "in scope": l in result.scope}
+            for run in _RUNS for l, v in enumerate(getattr(s, run))]
+    return pd.DataFrame(recs, columns=["layer", "run", "value", "in scope"]).astype({"value": float})
 
 
-def layer_metric_chart(df: pd.DataFrame, metric: str, log: bool = False) -> alt.Chart:
-    """Grouped bars: one pair (baseline, ablated) per layer."""
+def layer_metric_chart(df: pd.DataFrame, metric) -> alt.Chart:
+    """Grouped bars (points on a log axis, which has no zero): one pair, baseline and ablated, per layer."""
     data = df.dropna(subset=["value"])
-    if log:
+    if metric.log:
         data = data[data["value"] > 0]
-    y = alt.Y("value:Q", title=metric + (" (log)" if log else ""),
-              scale=alt.Scale(type="log") if log else alt.Undefined)
-    # bars need a zero baseline, which a log axis lacks: draw points there
-    mark = alt.Chart(data, title=metric).mark_point(filled=True, size=90) if log else \
-        alt.Chart(data, title=metric).mark_bar()
-    return (
-        mark
-        .encode(
-            x=alt.X("layer:O", title="layer"),
-            xOffset=alt.XOffset("run:N", sort=_RUNS),
-            y=y,
-            color=alt.Color("run:N", sort=_RUNS, scale=alt.Scale(range=["#4c78a8", "#e45756"])),
-            opacity=alt.condition("datum['in scope']", alt.value(1.0), alt.value(0.35)),
-            tooltip=["layer:O", "run:N", alt.Tooltip("value:Q", format=".4g"), "in scope:N"],
-        )
-        .properties(height=260)
-    )
+    base = alt.Chart(data, title=metric.title)
+    mark = base.mark_point(filled=True, size=90) if metric.log else base.mark_bar()
+    return mark.encode(
+        x=alt.X("layer:O", title="layer"),
+        xOffset=alt.XOffset("run:N", sort=_RUNS),
+        y=alt.Y("value:Q", title=metric.title + (" (log)" if metric.log else ""),
+                scale=alt.Scale(type="log") if metric.log else alt.Undefined),
+        color=alt.Color("run:N", sort=_RUNS, scale=alt.Scale(domain=_RUNS, range=_RUN_COLOURS)),
+        opacity=alt.condition("datum['in scope']", alt.value(1.0), alt.value(0.35)),
+        tooltip=["layer:O", "run:N", alt.Tooltip("value:Q", format=".4g"), "in scope:N"],
+    ).properties(height=260)
 
 
-def sweep_chart(rows: list[dict], kind: str) -> alt.Chart:
-    """Loss increase (nats/token) with each layer ablated alone, and all layers."""
-    df = pd.DataFrame(rows)
+def _effect_cols(e) -> dict:
+    return {"increase": np.nan if e is None else e.delta, "low": np.nan if e is None else e.lo,
+            "high": np.nan if e is None else e.hi}
+
+
+def sweep_frame(sweep) -> pd.DataFrame:
+    """A LayerSweep as rows: scope, nats/token, increase with its 95 % interval (low, high), perplexity."""
+    return pd.DataFrame([{"scope": r.scope, "nats/token": r.nats, **_effect_cols(r.effect),
+                          "perplexity": math.exp(r.nats) if r.nats == r.nats else np.nan} for r in sweep.rows])
+
+
+def sweep_chart(df: pd.DataFrame, title: str) -> alt.Chart:
+    """Loss change (nats/token) with each layer ablated alone, and all, with 95 % intervals."""
     order = list(df["scope"])
-    return (
-        alt.Chart(df, title=f"{kind}: loss increase when ablating one layer (and all)")
-        .mark_bar()
-        .encode(
-            x=alt.X("scope:N", sort=order, title=None),
-            y=alt.Y("increase:Q", title="Δ loss (nats/token)"),
-            color=alt.condition("datum.increase > 0", alt.value("#e45756"), alt.value("#4c78a8")),
-            tooltip=["scope:N", alt.Tooltip("nats/token:Q", format=".4f"), alt.Tooltip("increase:Q", format="+.4f"),
-                     alt.Tooltip("perplexity:Q", format=".2f")],
-        )
-        .properties(height=260)
-    )
+    base = alt.Chart(df, title=title).encode(x=alt.X("scope:N", sort=order, title=None))
+    bars = base.mark_bar().encode(
+        y=alt.Y("increase:Q", title="Δ loss (nats/token), 95 % interval"),
+        color=alt.condition("datum.increase > 0", alt.value("#e45756"), alt.value("#4c78a8")),
+        tooltip=["scope:N", alt.Tooltip("nats/token:Q", format=".4f"), alt.Tooltip("increase:Q", format="+.4f"),
+                 alt.Tooltip("low:Q", format="+.4f"), alt.Tooltip("high:Q", format="+.4f")])
+    whiskers = base.mark_rule(color="black").encode(y="low:Q", y2="high:Q")
+    return (bars + whiskers).properties(height=280)
 
 
-def head_map_frame(increase) -> pd.DataFrame:
-    a = np.asarray(increase, dtype=float)
-    return pd.DataFrame([{"layer": l, "head": h, "increase": float(a[l, h])}
-                         for l in range(a.shape[0]) for h in range(a.shape[1])])
+def head_map_frame(head_map) -> pd.DataFrame:
+    """A HeadMap as rows: layer, head, name (L{layer}H{head}), increase, low, high."""
+    L, H = head_map.increase.shape
+    names = head_map.names()
+    return pd.DataFrame([{"layer": l, "head": h, "name": names[l][h], "increase": float(head_map.increase[l, h]),
+                          "low": float(head_map.lo[l, h]), "high": float(head_map.hi[l, h])}
+                         for l in range(L) for h in range(H)])
 
 
-def head_map_chart(df: pd.DataFrame, mode: str) -> alt.Chart:
-    """Layer × head map of the loss increase (a diverging scale centred on 0); L·H cells, small."""
-    m = float(np.nanmax(np.abs(df["increase"].to_numpy()))) if len(df) else 1.0
-    m = m if m > 0 else 1.0
-    return (
-        alt.Chart(df, title=f"{mode}: loss increase per head (nats/token)")
-        .mark_rect()
-        .encode(
-            x=alt.X("head:O", title="head"),
-            y=alt.Y("layer:O", title="layer"),
-            color=alt.Color("increase:Q", scale=alt.Scale(scheme="redblue", domain=[m, -m]),
-                            title="Δ loss"),
-            tooltip=["layer:O", "head:O", alt.Tooltip("increase:Q", format="+.4f")],
-        )
-        .properties(height=alt.Step(22), width=alt.Step(28))
-    )
+def _symmetric_limit(values) -> float:
+    """The colour domain's half-width: the largest |value|, rounded up to two significant digits."""
+    m = float(np.nanmax(np.abs(values))) if len(values) and np.isfinite(values).any() else 0.0
+    if m <= 0:
+        return 1.0
+    step = 10 ** (math.floor(math.log10(m)) - 1)
+    return math.ceil(m / step) * step
 
 
-def position_chart(per_position: list[dict], labels: list[str] | None = None) -> alt.Chart:
+def head_map_chart(df: pd.DataFrame, title: str) -> alt.Chart:
+    """Layer × head map of the loss change, every cell labelled with its value; a diverging scale centred
+    on 0 whose domain covers the largest |value| (red: the loss rises), legend from − (bottom) to + (top)."""
+    m = _symmetric_limit(df["increase"].to_numpy())
+    n_heads = int(df["head"].max()) + 1 if len(df) else 1
+    cell_w = max(44, min(72, 900 // max(n_heads, 1)))
+    base = alt.Chart(df, title=title).encode(
+        x=alt.X("head:O", title="head", axis=alt.Axis(labelAngle=0, labelExpr="'H' + datum.value")),
+        y=alt.Y("layer:O", title="layer", axis=alt.Axis(labelExpr="'L' + datum.value")))
+    rect = base.mark_rect(stroke="white", strokeWidth=0.5).encode(
+        color=alt.Color("increase:Q", title="Δ loss (nats/token)",
+                        scale=alt.Scale(scheme="redblue", domain=[-m, m], reverse=True, clamp=True, nice=False),
+                        legend=alt.Legend(values=[-m, -m / 2, 0, m / 2, m], format="+.2~f", gradientLength=220,
+                                          direction="vertical")),
+        tooltip=[alt.Tooltip("name:N", title="head"), alt.Tooltip("increase:Q", format="+.4f", title="Δ loss"),
+                 alt.Tooltip("low:Q", format="+.4f", title="95 % low"),
+                 alt.Tooltip("high:Q", format="+.4f", title="95 % high")])
+    text = base.mark_text(fontSize=10).encode(
+        text=alt.Text("increase:Q", format="+.3f"),
+        color=alt.condition(f"abs(datum.increase) > {m * 0.55}", alt.value("white"), alt.value("black")))
+    return (rect + text).properties(width=alt.Step(cell_w), height=alt.Step(30))
+
+
+def position_frame(result, labels: list[str] | None = None) -> pd.DataFrame:
+    df = pd.DataFrame([vars(p) for p in result.per_position],
+                      columns=["position", "relative_change", "top1_changed", "texts"])
+    df["token"] = labels if labels is not None and len(labels) == len(df) else df["position"].astype(str)
+    return df
+
+
+def position_chart(df: pd.DataFrame) -> alt.Chart:
     """No mask: relative change of each position's logits once the future is visible."""
-    df = pd.DataFrame(per_position)
-    if labels is not None and len(labels) == len(df):
-        df["token"] = labels
-    else:
-        df["token"] = df["position"].astype(str)
     return (
         alt.Chart(df, title="Relative logit change per position, mask removed")
         .mark_line(point=True)
         .encode(
             x=alt.X("position:Q", title="position"),
-            y=alt.Y("relative logit change:Q", title="‖Δlogits‖ / ‖logits‖"),
-            tooltip=["position:Q", "token:N", alt.Tooltip("relative logit change:Q", format=".4g"),
-                     alt.Tooltip("top-1 changed:Q", format=".2f"), "texts:Q"],
+            y=alt.Y("relative_change:Q", title="‖Δlogits‖ / ‖logits‖"),
+            tooltip=["position:Q", "token:N", alt.Tooltip("relative_change:Q", format=".4g"),
+                     alt.Tooltip("top1_changed:Q", format=".2f"), "texts:Q"],
         )
         .properties(height=240)
     )
+
+
+def evidence_frame(result) -> pd.DataFrame:
+    """The mechanism checks of a Result: what, baseline, ablated, expected, holds."""
+    return pd.DataFrame([{"check": e.what, "baseline": e.baseline, "ablated": e.ablated, "expected": e.expect,
+                          "holds": {True: "yes", False: "no", None: "not measurable"}[e.holds]}
+                         for e in result.evidence], columns=["check", "baseline", "ablated", "expected", "holds"])
+
+
+def claims_frame(results) -> pd.DataFrame:
+    """``check_all``'s list as a table: kind, claim, verdict, effect, measured (or why unavailable)."""
+    recs = []
+    for r in results:
+        if isinstance(r, Unavailable):
+            recs.append({"intervention": r.label, "claim": "", "verdict": "unavailable", "effect": "",
+                         "measured": r.reason})
+        else:
+            recs.append({"intervention": r.label, "claim": r.claim, "verdict": r.verdict.status,
+                         "effect": str(r.effect) if r.effect else "n/a", "measured": r.verdict.text})
+    return pd.DataFrame(recs, columns=["intervention", "claim", "verdict", "effect", "measured"])

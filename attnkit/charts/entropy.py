@@ -31,12 +31,15 @@ def curves(df: pd.DataFrame, y_title: str, bound: str | None = "ln(n) (uniform a
            band: bool = True, height: int = 320) -> alt.LayerChart:
     """One line per layer (mean over documents), a band of ± 1 std, and the bound as a dashed line."""
     color = alt.Color("layer:O", title="layer", scale=_layer_scale(df))
+    spread = (alt.Tooltip("std:Q", format=".4f", title="std across docs") if "std" in df else
+              alt.Tooltip("lo:Q", format=".4f", title="95 % low"))
     tips = [alt.Tooltip("layer:O"), alt.Tooltip("position:Q", title="position i = n − 1"), alt.Tooltip("n:Q"),
-            alt.Tooltip("mean:Q", format=".4f"), alt.Tooltip("std:Q", format=".4f", title="std across docs"),
-            alt.Tooltip("docs:Q", title="documents")]
+            alt.Tooltip("mean:Q", format=".4f"), spread, alt.Tooltip("docs:Q", title="documents")]
+    if "std" not in df:                  # a corpus result: the band is its bootstrap interval
+        tips.insert(5, alt.Tooltip("hi:Q", format=".4f", title="95 % high"))
     base = alt.Chart(_small(df))
     layers = []
-    if band and df["std"].notna().any():
+    if band and (df["std"].notna().any() if "std" in df else df["lo"].notna().any()):
         layers.append(base.mark_area(opacity=0.15).encode(
             x=_x(log_x, df), y="lo:Q", y2="hi:Q", color=alt.Color("layer:O", scale=_layer_scale(df), legend=None)))
     layers.append(base.transform_calculate(position="datum.n - 1").mark_line(

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-__all__ = ["matrix_frame", "matrix_chart", "weights_chart", "kv_rows_chart", "verify_frame", "verify_chart",
-           "LOG_FLOOR", "MAX_CELLS"]
+__all__ = ["matrix_frame", "matrix_chart", "weights_chart", "kv_rows_chart", 
+           "MAX_CELLS"]
 
 #: Largest matrix drawn one mark per cell (larger ones are windowed by the page).
 MAX_CELLS = 64 * 64
@@ -17,8 +17,6 @@ MAX_CELLS = 64 * 64
 PAD = alt.AutoSizeParams(type="pad", contains="padding")
 #: Container-wide charts: fill the width, keep the height asked for.
 FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
-#: Differences of exactly 0 cannot sit on a log axis; they are drawn at this floor.
-LOG_FLOOR = 1e-12
 
 
 def _fmt(v: float, digits: int) -> str:
@@ -113,55 +111,3 @@ def kv_rows_chart(steps: pd.DataFrame) -> alt.Chart:
                                                    range=["#9ecae1", "#e6550d"]), title=None),
         tooltip=["step:O", "rows:N", "range:N"],
     ).properties(width="container", height=max(80, 22 * len(steps)), autosize=FIT_X)
-
-
-QUANTITIES = {
-    "hidden_rel": "hidden state (relative)",
-    "pattern_abs": "attention pattern",
-    "logits_abs": "logits",
-    "ln_final_rel": "final LayerNorm (relative)",
-}
-
-
-def verify_frame(report: dict, run_label: str = "") -> pd.DataFrame:
-    """Long form of ``Report.to_dict()``: one row per (layer or 'final', quantity)."""
-    recs = []
-    tol = report["tolerances"]
-    for row in report["layers"]:
-        for q, tkey in (("hidden_rel", "hidden_rel"), ("pattern_abs", "pattern_abs")):
-            recs.append({"layer": str(row["layer"]), "quantity": QUANTITIES[q], "max |Δ|": row[q],
-                         "tolerance": tol[tkey], "run": run_label})
-    recs.append({"layer": "final", "quantity": QUANTITIES["ln_final_rel"], "max |Δ|": report["ln_final_rel"],
-                 "tolerance": tol["hidden_rel"], "run": run_label})
-    recs.append({"layer": "final", "quantity": QUANTITIES["logits_abs"], "max |Δ|": report["logits_abs"],
-                 "tolerance": tol["logits_abs"], "run": run_label})
-    df = pd.DataFrame(recs)
-    df["ok"] = df["max |Δ|"] <= df["tolerance"]
-    df["plotted"] = df["max |Δ|"].clip(lower=LOG_FLOOR)
-    return df
-
-
-def verify_chart(df: pd.DataFrame, title: str = "attnkit vs HuggingFace") -> alt.Chart:
-    """Log-scale max |Δ| per layer and quantity, each quantity's tolerance as a dashed rule."""
-    order = [str(l) for l in sorted({int(x) for x in df["layer"] if x != "final"})] + ["final"]
-    colors = alt.Scale(domain=list(QUANTITIES.values()), range=["#1f77b4", "#ff7f0e", "#d62728", "#2ca02c"])
-    shape = alt.Shape("run:N", title="device") if df["run"].nunique() > 1 else alt.value("circle")
-    points = alt.Chart(df).mark_point(filled=True, size=70).encode(
-        x=alt.X("layer:N", sort=order, title="layer", axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("plotted:Q", scale=alt.Scale(type="log"), title=f"max |Δ| (0 drawn at {LOG_FLOOR:g})",
-                axis=alt.Axis(format="~e")),
-        color=alt.Color("quantity:N", scale=colors, title=None),
-        shape=shape,
-        tooltip=["run:N", "layer:N", "quantity:N", alt.Tooltip("max |Δ|:Q", format=".3e"),
-                 alt.Tooltip("tolerance:Q", format=".0e"), "ok:N"],
-    )
-    # one dashed line per tolerance value, labelled with the quantities it bounds
-    tol = (df.drop_duplicates("quantity").groupby("tolerance")["quantity"]
-           .apply(lambda q: "tolerance " + ", ".join(q)).reset_index(name="label"))
-    tol["label"] = [f"{l} ≤ {t:g}" for l, t in zip(tol["label"], tol["tolerance"])]
-    rule_base = alt.Chart(tol).encode(y="tolerance:Q")
-    rules = rule_base.mark_rule(strokeDash=[6, 4], color="#555").encode(
-        tooltip=[alt.Tooltip("label:N", title="tolerance")])
-    labels = rule_base.mark_text(align="left", dx=4, dy=-6, fontSize=10, color="#555").encode(
-        text="label:N", x=alt.value(0))
-    return alt.layer(rules, labels, points, title=title).properties(width="container", height=320, autosize=FIT_X)

@@ -1,0 +1,267 @@
+"""The ablation kinds: one class each, registered by :func:`~attnkit.ablations.base.register`.
+
+Each class owns its spec word, label, claim (one sentence), definition, intervention, what it
+measures (its :class:`Metric` constants and mechanism checks) and, through :class:`Kind`, its verdict.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from .. import metrics as M
+from .base import Evidence, Kind, Metric, Observation, register
+from .hull import even_rows, hull_distance, participation_ratio
+from .interventions import KeyIsQuery, MeanHead, NoMask, NoScale, ValueIsInput, ZeroHead
+
+__all__ = [
+    "ValueIsInputKind", "KeyIsQueryKind", "NoScaleKind", "NoMaskKind", "ZeroHeadKind", "MeanHeadKind",
+    "HULL_DISTANCE", "HULL_MAX", "HULL_LOWER", "HULL_RELATIVE", "DIM_X", "DIM_OUT", "ASYMMETRY",
+    "SELF", "TOP_SELF", "COPIES", "ENTROPY", "LARGEST", "FUTURE", "asymmetry",
+]
+
+# ----------------------------------------------------------------------------- measured quantities
+
+HULL_DISTANCE = Metric("hull_distance", "distance of the output from the hull of x̂", log=True)
+HULL_MAX = Metric("hull_distance_max", "largest distance of an output row from the hull of x̂", peak=True, chart=False)
+HULL_LOWER = Metric("hull_distance_lower", "certified lower bound of that distance", chart=False)
+HULL_RELATIVE = Metric("hull_distance_relative", "distance from the hull / RMS norm of x̂", chart=False)
+DIM_X = Metric("dim_x_hat", "effective dimension of x̂")
+DIM_OUT = Metric("dim_output", "effective dimension of the attention output")
+ASYMMETRY = Metric("asymmetry", "asymmetry ‖S − Sᵀ‖/‖S‖ of the scores")
+SELF = Metric("attention_on_self", "attention on the token itself")
+TOP_SELF = Metric("top_key_is_self", "rows whose top key is the token itself")
+COPIES = Metric("attention_on_copies", "attention on earlier copies of the same token", chart=False)
+ENTROPY = Metric("entropy", "attention entropy (nats)")
+LARGEST = Metric("largest_weight", "largest attention weight")
+FUTURE = Metric("attention_on_future", "attention on future keys")
+
+
+def asymmetry(S: torch.Tensor) -> torch.Tensor:
+    """‖S − Sᵀ‖_F / ‖S‖_F over the last two dims (0 for a symmetric matrix)."""
+    S = S.double()
+    num = torch.linalg.matrix_norm(S - S.transpose(-1, -2))
+    den = torch.linalg.matrix_norm(S)
+    return torch.where(den > 0, num / den, torch.zeros_like(den))
+
+
+def _in_scope(result, metric: Metric, run: str) -> list[float]:
+    vals = getattr(result.per_layer[metric.key], run)
+    return [v for l, v in enumerate(vals) if l in result.scope and v is not None and not math.isnan(v)]
+
+
+def _mean(v) -> float | None:
+    return float(np.mean(v)) if len(v) else None
+
+
+def _compare(result, metric: Metric, expect: str, test) -> Evidence:
+    """Evidence from the mean of ``metric`` over the scoped layers, baseline vs ablated."""
+    b, a = _mean(_in_scope(result, metric, "baseline")), _mean(_in_scope(result, metric, "ablated"))
+    return Evidence(metric.title, b, a, expect, None if a is None or b is None else bool(test(b, a)))
+
+
+# ----------------------------------------------------------------------------- the kinds
+
+@register
+class ValueIsInputKind(Kind):
+    name = "v=x"
+    label = "V = X (no value/output projection)"
+    claim = ("With V = X every attention output is an average of the layer's normed inputs and so stays inside "
+             "their convex hull; the value and output projections are what let attention write something new, "
+             "and without them the model predicts worse.")
+    definition = ("attn_out_ℓ = (1/H)·Σ_h pattern_h · x̂_ℓ with x̂_ℓ = ln_1(X) at full width d_model (the block's own "
+                  "norm; under grouped-query attention the mean runs over the query heads); W_V, b_V, W_O and b_O "
+                  "are not used. Each output row is a convex combination of the rows of x̂_ℓ.")
+    measures = ("How far the attention outputs lie from the convex hull of x̂ (Wolfe's minimum-norm-point method, "
+                "with certified lower bounds), their effective dimension, and the loss.")
+    latex = (r"\mathrm{attn\_out}_\ell = \frac{1}{H}\sum_{h=1}^{H} \mathrm{softmax}\!\Big(\frac{q_h k_h^\top}"
+             r"{\sqrt{d_{head}}} + M\Big)\,\hat X_\ell,\qquad \hat X_\ell = \mathrm{ln}_1(X_\ell)")
+    captures = ("ln1", "attn_out")
+    metrics = (HULL_DISTANCE, DIM_OUT, DIM_X, HULL_MAX, HULL_LOWER, HULL_RELATIVE)
+
+    def intervention(self, spec, config=None, means=None):
+        return ValueIsInput(spec.layers)
+
+    def observe(self, obs: Observation):
+        rows = even_rows(len(obs.ids))
+        for l in range(obs.n_layers):
+            for run, tr in obs.both():
+                x_hat = tr["ln1", l][0].double().cpu().numpy()
+                out = tr["attn_out", l][0].double().cpu().numpy()
+                d, info = hull_distance(out[rows], x_hat, iters=obs.hull_iters)
+                obs.info["hull_iterations"] = max(obs.info.get("hull_iterations", 0), info["iterations"])
+                obs.info["hull_converged"] = obs.info.get("hull_converged", True) and info["converged"]
+                scale = float(np.sqrt((x_hat ** 2).sum(1).mean()))
+                obs.acc.add(HULL_DISTANCE, l, run, float(d.mean()), len(rows))
+                obs.acc.add(HULL_MAX, l, run, float(d.max()))
+                obs.acc.add(HULL_LOWER, l, run, float(info["lower"].mean()), len(rows))
+                obs.acc.add(HULL_RELATIVE, l, run, float(d.mean()) / scale, len(rows))
+                obs.acc.add(DIM_X, l, run, participation_ratio(x_hat))
+                obs.acc.add(DIM_OUT, l, run, participation_ratio(out))
+
+    def evidence(self, result):
+        inside = max(_in_scope(result, HULL_RELATIVE, "ablated"), default=None)
+        outside = _mean(_in_scope(result, HULL_LOWER, "baseline"))
+        peak = max(_in_scope(result, HULL_MAX, "ablated"), default=None)
+        return [
+            Evidence(HULL_RELATIVE.title, _mean(_in_scope(result, HULL_RELATIVE, "baseline")), inside,
+                     "ablated ≤ 0.001 (inside the hull)", None if inside is None else inside <= 1e-3),
+            Evidence(HULL_LOWER.title, outside, _mean(_in_scope(result, HULL_LOWER, "ablated")),
+                     "baseline clearly above 0 (the real output leaves the hull)",
+                     None if outside is None or peak is None else outside > 10 * max(peak, 1e-12)),
+        ]
+
+
+@register
+class KeyIsQueryKind(Kind):
+    name = "wk=wq"
+    label = "W_K = W_Q (one projection for looking and being looked at)"
+    claim = ("With one projection for the token that looks and the token looked at (W_K = W_Q) the scores become "
+             "symmetric and a token matches itself best, so attention shifts onto the token itself and the "
+             "model predicts worse.")
+    definition = "k := q in every scoped head (W_K = W_Q, b_K = b_Q): S = q·qᵀ/√d_head before the mask."
+    measures = "The asymmetry of the scores, the attention each token pays itself, and the loss."
+    heads = "optional"
+    captures = ("scores", "pattern")
+    metrics = (ASYMMETRY, SELF, TOP_SELF, COPIES)
+
+    def available(self, config):
+        if config.group > 1:
+            return False, (f"W_K = W_Q is not defined under grouped-query attention: this model has "
+                           f"{config.kv_heads} key heads for {config.n_heads} query heads.")
+        return True, ""
+
+    def intervention(self, spec, config=None, means=None):
+        return KeyIsQuery(spec.layers, spec.heads)
+
+    def observe(self, obs: Observation):
+        T = len(obs.ids)
+        for l in range(obs.n_layers):
+            for run, tr in obs.both():
+                S, p = tr["scores", l][0, obs.heads(l)], tr["pattern", l][0, obs.heads(l)]   # [h, T, T]
+                obs.acc.add(ASYMMETRY, l, run, float(asymmetry(S).mean()))
+                st = M.head_scores(p, obs.ids)
+                if T > 1:
+                    obs.acc.add(SELF, l, run, float(st["self"].mean()), T - 1)
+                    top = p[:, 1:].argmax(-1) == torch.arange(1, T, device=p.device)
+                    obs.acc.add(TOP_SELF, l, run, float(top.double().mean()), T - 1)
+                dup = st["duplicate-token"]
+                if not torch.isnan(dup).any():
+                    obs.acc.add(COPIES, l, run, float(dup.mean()))
+
+    def evidence(self, result):
+        sym = max(_in_scope(result, ASYMMETRY, "ablated"), default=None)
+        return [
+            Evidence(ASYMMETRY.title, _mean(_in_scope(result, ASYMMETRY, "baseline")), sym,
+                     "ablated ≈ 0 (symmetric)", None if sym is None else sym < 1e-5),
+            _compare(result, SELF, "ablated > baseline", lambda b, a: a > b),
+        ]
+
+
+@register
+class NoScaleKind(Kind):
+    name = "no-scale"
+    label = "No 1/√d scaling"
+    claim = ("Without dividing the scores by √d_head the softmax saturates, so attention collapses onto fewer "
+             "keys (lower entropy) and the model predicts worse.")
+    definition = ("scores = q·kᵀ (factor 1 instead of 1/√d_head); any other factor the model applies, such as "
+                  "GPT-2's optional 1/(layer+1), stays.")
+    measures = "Attention entropy and the largest weight per row, and the loss."
+    heads = "optional"
+    captures = ("pattern",)
+    metrics = (ENTROPY, LARGEST)
+
+    def available(self, config):
+        if not config.scale_attn_weights:
+            return False, ("this model does not divide its scores by √d_head (scale_attn_weights=False): "
+                           "removing the factor would change nothing.")
+        return True, ""
+
+    def intervention(self, spec, config=None, means=None):
+        return NoScale(spec.layers, spec.heads, config=config)
+
+    def observe(self, obs: Observation):
+        if len(obs.ids) < 2:
+            return
+        for l in range(obs.n_layers):
+            for run, tr in obs.both():
+                p = tr["pattern", l][0, obs.heads(l)]
+                obs.acc.add(ENTROPY, l, run, float(M.entropy(p)[:, 1:].double().mean()), len(obs.ids) - 1)
+                obs.acc.add(LARGEST, l, run, float(p[:, 1:].max(-1).values.double().mean()), len(obs.ids) - 1)
+
+    def evidence(self, result):
+        return [_compare(result, ENTROPY, "ablated < baseline", lambda b, a: a < b)]
+
+
+@register
+class NoMaskKind(Kind):
+    name = "no-mask"
+    label = "No causal mask (future visible)"
+    claim = ("Without the causal mask each position can see the very token it must predict, so the next-token "
+             "loss falls: the model cheats.")
+    definition = ("the additive mask M is dropped (a local window too): softmax(q·kᵀ/√d_head) over all "
+                  "positions, future included.")
+    measures = ("Attention on future keys, how much the logits of earlier positions change, and the loss "
+                "(the claim predicts it falls).")
+    captures = ("pattern",)
+    metrics = (FUTURE,)
+    expects = -1
+
+    def intervention(self, spec, config=None, means=None):
+        return NoMask(spec.layers)
+
+    def observe(self, obs: Observation):
+        T = len(obs.ids)
+        future = torch.ones(T, T, dtype=torch.bool).triu(1)
+        for l in range(obs.n_layers):
+            p = obs.abl["pattern", l][0]
+            obs.acc.add(FUTURE, l, "ablated", float((p * future.to(p.device)).sum(-1).double().mean()), T)
+            obs.acc.add(FUTURE, l, "baseline", 0.0, T)
+        lb, la = obs.base.logits[0].double(), obs.abl.logits[0].double()
+        rel = (torch.linalg.vector_norm(la - lb, dim=-1) / torch.linalg.vector_norm(lb, dim=-1)).cpu()
+        flip = (la.argmax(-1) != lb.argmax(-1)).cpu()
+        for t in range(T):
+            obs.add_position(t, float(rel[t]), bool(flip[t]))
+
+    def evidence(self, result):
+        fut = _mean(_in_scope(result, FUTURE, "ablated"))
+        early = [p.relative_change for p in result.per_position[:-1]]
+        ch = _mean(early)
+        return [
+            Evidence(FUTURE.title, 0.0, fut, "ablated > 0", None if fut is None else fut > 0),
+            Evidence("relative change of the logits at positions before the last", 0.0, ch, "ablated > 0",
+                     None if ch is None else ch > 1e-6),
+        ]
+
+
+class _HeadKind(Kind):
+    heads = "required"
+    measures = "The loss with the named head(s) ablated; the head map does it for every head alone."
+
+
+@register
+class ZeroHeadKind(_HeadKind):
+    name = "zero-head"
+    label = "Zero-ablate a head"
+    claim = ("Heads specialise, so setting a head's output to zero removes something the other heads do not "
+             "supply and the model predicts worse.")
+    definition = "z[:, h] = 0 for the named head(s): the head adds nothing to the residual stream except b_O."
+
+    def intervention(self, spec, config=None, means=None):
+        return ZeroHead(None, spec.heads)
+
+
+@register
+class MeanHeadKind(_HeadKind):
+    name = "mean-head"
+    label = "Mean-ablate a head"
+    claim = ("Replacing a head's output by its average keeps the head's constant contribution but removes what "
+             "it reads from the context, and the model predicts worse.")
+    definition = "z[:, h] = mean of z[:, h] over all positions of the text/prompt set (unablated run)."
+
+    def needs_means(self) -> bool:
+        return True
+
+    def intervention(self, spec, config=None, means=None):
+        return MeanHead(means, None, spec.heads)

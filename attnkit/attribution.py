@@ -1,0 +1,368 @@
+"""Direct logit attribution, per-head contributions between positions, and the logit lens.
+
+**Direct logit attribution (DLA).** The final residual stream at a position is a sum of parts:
+
+    x = W_E[token] + W_pos[position] + Σ_layers (Σ_h z_h·W_O[h] + b_O) + Σ_layers mlp_out
+
+The final LayerNorm is (x − μ(x))/σ(x)·w + b. Holding σ at its actual value (as is standard), it is
+linear in x, so each part contributes ((part − μ(part))/σ)·w (RMSNorm: part/σ·w, no centring), and
+b is its own part. Projected on W_U[answer] − W_U[distractor] (plus b_U's difference, its own part),
+the parts add up to the model's actual logit difference.
+
+**Contributions.** Head h of layer l moves ``pattern[i, j] · v_j·W_O[h]`` from source position j into
+position i. Its size ‖·‖ = pattern_ij·‖v_j·W_O[h]‖, divided by the total size of everything added
+to position i in that layer (every head's every source, plus the residual stream it is added to), is
+the share plotted in the contribution graph (after Ferrando & Voita 2024, with norms).
+
+**Logit lens.** The residual stream after each layer, at each position, read through the final norm
+and the unembedding: top tokens, the answer's rank and probability. And each head's output at one
+position projected onto the vocabulary the same way as DLA: the tokens it pushes up and down.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from . import attention as A
+from .model import norm, run
+from .weights import Weights
+
+__all__ = ["DLA", "direct_logit_attribution", "Contributions", "contributions", "graph_edges",
+           "Lens", "logit_lens", "lens_logits", "HeadVocab", "head_vocab", "cli"]
+
+
+def _final_scale(weights: Weights, x: torch.Tensor) -> torch.Tensor:
+    """σ of the final norm at each row of x [..., d] (float64): √(var + ε), or √(mean x² + ε) for RMSNorm."""
+    cfg = weights.config
+    x = x.double()
+    if cfg.norm == "rmsnorm":
+        return torch.sqrt(x.pow(2).mean(-1, keepdim=True) + cfg.layer_norm_eps)
+    return torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + cfg.layer_norm_eps)
+
+
+def _through_norm(weights: Weights, parts: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+    """Parts [..., d] through the final norm with σ held fixed (no bias), float64."""
+    p = parts.double()
+    if weights.config.norm != "rmsnorm":
+        p = p - p.mean(-1, keepdim=True)
+    return p / sigma * weights.lnf_w.double()
+
+
+# ----------------------------------------------------------------------------- DLA
+
+@dataclass
+class DLA:
+    labels: list[str]                 # "embed", "pos_embed", "L3.H7", "L3 b_O", "L3 mlp", "final norm bias", "b_U"
+    kinds: list[str]                  # embed / pos_embed / head / attn_bias / mlp / norm_bias / unembed_bias
+    layers: list                      # layer of each part (None for global parts)
+    heads: list                       # head of each part (None unless a head)
+    values: np.ndarray                # contribution of each part to the logit difference
+    actual: float                     # the model's logit(answer) − logit(distractor) at pos
+    pos: int
+    n_layers: int
+    n_heads: int
+
+    @property
+    def total(self) -> float:
+        return float(self.values.sum())
+
+    @property
+    def head_map(self) -> np.ndarray:
+        """[L, H] each head's direct contribution."""
+        out = np.zeros((self.n_layers, self.n_heads))
+        for k, l, h, v in zip(self.kinds, self.layers, self.heads, self.values):
+            if k == "head":
+                out[l, h] = v
+        return out
+
+    def frame(self):
+        import pandas as pd
+
+        return pd.DataFrame({"part": self.labels, "kind": self.kinds,
+                             "layer": pd.array(self.layers, dtype="Int64"),
+                             "head": pd.array(self.heads, dtype="Int64"), "logit_diff": self.values})
+
+
+@torch.inference_mode()
+def direct_logit_attribution(weights: Weights, ids, answer: int, distractor: int, pos: int = -1) -> DLA:
+    """Split logit(answer) − logit(distractor) at ``pos`` into the residual stream's parts."""
+    cfg = weights.config
+    ids = list(ids)
+    T = len(ids)
+    pos = pos % T
+    got: dict = {}
+
+    def keep(name):
+        def f(t, layer):
+            got[(name, layer)] = t[0, :, pos] if name == "head_out" else t[0, pos]
+        return f
+
+    hooks = {n: keep(n) for n in ("embed", "pos_embed", "head_out", "mlp_out", "resid_post")}
+    tr = run(weights, ids, hooks=hooks)
+    L = cfg.n_layers
+    x = got[("resid_post", L - 1)]
+    sigma = _final_scale(weights, x)
+    u = (weights.W_U[answer] - weights.W_U[distractor]).double()
+    labels, kinds, layers, heads, vecs = [], [], [], [], []
+
+    def add(label, kind, layer, head, vec):
+        labels.append(label), kinds.append(kind), layers.append(layer), heads.append(head), vecs.append(vec)
+
+    add("embed", "embed", None, None, got[("embed", None)])
+    if ("pos_embed", None) in got:
+        add("pos_embed", "pos_embed", None, None, got[("pos_embed", None)])
+    for l in range(L):
+        ho = got[("head_out", l)]
+        for h in range(cfg.n_heads):
+            add(f"L{l}.H{h}", "head", l, h, ho[h])
+        if weights.layers[l].b_O is not None:
+            add(f"L{l} b_O", "attn_bias", l, None, weights.layers[l].b_O)
+        add(f"L{l} mlp", "mlp", l, None, got[("mlp_out", l)])
+    parts = torch.stack([v.double() for v in vecs])                        # [P, d]
+    values = (_through_norm(weights, parts, sigma) @ u).cpu().numpy()
+    extra = []
+    if weights.lnf_b is not None:
+        labels.append("final norm bias"), kinds.append("norm_bias"), layers.append(None), heads.append(None)
+        extra.append(float(weights.lnf_b.double() @ u))
+    if weights.b_U is not None:
+        labels.append("b_U"), kinds.append("unembed_bias"), layers.append(None), heads.append(None)
+        extra.append(float(weights.b_U[answer].double() - weights.b_U[distractor].double()))
+    values = np.concatenate([values, np.array(extra, dtype=np.float64)])
+    actual = float(tr.logits[0, pos, answer].double() - tr.logits[0, pos, distractor].double())
+    return DLA(labels, kinds, layers, heads, values, actual, pos, L, cfg.n_heads)
+
+
+# ----------------------------------------------------------------------------- contributions
+
+@dataclass
+class Contributions:
+    """Shares of what is added to each position in each layer (see the module docstring).
+
+    heads:   [L, H, T, T] share of head h's move from source j into position i (query i, key j)
+    resid:   [L, T]       share of the residual stream entering the layer at position i
+    """
+
+    heads: np.ndarray
+    resid: np.ndarray
+
+    @property
+    def edges(self) -> np.ndarray:
+        """[L, T, T]: the share moved from j to i summed over heads."""
+        return self.heads.sum(1)
+
+
+#: Longest prompt for which contributions are computed (the [L, H, T, T] shares are kept).
+CONTRIB_MAX_T = 128
+
+
+@torch.inference_mode()
+def contributions(weights: Weights, ids) -> Contributions:
+    cfg = weights.config
+    ids = list(ids)
+    if len(ids) > CONTRIB_MAX_T:
+        raise ValueError(f"contributions are computed for prompts of at most {CONTRIB_MAX_T} tokens "
+                         f"(this one has {len(ids)})")
+    tr = run(weights, ids, capture=["pattern", "v", "resid_pre"])
+    heads, resid = [], []
+    for l in range(cfg.n_layers):
+        pat = tr["pattern", l][0].double()                                  # [H, T, T]
+        v = A.repeat_kv(tr["v", l], cfg.group)[0].double()                  # [H, T, e]
+        vo = torch.einsum("hte,hed->htd", v, weights.layers[l].W_O.double()).norm(dim=-1)   # [H, T] ‖v_j W_O[h]‖
+        c = pat * vo[:, None, :]                                            # [H, T(i), T(j)]
+        r = tr["resid_pre", l][0].double().norm(dim=-1)                     # [T]
+        denom = c.sum((0, 2)) + r
+        heads.append((c / denom[None, :, None]).cpu().numpy())
+        resid.append((r / denom).cpu().numpy())
+    return Contributions(np.stack(heads), np.stack(resid))
+
+
+def graph_edges(con: Contributions, threshold: float, tokens: list[str] | None = None):
+    """(nodes, edges) DataFrames for the contribution graph: a node (layer, position) is the residual
+    stream at that position before ``layer`` (layer = L: after the last block); an edge from
+    (l, j) to (l + 1, i) is attention (summed over heads, with the largest head named) or the residual
+    stream itself (j = i), kept when its share is ≥ ``threshold``."""
+    import pandas as pd
+
+    L, H, T, _ = con.heads.shape
+    tot = con.edges
+    rows = []
+    for l in range(L):
+        ii, jj = np.nonzero(np.tril(tot[l] >= threshold))
+        for i, j in zip(ii, jj):
+            top = int(con.heads[l, :, i, j].argmax())
+            rows.append({"layer": l, "from_pos": int(j), "to_pos": int(i), "share": float(tot[l, i, j]),
+                         "kind": "attention", "top_head": f"{l}.{top}",
+                         "top_head_share": float(con.heads[l, top, i, j])})
+        for i in np.nonzero(con.resid[l] >= threshold)[0]:
+            rows.append({"layer": l, "from_pos": int(i), "to_pos": int(i), "share": float(con.resid[l, i]),
+                         "kind": "residual", "top_head": "", "top_head_share": float("nan")})
+    edges = pd.DataFrame(rows, columns=["layer", "from_pos", "to_pos", "share", "kind", "top_head", "top_head_share"])
+    nodes = pd.DataFrame([{"layer": l, "position": p} for l in range(L + 1) for p in range(T)])
+    if tokens is not None:
+        nodes["token"] = [tokens[p] for p in nodes["position"]]
+        edges["from_token"] = [tokens[p] for p in edges["from_pos"]]
+        edges["to_token"] = [tokens[p] for p in edges["to_pos"]]
+    return nodes, edges
+
+
+# ----------------------------------------------------------------------------- logit lens
+
+def lens_logits(weights: Weights, resid: torch.Tensor) -> torch.Tensor:
+    """Residual stream [..., d] through the final norm and the unembedding (what the model does at the end)."""
+    x = norm(resid, weights.lnf_w, weights.lnf_b, weights.config)
+    logits = torch.matmul(x, weights.W_U.T)
+    return logits if weights.b_U is None else logits + weights.b_U
+
+
+@dataclass
+class Lens:
+    """Rows: "embed" (before block 0), then after each block. top_* [rows, T, k]; answer_* [rows, T]."""
+
+    rows: list[str]
+    top_ids: np.ndarray
+    top_probs: np.ndarray
+    answer_rank: np.ndarray | None     # 1 = the top token
+    answer_prob: np.ndarray | None
+    answer_logit: np.ndarray | None
+
+    def frame(self, tokens: list[str], decode) -> "object":
+        """Long table: row, layer index, position, token, top token, its probability, answer rank/prob."""
+        import pandas as pd
+
+        from .patching import visible
+
+        R, T, k = self.top_ids.shape
+        dec = decode
+        decode = (lambda t: visible(dec(t)))          # noqa: E731
+        tokens = [visible(t) for t in tokens]
+        recs = []
+        for r in range(R):
+            for p in range(T):
+                rec = {"row": self.rows[r], "layer_index": r, "position": p, "token": tokens[p],
+                       "top_token": decode(int(self.top_ids[r, p, 0])), "top_prob": float(self.top_probs[r, p, 0]),
+                       "top_k": " | ".join(decode(int(t)) for t in self.top_ids[r, p])}
+                if self.answer_rank is not None:
+                    rec.update(answer_rank=int(self.answer_rank[r, p]), answer_prob=float(self.answer_prob[r, p]))
+                recs.append(rec)
+        return pd.DataFrame(recs)
+
+
+@torch.inference_mode()
+def logit_lens(weights: Weights, ids, answer: int | None = None, k: int = 5) -> Lens:
+    cfg = weights.config
+    tr = run(weights, list(ids), capture=["resid_post", "resid_pre"], layers=[0] + list(range(cfg.n_layers)))
+    states = [tr["resid_pre", 0][0]] + [tr["resid_post", l][0] for l in range(cfg.n_layers)]
+    tops, probs, ranks, aps, als = [], [], [], [], []
+    for x in states:
+        logits = lens_logits(weights, x).float()                 # [T, V], one layer at a time
+        lp = torch.log_softmax(logits, -1)
+        v, i = lp.topk(k, -1)
+        tops.append(i.cpu().numpy()), probs.append(v.exp().cpu().numpy())
+        if answer is not None:
+            a = logits[:, answer]
+            ranks.append((1 + (logits > a[:, None]).sum(-1)).cpu().numpy())
+            aps.append(lp[:, answer].exp().cpu().numpy()), als.append(a.cpu().numpy())
+    rows = ["embed"] + [f"after {l}" for l in range(cfg.n_layers)]
+    st = (lambda xs: np.stack(xs) if answer is not None else None)
+    return Lens(rows, np.stack(tops), np.stack(probs), st(ranks), st(aps), st(als))
+
+
+@dataclass
+class HeadVocab:
+    """Per head, at one position: the k tokens its output pushes up most and down most (direct effect
+    on the logits, through the final norm with its scale held fixed)."""
+
+    promoted_ids: np.ndarray      # [L, H, k]
+    promoted: np.ndarray          # [L, H, k] logit contributions
+    suppressed_ids: np.ndarray    # [L, H, k]
+    suppressed: np.ndarray
+    pos: int
+
+    def frame(self, layer: int, head: int, decode):
+        import pandas as pd
+
+        from .patching import visible
+
+        dec = decode
+        decode = (lambda t: visible(dec(t)))          # noqa: E731
+        up = [{"direction": "promoted", "rank": r + 1, "token": decode(int(t)), "token_id": int(t), "logit": float(v)}
+              for r, (t, v) in enumerate(zip(self.promoted_ids[layer, head], self.promoted[layer, head]))]
+        down = [{"direction": "suppressed", "rank": r + 1, "token": decode(int(t)), "token_id": int(t),
+                 "logit": float(v)}
+                for r, (t, v) in enumerate(zip(self.suppressed_ids[layer, head], self.suppressed[layer, head]))]
+        return pd.DataFrame(up + down)
+
+
+@torch.inference_mode()
+def head_vocab(weights: Weights, ids, pos: int = -1, k: int = 10) -> HeadVocab:
+    cfg = weights.config
+    ids = list(ids)
+    pos = pos % len(ids)
+    got = {}
+    hooks = {"head_out": lambda t, l: got.__setitem__(("h", l), t[0, :, pos]),
+             "resid_post": lambda t, l: got.__setitem__(("r", l), t[0, pos]) if l == cfg.n_layers - 1 else None}
+    run(weights, ids, hooks=hooks)
+    sigma = _final_scale(weights, got[("r", cfg.n_layers - 1)])
+    W_U = weights.W_U.float()
+    pi, pv, si, sv = [], [], [], []
+    for l in range(cfg.n_layers):
+        d = _through_norm(weights, got[("h", l)], sigma).float() @ W_U.T       # [H, V]
+        v, i = d.topk(k, -1)
+        pi.append(i.cpu().numpy()), pv.append(v.cpu().numpy())
+        v, i = (-d).topk(k, -1)
+        si.append(i.cpu().numpy()), sv.append((-v).cpu().numpy())
+    return HeadVocab(np.stack(pi), np.stack(pv), np.stack(si), np.stack(sv), pos)
+
+
+# ----------------------------------------------------------------------------- CLI
+
+def cli(argv=None) -> int:
+    from . import cli_args as C
+    from .patching import _common_args, _write_json, load_pair, visible
+
+    prog = "attnkit attribute"
+    p = C.Parser(prog="python -m attnkit attribute",
+                                description="Direct logit attribution of logit(answer) − logit(distractor) on the "
+                                            "clean prompt (and the corrupted one), plus the logit lens.")
+    _common_args(p)
+    p.add_argument("--top", type=C.positive_int, default=15, help="parts listed (default 15)")
+    a = p.parse_args(argv)
+    got = load_pair(a, prog)
+    if got is None:
+        return 2
+    m, pair = got
+    out = {"model": m.name, "answer": pair.answer_token, "answer_id": pair.answer,
+           "distractor": pair.distractor_token, "distractor_id": pair.distractor, "position_read": pair.pos,
+           "notes": pair.notes}
+    print(f"{m.name} · direct logit attribution of logit({pair.answer_token!r}) − logit({pair.distractor_token!r}) "
+          f"at position {pair.pos}")
+    for n in pair.notes:
+        print(f"  note: {n}")
+    for which, ids in (("clean", pair.clean), ("corrupt", pair.corrupt)):
+        dla = direct_logit_attribution(m.weights, ids, pair.answer, pair.distractor, pair.pos)
+        print(f"  {which}: actual {dla.actual:+.4f} = sum of parts {dla.total:+.4f}")
+        order = np.argsort(-np.abs(dla.values))[: a.top]
+        for i in order:
+            print(f"    {dla.labels[i]:<18} {dla.values[i]:+.4f}")
+        lens = logit_lens(m.weights, ids, pair.answer, k=3)
+        toks = m.token_strs(ids)
+        ranks = lens.answer_rank[:, pair.pos]
+        print(f"    logit lens at {visible(toks[pair.pos])}: answer rank by layer " +
+              " ".join(f"{r}" for r in ranks))
+        out[which] = {"text": a.clean if which == "clean" else a.corrupt, "tokens": toks,
+                      "actual_logit_diff": dla.actual, "sum_of_parts": dla.total,
+                      "parts": [{"part": lab, "kind": k, "layer": l, "head": h, "logit_diff": float(v)}
+                                for lab, k, l, h, v in zip(dla.labels, dla.kinds, dla.layers, dla.heads, dla.values)],
+                      "logit_lens": {"rows": lens.rows,
+                                     "answer_rank": lens.answer_rank[:, pair.pos].tolist(),
+                                     "answer_prob": [float(x) if math.isfinite(x) else None
+                                                     for x in lens.answer_prob[:, pair.pos]],
+                                     "top_token": [m.token_strs([int(t)])[0] for t in lens.top_ids[:, pair.pos, 0]]}}
+    if a.json_out:
+        if not _write_json(a.json_out, out, prog):
+            return 1
+        print(f"wrote {a.json_out}")
+    return 0

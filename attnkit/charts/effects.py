@@ -1,0 +1,183 @@
+"""Charts of the Head effects page (Altair, no Streamlit): patching maps, attribution bars, the
+contribution graph, the logit-lens table and a head's promoted/suppressed tokens.
+
+Diverging values (patching effects, logit attributions) are coloured blue (negative) – white (0) –
+red (positive) on a symmetric scale; sizes follow the page's conventions (plot area sized, axes
+and legends padded on top, every label drawn).
+"""
+from __future__ import annotations
+
+import json
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from .heatmaps import PAD
+
+__all__ = ["head_map", "layer_pos_map", "layer_bars", "attribution_bars", "contribution_graph", "lens_chart",
+           "head_tokens_chart"]
+
+
+def _sym(values) -> list[float]:
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    a = float(np.abs(v).max()) if v.size else 1.0
+    return [-(a or 1.0), a or 1.0]
+
+
+def _diverging(field: str, values, title: str, domain=None):
+    return alt.Color(f"{field}:Q", title=title,
+                     scale=alt.Scale(scheme="redblue", reverse=True, domain=domain or _sym(values), domainMid=0,
+                                     clamp=True))
+
+
+def head_map(df: pd.DataFrame, value: str = "normalised", *, title: str = "", select: str | None = None,
+             text: bool = True, legend_title: str | None = None, domain=None) -> alt.LayerChart:
+    """Layer × head cells coloured by ``df[value]`` (columns layer, head, value); ``select`` names a click
+    selection on the field ``cell`` ("L.H") for Streamlit's ``on_select``."""
+    d = df.copy()
+    d["cell"] = [f"{int(l)}.{int(h)}" for l, h in zip(d["layer"], d["head"])]
+    L, H = int(d["layer"].max()) + 1, int(d["head"].max()) + 1
+    cell = max(22, min(46, 640 // max(H, 1)))
+    base = alt.Chart(d, title=title).encode(x=alt.X("head:O", title="head"), y=alt.Y("layer:O", title="layer"))
+    tips = [alt.Tooltip("cell:N", title="head (layer.head)"), alt.Tooltip(f"{value}:Q", format=".4f")]
+    tips += [alt.Tooltip(f"{c}:Q", format=".4f") for c in ("logit_diff", "std") if c in d and c != value]
+    rect = base.mark_rect(stroke="white", strokeWidth=0.5).encode(
+        color=_diverging(value, d[value], legend_title or value, domain), tooltip=tips)
+    if select:
+        rect = rect.add_params(alt.selection_point(name=select, fields=["cell"], on="click", clear=False))
+    layers = [rect]
+    if text and L * H <= 200:
+        a = _sym(d[value])[1]
+        layers.append(base.mark_text(fontSize=9).encode(
+            text=alt.Text(f"{value}:Q", format=".2f"),
+            color=alt.condition(f"abs(datum['{value}']) > {0.6 * a}", alt.value("white"), alt.value("black"))))
+    return alt.layer(*layers).properties(width=cell * H, height=cell * L, autosize=PAD)
+
+
+def layer_pos_map(df: pd.DataFrame, labels: list[str], value: str = "normalised", *, title: str = "",
+                  legend_title: str | None = None, domain=None) -> alt.LayerChart:
+    """Layer × position cells (columns layer, position, value); x labelled with the tokens."""
+    d = df.copy()
+    d["label"] = [labels[int(p)] for p in d["position"]]
+    L, T = int(d["layer"].max()) + 1, len(labels)
+    cw = max(14, min(40, 760 // max(T, 1)))
+    ch = max(14, min(30, 360 // max(L, 1)))
+    base = alt.Chart(d, title=title).encode(
+        x=alt.X("label:N", sort=labels, title="position (token)", axis=alt.Axis(labelOverlap=False, labelAngle=-60)),
+        y=alt.Y("layer:O", title="layer"))
+    tips = [alt.Tooltip("layer:O"), alt.Tooltip("label:N", title="position"), alt.Tooltip(f"{value}:Q", format=".4f")]
+    tips += [alt.Tooltip(f"{c}:Q", format=".4f") for c in ("logit_diff", "std") if c in d and c != value]
+    rect = base.mark_rect(stroke="white", strokeWidth=0.5).encode(
+        color=_diverging(value, d[value], legend_title or value, domain), tooltip=tips)
+    return alt.layer(rect).properties(width=cw * T, height=ch * L, autosize=PAD)
+
+
+def layer_bars(df: pd.DataFrame, *, title: str = "") -> alt.LayerChart:
+    """Per-layer mean with ± std error bars (columns layer, mean, std) over a prompt set."""
+    d = df.copy()
+    d["lo"], d["hi"] = d["mean"] - d["std"], d["mean"] + d["std"]
+    base = alt.Chart(d, title=title).encode(x=alt.X("layer:O", title="layer"))
+    bars = base.mark_bar(color="#d6604d").encode(
+        y=alt.Y("mean:Q", title="normalised logit difference"),
+        tooltip=["layer", alt.Tooltip("mean:Q", format=".4f"), alt.Tooltip("std:Q", format=".4f"), "n"])
+    err = base.mark_errorbar(ticks=True).encode(y=alt.Y("lo:Q", title=""), y2="hi:Q")
+    return alt.layer(bars, err).properties(width=max(240, 40 * len(d)), height=240, autosize=PAD)
+
+
+def attribution_bars(df: pd.DataFrame, top: int = 20, *, title: str = "", select: str | None = None) -> alt.Chart:
+    """The ``top`` parts by |logit_diff| (columns part, kind, logit_diff) as horizontal bars."""
+    d = df.reindex(df["logit_diff"].abs().sort_values(ascending=False).index).head(top).copy()
+    d["sign"] = np.where(d["logit_diff"] >= 0, "towards the answer", "towards the distractor")
+    bars = alt.Chart(d, title=title).mark_bar().encode(
+        x=alt.X("logit_diff:Q", title="contribution to logit(answer) − logit(distractor)"),
+        y=alt.Y("part:N", sort=list(d["part"]), title=None, axis=alt.Axis(labelOverlap=False)),
+        color=alt.Color("sign:N", scale=alt.Scale(domain=["towards the answer", "towards the distractor"],
+                                                  range=["#b2182b", "#2166ac"]), title=None),
+        tooltip=["part", "kind", alt.Tooltip("logit_diff:Q", format=".4f")])
+    if select:
+        bars = bars.add_params(alt.selection_point(name=select, fields=["part"], on="click", clear=False))
+    return bars.properties(width=460, height=max(160, 18 * len(d)), autosize=PAD)
+
+
+def contribution_graph(nodes: pd.DataFrame, edges: pd.DataFrame, labels: list[str], *, title: str = "",
+                       highlight: int | None = None) -> alt.LayerChart:
+    """Nodes = (layer, position): the residual stream at a position before a layer (top row: after the
+    last). Edges = contributions above the threshold: attention from position j into i (curving
+    across), the residual stream itself (straight up). Line width and opacity follow the share."""
+    T = len(labels)
+    L = int(nodes["layer"].max())
+    w = max(300, min(900, 46 * T))
+    h = max(220, min(640, 46 * L))
+    x = alt.X("x:Q", scale=alt.Scale(domain=[-0.5, T - 0.5], nice=False, zero=False),
+              axis=alt.Axis(values=list(range(T)), labelExpr=f"{json.dumps(labels)}[datum.value]", labelAngle=-60,
+                            title="position (token)", labelOverlap=False, grid=False))
+    y = alt.Y("y:Q", scale=alt.Scale(domain=[-0.3, L + 0.3], nice=False, zero=False),
+              axis=alt.Axis(values=list(range(L + 1)), title="layer (residual stream entering it)", grid=False))
+    e = edges.copy()
+    e["x"], e["x2"] = e["from_pos"], e["to_pos"]
+    e["y"], e["y2"] = e["layer"], e["layer"] + 1
+    e["from"] = [labels[int(p)] for p in e["from_pos"]]
+    e["to"] = [labels[int(p)] for p in e["to_pos"]]
+    n = nodes.copy()
+    n["x"], n["y"] = n["position"], n["layer"]
+    n["label"] = [labels[int(p)] for p in n["position"]]
+    n["on_path"] = False if highlight is None else n["position"] == highlight
+    tips = [alt.Tooltip("kind:N"), alt.Tooltip("layer:Q"), alt.Tooltip("from:N"), alt.Tooltip("to:N"),
+            alt.Tooltip("share:Q", format=".3f"), alt.Tooltip("top_head:N", title="largest head"),
+            alt.Tooltip("top_head_share:Q", title="its share", format=".3f")]
+    lines = alt.Chart(e).mark_rule().encode(
+        x=x, y=y, x2="x2:Q", y2="y2:Q",
+        color=alt.Color("kind:N", scale=alt.Scale(domain=["attention", "residual"], range=["#d6604d", "#9e9e9e"]),
+                        title="edge"),
+        strokeWidth=alt.StrokeWidth("share:Q", scale=alt.Scale(domain=[0, 1], range=[0.5, 7]), title="share"),
+        opacity=alt.Opacity("share:Q", scale=alt.Scale(domain=[0, 1], range=[0.35, 1]), legend=None),
+        tooltip=tips)
+    dots = alt.Chart(n).mark_circle(size=60, stroke="black", strokeWidth=0.5).encode(
+        x=x, y=y, color=alt.condition("datum.on_path", alt.value("#ffbf00"), alt.value("#4c78a8")),
+        tooltip=[alt.Tooltip("label:N", title="position"), alt.Tooltip("layer:Q")])
+    return alt.layer(lines, dots, title=title).properties(width=w, height=h, autosize=PAD)
+
+
+def lens_chart(df: pd.DataFrame, labels: list[str], rows: list[str], *, answer: str | None = None,
+               title: str = "") -> alt.LayerChart:
+    """Logit lens, layer × position: each cell names its top token; coloured by the answer's rank
+    (1 = top, log scale) when there is an answer, else by the top token's probability."""
+    d = df.copy()
+    d["label"] = [labels[int(p)] for p in d["position"]]
+    T, R = len(labels), len(rows)
+    cw = max(40, min(80, 900 // max(T, 1)))
+    ch = 22
+    base = alt.Chart(d, title=title).encode(
+        x=alt.X("label:N", sort=labels, title="position (token)", axis=alt.Axis(labelOverlap=False, labelAngle=-60)),
+        y=alt.Y("row:N", sort=rows[::-1], title="residual stream"))
+    tips = [alt.Tooltip("row:N"), alt.Tooltip("label:N", title="position"), alt.Tooltip("top_token:N"),
+            alt.Tooltip("top_prob:Q", format=".3f"), alt.Tooltip("top_k:N", title="top tokens")]
+    if "answer_rank" in d:
+        color = alt.Color("answer_rank:Q", title=f"rank of {answer!r}" if answer else "answer rank",
+                          scale=alt.Scale(type="log", scheme="viridis", reverse=True, domainMin=1))
+        tips += [alt.Tooltip("answer_rank:Q"), alt.Tooltip("answer_prob:Q", format=".4f")]
+    else:
+        color = alt.Color("top_prob:Q", title="top token probability", scale=alt.Scale(scheme="viridis"))
+    rect = base.mark_rect(stroke="white", strokeWidth=0.5).encode(color=color, tooltip=tips)
+    dark = "datum.answer_rank > 30" if "answer_rank" in d else "datum.top_prob < 0.5"
+    text = base.mark_text(fontSize=9, limit=cw - 4).encode(
+        text="top_token:N", color=alt.condition(dark, alt.value("white"), alt.value("black")))
+    return alt.layer(rect, text).properties(width=cw * T, height=ch * R, autosize=PAD)
+
+
+def head_tokens_chart(df: pd.DataFrame, *, title: str = "") -> alt.Chart:
+    """A head's promoted (positive) and suppressed (negative) tokens (columns token, logit, direction)."""
+    d = df.copy()
+    d["shown"] = [f"'{t}'" for t in d["token"]]
+    if d["shown"].duplicated().any():                     # two tokens that look alike: tell them apart by id
+        d["shown"] = [f"'{t}' #{i}" for t, i in zip(d["token"], d["token_id"])]
+    order = list(d.sort_values("logit", ascending=False)["shown"])
+    return alt.Chart(d, title=title).mark_bar().encode(
+        x=alt.X("logit:Q", title="direct effect on the token's logit"),
+        y=alt.Y("shown:N", sort=order, title=None, axis=alt.Axis(labelOverlap=False)),
+        color=alt.Color("direction:N", scale=alt.Scale(domain=["promoted", "suppressed"],
+                                                       range=["#b2182b", "#2166ac"]), title=None),
+        tooltip=["token", "token_id", "direction", alt.Tooltip("logit:Q", format=".4f")],
+    ).properties(width=360, height=max(160, 16 * len(d)), autosize=PAD)

@@ -1,0 +1,159 @@
+"""The prompt as text, coloured by attention: a token-centred view (like CircuitsVis's or BertViz's).
+
+* :func:`wrap_tokens` — the layout: tokens placed on lines of at most ``budget`` character columns
+  (wide CJK/emoji characters count two, a token's leading space is the gap before it, a line break
+  inside a token ends the line). Pure Python, no Streamlit, no Altair.
+* :func:`token_chart` — an Altair chart of that layout: each token a text mark on a coloured
+  rectangle; clicking a token (or, with ``follow="hover"``, pointing at it) makes it the *focus*,
+  and every other token is coloured by how much the focus attends to it (``direction="to"``) or how
+  much it attends to the focus (``direction="from"``). All in the browser (a Vega selection
+  parameter drives a calculated field), no custom HTML or JavaScript; token text is drawn as text
+  by Vega, never interpreted as HTML or Markdown.
+"""
+from __future__ import annotations
+
+import unicodedata
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+__all__ = ["TOKEN_LIMIT", "CHAR_PX", "LINE_PX", "char_columns", "display_token", "wrap_tokens", "token_chart",
+           "FOCUS_COLOR"]
+
+TOKEN_LIMIT = 512        # the view sends a T×T table to the browser: ordinary prompt lengths only
+CHAR_PX = 7.83           # one character column of a 13 px monospace font (0.602 em)
+LINE_PX = 26
+FONT = "DejaVu Sans Mono, Menlo, Consolas, Noto Sans Mono CJK SC, monospace"
+FOCUS_COLOR = "#d62728"
+FUTURE_TEXT = "#a0a0a0"
+
+
+def char_columns(text: str) -> int:
+    """Character columns ``text`` takes in a monospace font: East Asian wide/full-width characters
+    (CJK, most emoji) count 2, combining marks and zero-width joiners 0, everything else 1."""
+    n = 0
+    for ch in text:
+        if unicodedata.combining(ch) or ch in "\u200b\u200c\u200d\ufe0f":
+            continue
+        n += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+    return n
+
+
+def display_token(tok: str) -> tuple[bool, str]:
+    """(has a leading space, the text to draw): one leading space becomes the gap before the token;
+    line breaks, tabs and further spaces are drawn as ↵ ⇥ ␣ (an empty token as ∅)."""
+    lead = tok.startswith(" ")
+    body = tok[1:] if lead else tok
+    body = body.replace("\n", "↵").replace("\r", "").replace("\t", "⇥").replace(" ", "␣")
+    return lead, body or ("" if lead else "∅")
+
+
+def wrap_tokens(tokens: list[str], budget: int = 110) -> pd.DataFrame:
+    """Lay tokens out as running text on lines of at most ``budget`` columns.
+
+    One row per token: ``pos``, ``text`` (what is drawn), ``line`` (0-based), ``x0``/``x1`` (first and
+    one-past-last column of the drawn text). A token with a leading space starts one column after the
+    previous one (the space); a token holding a line break ends its line; a token that does not fit
+    starts a new line; a token longer than a whole line is cut to it with "…"."""
+    rows, line, col = [], 0, 0
+    for pos, tok in enumerate(tokens):
+        lead, text = display_token(tok)
+        w = char_columns(text)
+        if w > budget:
+            while text and char_columns(text) > budget - 1:
+                text = text[:-1]
+            text, w = text + "…", char_columns(text) + 1
+        gap = 1 if lead and col > 0 else 0
+        if col > 0 and col + gap + w > budget:
+            line, col, gap = line + 1, 0, 0
+        x0 = col + gap
+        rows.append({"pos": pos, "text": text, "line": line, "x0": x0, "x1": x0 + max(w, 1)})
+        col = x0 + max(w, 1)
+        if "\n" in tok:
+            line, col = line + 1, 0
+    return pd.DataFrame(rows, columns=["pos", "text", "line", "x0", "x1"])
+
+
+def token_chart(weights: np.ndarray, tokens: list[str], *, direction: str = "to", focus: int | None = None,
+                follow: str = "click", scale: str = "sqrt", budget: int = 110, title: str = "",
+                name: str = "tok") -> alt.LayerChart:
+    """The prompt as wrapped text; the focus token's attention colours the others.
+
+    ``weights``: [T, T] attention (rows queries, columns keys; a head's pattern, or a mean/max over
+    heads). ``direction="to"``: token j is coloured by weights[focus, j] (how much the focus attends
+    to j; tokens after the focus cannot be attended to and are greyed). ``direction="from"``: token j
+    is coloured by weights[j, focus] (how much j attends to the focus; tokens before it are greyed).
+    ``focus``: the token chosen at first (default the last). ``follow``: ``"click"`` (a click chooses
+    the focus, hovering shows a token's weight in its tooltip) or ``"hover"`` (the focus follows the
+    pointer, back to the clicked one when it leaves the text). ``scale``: ``"linear"`` or ``"sqrt"``;
+    the colours run from 0 to the largest weight of the current focus, which the legend shows.
+    ``name``: the prefix of the selection parameters (``{name}_pick``, ``{name}_hover``)."""
+    A = np.asarray(weights, dtype=np.float32)
+    T = len(tokens)
+    if A.shape != (T, T):
+        raise ValueError(f"weights are {A.shape}, tokens {T}: need a [T, T] matrix")
+    if T > TOKEN_LIMIT:
+        raise ValueError(f"{T} tokens: the token view is for at most {TOKEN_LIMIT}")
+    if direction not in ("to", "from"):
+        raise ValueError("direction is 'to' or 'from'")
+    focus = T - 1 if focus is None else int(focus)
+    lay = wrap_tokens(tokens, budget)
+    # column w{i} of token j: its weight when token i is the focus
+    M = A.T if direction == "to" else A
+    M = np.where(np.isfinite(M), np.round(M, 5), 0.0).astype(np.float32)
+    df = pd.concat([lay, pd.DataFrame(M, columns=[f"w{i}" for i in range(T)])], axis=1)
+    df["token"] = [f"{p}: {t}" for p, t in zip(lay["pos"], lay["text"])]
+    # a box reaches into the gap beside it (a space, the line's end), not into a neighbouring sub-word
+    nxt = list(zip(lay["line"], lay["x0"]))[1:] + [(-1, 0)]
+    df["pad_l"] = np.where([x == 0 or tokens[p].startswith(" ") for p, x in zip(lay["pos"], lay["x0"])], 0.35, 0.03)
+    df["pad_r"] = np.where([nl != ln or nx > x1 for (nl, nx), ln, x1 in zip(nxt, lay["line"], lay["x1"])], 0.35, 0.03)
+
+    pick = alt.selection_point(name=f"{name}_pick", fields=["pos"], on="click", clear=False,
+                               value=[{"pos": focus}])
+    params = [pick]
+    f_expr = f"(isValid({name}_pick.pos) ? {name}_pick.pos[0] : {focus})"
+    if follow == "hover":
+        hover = alt.selection_point(name=f"{name}_hover", fields=["pos"], on="pointerover", clear="pointerout")
+        params.append(hover)
+        f_expr = f"(isValid({name}_hover.pos) ? {name}_hover.pos[0] : {f_expr})"
+    seen = "datum.pos <= datum.focus" if direction == "to" else "datum.pos >= datum.focus"
+    n_lines = int(lay["line"].max()) + 1 if T else 1
+    width = int(np.ceil(budget * CHAR_PX)) + 8
+    xs = alt.Scale(domain=[-0.5, budget + 0.5], nice=False, zero=False)
+    ys = alt.Scale(domain=[0, n_lines], nice=False, zero=False, reverse=True)
+    wname = "weight from the chosen token" if direction == "to" else "weight to the chosen token"
+    base = alt.Chart(df).transform_calculate(
+        focus=f_expr,
+    ).transform_calculate(
+        seen=seen, is_focus="datum.pos == datum.focus",
+        weight=f"datum['w' + datum.focus]",
+        shade=f"datum.pos == datum.focus ? 0 : datum['w' + datum.focus]",
+        bx0="datum.x0 - datum.pad_l", bx1="datum.x1 + datum.pad_r", y0="datum.line + 0.1", y1="datum.line + 0.9",
+        ty="datum.line + 0.5",
+    ).transform_joinaggregate(top="max(shade)").transform_calculate(
+        dark="datum.seen && !datum.is_focus && datum.top > 0 && "
+             + ("datum.shade > 0.55 * datum.top" if scale != "sqrt" else "datum.shade > 0.3 * datum.top"),
+    )
+    tips = [alt.Tooltip("token:N", title="token"), alt.Tooltip("weight:Q", title=wname, format=".4f")]
+    colour = alt.Color("shade:Q", title=wname, scale=alt.Scale(
+        scheme="oranges", type="sqrt" if scale == "sqrt" else "linear", zero=True, nice=False),
+        legend=alt.Legend(orient="top", direction="horizontal", gradientLength=220, titleOrient="left"))
+    colour_enc = colour.to_dict()
+    colour_enc["condition"] = [{"test": "datum.is_focus", "value": FOCUS_COLOR},
+                               {"test": "!datum.seen", "value": "#ffffff"}]
+    boxes = base.mark_rect(cornerRadius=3, stroke="#e4e4e4", strokeWidth=0.5, cursor="pointer").encode(
+        x=alt.X("bx0:Q", scale=xs, axis=None), x2="bx1:Q",
+        y=alt.Y("y0:Q", scale=ys, axis=None), y2="y1:Q",
+        color=colour_enc, tooltip=tips)
+    text = base.mark_text(align="left", baseline="middle", font=FONT, fontSize=13, cursor="pointer").encode(
+        x=alt.X("x0:Q", scale=xs, axis=None), y=alt.Y("ty:Q", scale=ys, axis=None), text="text:N",
+        color={"condition": [{"test": "datum.is_focus || datum.dark", "value": "#ffffff"},
+                             {"test": "!datum.seen", "value": FUTURE_TEXT}], "value": "#1a1a1a"},
+        tooltip=tips)
+    for p in params:
+        boxes = boxes.add_params(p)
+        text = text.add_params(p)
+    return alt.layer(boxes, text, title=title).properties(
+        width=width, height=n_lines * LINE_PX, autosize=alt.AutoSizeParams(type="pad", contains="padding"),
+    ).configure_view(stroke=None)

@@ -1,0 +1,182 @@
+"""Argument types shared by every ``python -m attnkit`` command.
+
+A bad value is refused while the arguments are parsed — before any model is loaded or any file
+written — with one line on stderr and exit code 2 (exit 1 stays "out of tolerance" for verify)::
+
+    p = cli_args.Parser(prog="python -m attnkit verify")
+    p.add_argument("--tokens", type=cli_args.positive_int)
+    p.add_argument("--json", type=cli_args.writable_path)
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+__all__ = ["Parser", "positive_int", "nonneg_int", "int_at_least", "positive_float", "utf8_text", "writable_path",
+           "writable_dir", "existing_file", "existing_nonempty_text_file", "device"]
+
+Err = argparse.ArgumentTypeError
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but an error is one line: ``prog: error: argument --x: why`` (exit 2), no usage block."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _int(s: str) -> int:
+    try:
+        return int(str(s).strip())
+    except ValueError:
+        raise Err(f"expected a whole number, got {s!r}") from None
+
+
+def positive_int(s: str) -> int:
+    """An integer ≥ 1 (counts, lengths, sizes)."""
+    n = _int(s)
+    if n < 1:
+        raise Err(f"must be at least 1, got {n}")
+    return n
+
+
+def nonneg_int(s: str) -> int:
+    """An integer ≥ 0."""
+    n = _int(s)
+    if n < 0:
+        raise Err(f"must be 0 or more, got {n}")
+    return n
+
+
+def positive_float(s: str) -> float:
+    """A finite number > 0."""
+    try:
+        x = float(s)
+    except ValueError:
+        raise Err(f"expected a number, got {s!r}") from None
+    if not (x > 0 and x != float("inf")):
+        raise Err(f"must be a finite number > 0, got {s!r}")
+    return x
+
+
+def utf8_text(s: str) -> str:
+    """Text that was valid UTF-8 on the command line (Python keeps invalid bytes as lone surrogates)."""
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError as e:
+        bad = s[e.start]
+        what = f"byte 0x{ord(bad) - 0xDC00:02X}" if 0xDC80 <= ord(bad) <= 0xDCFF else f"U+{ord(bad):04X}"
+        raise Err(f"is not valid UTF-8 text ({what} at character {e.start + 1})") from None
+    return s
+
+
+def _shown(s: str) -> str:
+    return s.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def writable_path(s: str) -> str:
+    """A file path that can be written: its folder exists and is writable, and it is not a folder.
+    Nothing is created here."""
+    p = _path(s)
+    if p.is_dir():
+        raise Err(f"{_shown(s)} is a folder; give a file name")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise Err(f"cannot write {_shown(s)}: the folder {_shown(str(parent))} does not exist")
+    try:     # really try (permission bits say little to root, or on /proc and read-only mounts)
+        if p.exists():
+            with open(p, "ab"):
+                pass
+        else:
+            fd, tmp = tempfile.mkstemp(dir=parent, prefix=".attnkit-probe-")
+            os.close(fd)
+            os.unlink(tmp)
+    except OSError as e:
+        raise Err(f"cannot write {_shown(s)}: {e.strerror or e}") from None
+    return s
+
+
+def _path(s: str) -> Path:
+    """The path a value names (after checking it is valid UTF-8 text)."""
+    utf8_text(s)
+    return Path(s).expanduser()
+
+
+def writable_dir(s: str) -> str:
+    """A folder that exists and is writable, or can be created (its nearest existing parent is writable)."""
+    p = _path(s)
+    if p.exists() and not p.is_dir():
+        raise Err(f"{_shown(s)} is a file, not a folder")
+    probe = p
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise Err(f"cannot write into {_shown(s)}: {_shown(str(probe))} is not a folder")
+    try:
+        os.rmdir(tempfile.mkdtemp(dir=probe, prefix=".attnkit-probe-"))
+    except OSError as e:
+        raise Err(f"cannot write into {_shown(s)}: {e.strerror or e}") from None
+    return s
+
+
+def existing_file(s: str) -> str:
+    """A readable, non-empty file."""
+    p = _path(s)
+    if not p.exists():
+        raise Err(f"{_shown(s)}: no such file")
+    if not p.is_file():
+        raise Err(f"{_shown(s)} is not a file")
+    if not os.access(p, os.R_OK):
+        raise Err(f"{_shown(s)}: the file is not readable")
+    if p.stat().st_size == 0:
+        raise Err(f"{_shown(s)} is empty")
+    return s
+
+
+def existing_nonempty_text_file(s: str) -> str:
+    """A readable file that holds text (UTF-8, or UTF-16/32 with a byte-order mark), not only whitespace."""
+    from .prompts import MAX_UPLOAD_MB, PromptError, decode_text
+
+    existing_file(s)
+    p = Path(s).expanduser()
+    if p.stat().st_size > 4 * MAX_UPLOAD_MB * 2**20:
+        raise Err(f"{_shown(s)} is {p.stat().st_size / 2**20:.0f} MB; the limit is {4 * MAX_UPLOAD_MB} MB")
+    try:
+        text = decode_text(p.read_bytes(), _shown(s))
+    except OSError as e:
+        raise Err(f"cannot read {_shown(s)}: {e.strerror or e}") from None
+    except PromptError as e:
+        raise Err(str(e)) from None
+    if not text.strip():
+        raise Err(f"{_shown(s)} holds only whitespace: there is no text to run on")
+    return s
+
+
+def device(s: str) -> str:
+    """auto, cpu, cuda[:N] or mps. One that this machine lacks becomes 'cpu', with a notice on stderr
+    (as the README says: "says so and runs on the CPU")."""
+    from .loading import LoadError, resolve_device
+
+    name = str(s).strip().lower()
+    if name not in ("auto", "cpu", "mps") and not (name == "cuda" or (name.startswith("cuda:") and name[5:].isdigit())):
+        raise Err(f"unknown device {s!r}; use auto, cpu, cuda (or cuda:N) or mps")
+    try:
+        resolve_device(name)
+    except LoadError as e:
+        print(f"attnkit: {e}; running on the CPU instead", file=sys.stderr)
+        return "cpu"
+    return name
+
+
+def int_at_least(low: int):
+    """An argparse type: an integer ≥ ``low``."""
+    def check(s: str) -> int:
+        n = _int(s)
+        if n < low:
+            raise Err(f"must be at least {low}, got {n}")
+        return n
+    check.__name__ = f"int_at_least_{low}"
+    return check

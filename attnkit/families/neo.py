@@ -1,0 +1,75 @@
+"""GPT-Neo: HF's ``GPTNeoForCausalLM``.
+
+GPT-2's block (LayerNorm, learned positions, plain GELU MLP, tied unembedding) with three differences
+where attention is concerned:
+
+* separate ``q_proj``/``k_proj``/``v_proj`` without biases and an ``out_proj`` with one;
+* **no score scaling**: scores are q·kᵀ, not q·kᵀ/√d_head (``scale_attn_weights=False``);
+* layers alternate global and **local** attention (``attention_types``, e.g. ``[[["global", "local"], 6]]``
+  for 12 layers): a local layer's query i sees keys i − w < j ≤ i, w = ``window_size`` (256), exactly
+  HF's ``tril(ones) xor tril(ones, −w)``.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..weights import LayerWeights, ModelConfig, Weights
+from . import Family, UnsupportedModel, register
+from .llama import bias, heads_in, heads_out, right
+
+
+def layer_windows(cfg) -> tuple:
+    """Per layer: None (global) or the window (local), from ``attention_layers`` / ``attention_types``."""
+    kinds = getattr(cfg, "attention_layers", None)
+    if not kinds:
+        kinds = [k for pattern, n in cfg.attention_types for _ in range(n) for k in pattern]
+    bad = sorted(set(kinds) - {"global", "local"})
+    if bad:
+        raise UnsupportedModel(f"GPT-Neo attention type(s) {bad} are not supported (only global and local)")
+    return tuple(int(cfg.window_size) if k == "local" else None for k in kinds)
+
+
+@register
+class GPTNeo(Family):
+    name = "gpt_neo"
+    model_types = ("gpt_neo",)
+    examples = ("EleutherAI/gpt-neo-125m",)
+
+    def config(self, cfg) -> ModelConfig:
+        self.check_activation(cfg.activation_function)
+        if cfg.hidden_size % cfg.num_heads:
+            raise ValueError(f"hidden_size={cfg.hidden_size} is not divisible by num_heads={cfg.num_heads}")
+        windows = layer_windows(cfg)
+        return ModelConfig(
+            n_layers=cfg.num_layers, n_heads=cfg.num_heads, d_model=cfg.hidden_size,
+            n_ctx=cfg.max_position_embeddings, d_vocab=cfg.vocab_size,
+            d_mlp=cfg.intermediate_size or 4 * cfg.hidden_size, layer_norm_eps=cfg.layer_norm_epsilon,
+            act_fn=cfg.activation_function, scale_attn_weights=False, family=self.name,
+            windows=windows if any(w is not None for w in windows) else None,
+        )
+
+    def blocks(self, hf_model) -> list:
+        return list(getattr(hf_model, "transformer", hf_model).h)
+
+    @torch.no_grad()
+    def convert(self, hf_model) -> Weights:
+        cfg = self.config(hf_model.config)
+        tr = getattr(hf_model, "transformer", hf_model)
+        h = cfg.n_heads
+        layers = []
+        for block in tr.h:
+            at, mlp = block.attn.attention, block.mlp
+            layers.append(LayerWeights(
+                ln1_w=block.ln_1.weight.detach(), ln1_b=block.ln_1.bias.detach(),
+                W_Q=heads_in(at.q_proj, h), W_K=heads_in(at.k_proj, h), W_V=heads_in(at.v_proj, h),
+                b_Q=None, b_K=None, b_V=None,
+                W_O=heads_out(at.out_proj, h), b_O=bias(at.out_proj),
+                ln2_w=block.ln_2.weight.detach(), ln2_b=block.ln_2.bias.detach(),
+                W_in=right(mlp.c_fc), b_in=bias(mlp.c_fc), W_out=right(mlp.c_proj), b_out=bias(mlp.c_proj),
+            ))
+        lm_head = getattr(hf_model, "lm_head", None)
+        return Weights(
+            config=cfg, wte=tr.wte.weight.detach(), wpe=tr.wpe.weight.detach(),
+            lnf_w=tr.ln_f.weight.detach(), lnf_b=tr.ln_f.bias.detach(),
+            W_U=(lm_head.weight if lm_head is not None else tr.wte.weight).detach(), layers=layers,
+        )

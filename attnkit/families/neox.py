@@ -1,0 +1,91 @@
+"""GPT-NeoX / Pythia: HF's ``GPTNeoXForCausalLM``.
+
+One block (``use_parallel_residual=True``, every Pythia model)::
+
+    x = x + dense(attention(x̂₁)) + mlp(x̂₂)       x̂₁ = LayerNorm₁(x), x̂₂ = LayerNorm₂(x)   (both read x)
+
+and with ``use_parallel_residual=False`` the usual sequential form. LayerNorms with ε = ``layer_norm_eps``,
+a plain MLP ``dense_4h_to_h(act(dense_h_to_4h(x̂)))``, a final LayerNorm and an untied unembedding (``embed_out``; ``lm_head`` in transformers 5).
+
+Rotary positions on the first ``rotary_pct`` of each head's dims only (Pythia: 0.25, so 16 of 64 rotate;
+the rest pass through), frequencies θ_k = rotary_emb_base^(−2k/r) over those r dims.
+
+The fused ``query_key_value`` (an ``nn.Linear`` [3·d, d]) is laid out **per head**, not [Q | K | V]:
+its output viewed as [.., H, 3·e] gives head h's q, k, v side by side (``qkv.chunk(3, dim=-1)`` in HF).
+So its rows split as [H, 3, e, d]; W_Q = rows [h, 0], W_K = [h, 1], W_V = [h, 2] (views of the transpose).
+"""
+from __future__ import annotations
+
+import torch
+
+from ..weights import LayerWeights, ModelConfig, Weights
+from . import Family, register
+from .llama import rope, rope_parameters
+
+
+def split_fused_qkv(linear, n_heads: int):
+    """GPT-NeoX's per-head fused q/k/v -> (W_Q, W_K, W_V) [H, d, e] and (b_Q, b_K, b_V) [H, e] (views)."""
+    w = linear.weight.detach()                          # [H·3·e, d]
+    three_d, d = w.shape
+    e = three_d // (3 * n_heads)
+    w4 = w.view(n_heads, 3, e, d).transpose(2, 3)       # [H, 3, d, e]
+    Ws = tuple(w4[:, i] for i in range(3))
+    b = getattr(linear, "bias", None)
+    bs = (None,) * 3 if b is None else tuple(b.detach().view(n_heads, 3, e)[:, i] for i in range(3))
+    return Ws, bs
+
+
+@register
+class GPTNeoX(Family):
+    name = "gpt_neox"
+    model_types = ("gpt_neox",)
+    examples = ("EleutherAI/pythia-70m", "EleutherAI/pythia-160m", "EleutherAI/pythia-410m")
+
+    def config(self, cfg) -> ModelConfig:
+        self.check_activation(cfg.hidden_act)
+        if cfg.hidden_size % cfg.num_attention_heads:
+            raise ValueError(f"hidden_size={cfg.hidden_size} is not divisible by "
+                             f"num_attention_heads={cfg.num_attention_heads}")
+        head_dim = cfg.hidden_size // cfg.num_attention_heads
+        p = rope_parameters(cfg)
+        dim = int(head_dim * p.get("partial_rotary_factor", 1.0))
+        return ModelConfig(
+            n_layers=cfg.num_hidden_layers, n_heads=cfg.num_attention_heads, d_model=cfg.hidden_size,
+            n_ctx=cfg.max_position_embeddings, d_vocab=cfg.vocab_size, d_mlp=cfg.intermediate_size,
+            layer_norm_eps=cfg.layer_norm_eps, act_fn=cfg.hidden_act, scale_attn_weights=True, family=self.name,
+            position="rotary", rotary_dim=None if dim == head_dim else dim,
+            parallel=bool(cfg.use_parallel_residual),
+        )
+
+    def blocks(self, hf_model) -> list:
+        return list(getattr(hf_model, "gpt_neox", hf_model).layers)
+
+    @torch.no_grad()
+    def convert(self, hf_model) -> Weights:
+        cfg = self.config(hf_model.config)
+        base = getattr(hf_model, "gpt_neox", hf_model)
+        h = cfg.n_heads
+        layers = []
+        for block in base.layers:
+            at, mlp = block.attention, block.mlp
+            (W_Q, W_K, W_V), (b_Q, b_K, b_V) = split_fused_qkv(at.query_key_value, h)
+            dense = at.dense.weight.detach()            # [d, H·e]
+            layers.append(LayerWeights(
+                ln1_w=block.input_layernorm.weight.detach(), ln1_b=block.input_layernorm.bias.detach(),
+                W_Q=W_Q, W_K=W_K, W_V=W_V, b_Q=b_Q, b_K=b_K, b_V=b_V,
+                W_O=dense.t().view(h, cfg.d_head, cfg.d_model),
+                b_O=None if at.dense.bias is None else at.dense.bias.detach(),
+                ln2_w=block.post_attention_layernorm.weight.detach(),
+                ln2_b=block.post_attention_layernorm.bias.detach(),
+                W_in=mlp.dense_h_to_4h.weight.detach().t(), b_in=mlp.dense_h_to_4h.bias.detach(),
+                W_out=mlp.dense_4h_to_h.weight.detach().t(), b_out=mlp.dense_4h_to_h.bias.detach(),
+            ))
+        wte = base.embed_in.weight.detach()
+        inv_freq, scale, dim, _ = rope(hf_model.config, cfg.d_head, getattr(base, "rotary_emb", None))
+        head = getattr(hf_model, "embed_out", None) or getattr(hf_model, "lm_head", None)   # 4.x / 5.x name
+        return Weights(
+            config=cfg, wte=wte, wpe=None,
+            lnf_w=base.final_layer_norm.weight.detach(), lnf_b=base.final_layer_norm.bias.detach(),
+            W_U=head.weight.detach() if head is not None else wte, layers=layers,
+            inv_freq=inv_freq.to(wte.device), rope_attention_scale=scale,
+        )

@@ -1,0 +1,437 @@
+"""Activation patching: which activations carry the answer from a clean prompt to a corrupted one.
+
+A *pair* is a clean and a corrupted prompt of the same token length, an answer token and a
+distractor token, and the position whose next-token logits are read (default: the last). The metric
+is the logit difference
+
+    LD = logit(answer) − logit(distractor)       at that position,
+
+and its normalised form (LD − LD_corrupted) / (LD_clean − LD_corrupted): the corrupted run is 0,
+the clean run 1.
+
+Targets (``target`` × ``per_position``):
+
+    z       each head's z (pattern·v, before W_O) at every position  -> [L, H]     per position [L, H, T]
+    resid   the residual stream entering each block (resid_pre)     -> [L]        per position [L, T]
+    attn    each layer's attention output (attn_out)                -> [L]        per position [L, T]
+    mlp     each layer's MLP output (mlp_out)                       -> [L]        per position [L, T]
+
+Directions: ``denoise`` runs the corrupted prompt and patches the clean activation in (how much of
+the clean behaviour does this activation alone restore?); ``noise`` runs the clean prompt and
+patches the corrupted activation in (how much does losing it break?). Both are reported on the
+same normalised scale (corrupted 0, clean 1).
+
+Cost: the two prompts run once each and their activations are cached. A patched run then *starts
+at the patched block* from the receiving run's cached residual stream (``run(start=L, resid=…)``)
+and many patches go through the model together, one per batch row (a hook writes row b's patch);
+only the answer's and the distractor's unembedding rows are multiplied at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import torch
+
+from .model import run
+from .weights import Weights
+
+__all__ = ["TARGETS", "DIRECTIONS", "PatchError", "Pair", "PatchResult", "resolve_token", "make_pair",
+           "side_by_side", "two_token_weights", "logit_diffs", "patch", "patch_many", "visible", "cli"]
+
+TARGETS = ("z", "resid", "attn", "mlp")
+DIRECTIONS = ("denoise", "noise")
+TARGET_LABELS = {"z": "head z (pattern·v)", "resid": "residual stream (resid_pre)",
+                 "attn": "attention output (attn_out)", "mlp": "MLP output (mlp_out)"}
+#: Tokens (batch rows × positions) of one patched batch: bounds the memory of one batched run.
+MAX_BATCH_TOKENS = 8192
+_POINT = {"z": "z", "attn": "attn_out", "mlp": "mlp_out", "resid": "resid_pre"}
+
+
+class PatchError(ValueError):
+    """Input that cannot be patched; ``str(err)`` is one line saying why. ``table`` (when set) holds
+    rows (position, clean token, corrupted token) for showing two tokenizations side by side."""
+
+    def __init__(self, msg: str, table: list[dict] | None = None):
+        super().__init__(msg)
+        self.table = table
+
+
+def visible(tok: str) -> str:
+    """A token with its spaces and line breaks visible (as the pages show them); other control
+    characters as \\xNN (they cannot go into an SVG/PNG export)."""
+    tok = tok.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥")
+    return "".join(f"\\x{ord(c):02x}" if ord(c) < 32 or ord(c) == 127 else c for c in tok) or "∅"
+
+
+@dataclass
+class Pair:
+    clean: list[int]
+    corrupt: list[int]
+    answer: int
+    distractor: int
+    pos: int                                  # the position read (0-based; the last by default)
+    answer_token: str = ""                    # the token actually used, e.g. " Mary"
+    distractor_token: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def T(self) -> int:
+        return len(self.clean)
+
+
+def resolve_token(model, word: str, role: str = "answer") -> tuple[int, str, str]:
+    """(token id, token text, note) for ``word``, which must be one token.
+
+    A word starting with a letter or digit and no space is tried with a leading space first (" Mary" is
+    how a name follows a space), then as given; punctuation as given first ("." ends a sentence), then
+    with a space. The note says which token is used. More than one token -> PatchError naming the pieces.
+    """
+    if word is None or word == "":
+        raise PatchError(f"the {role} is empty: give a word that is one token, e.g. ' Mary'")
+    if word[:1].isspace():
+        candidates = [word]
+    else:
+        candidates = [" " + word, word] if word[:1].isalnum() else [word, " " + word]
+    tried = []
+    for c in candidates:
+        ids = model.encode(c)
+        if len(ids) == 1:
+            tok = model.token_strs(ids)[0]
+            how = "as given" if c == word else "with a leading space"
+            note = f"{role}: {word!r} -> token {tok!r} (id {ids[0]}, {how})"
+            if c != word and len(model.encode(word)) == 1:
+                note += f"; without the space it would be {model.token_strs(model.encode(word))[0]!r}"
+            return ids[0], tok, note
+        tried.append((c, ids))
+    pieces = "; ".join(f"{c!r} is {len(ids)} tokens: " + " + ".join(repr(t) for t in model.token_strs(ids))
+                       for c, ids in tried)
+    raise PatchError(f"the {role} must be a single token, but {pieces}; pick a word that is one token")
+
+
+def side_by_side(clean_toks: list[str], corrupt_toks: list[str]) -> list[dict]:
+    """Rows (position, clean token, corrupted token, same) of two tokenizations."""
+    n = max(len(clean_toks), len(corrupt_toks))
+    rows = []
+    for i in range(n):
+        a = visible(clean_toks[i]) if i < len(clean_toks) else ""
+        b = visible(corrupt_toks[i]) if i < len(corrupt_toks) else ""
+        rows.append({"position": i, "clean": a, "corrupted": b, "same": a == b})
+    return rows
+
+
+def make_pair(model, clean: str, corrupt: str, answer: str, distractor: str, pos: int | None = None,
+              bos: int | None = None) -> Pair:
+    """Tokenize and check a pair (``model``: a :class:`attnkit.loading.Loaded`); PatchError if unusable.
+    ``bos``: a token id put before both prompts (the sidebar's "Prepend <|endoftext|>")."""
+    if not clean or not clean.strip():
+        raise PatchError("the clean prompt is empty")
+    if not corrupt or not corrupt.strip():
+        raise PatchError("the corrupted prompt is empty")
+    c_ids, k_ids = model.encode(clean), model.encode(corrupt)
+    if bos is not None:
+        c_ids, k_ids = [bos] + c_ids, [bos] + k_ids
+    n_ctx = model.config.n_ctx
+    if len(c_ids) > n_ctx or len(k_ids) > n_ctx:
+        raise PatchError(f"the prompts have {len(c_ids)} and {len(k_ids)} tokens; the model's context is {n_ctx}")
+    if len(c_ids) != len(k_ids):
+        ct, kt = model.token_strs(c_ids), model.token_strs(k_ids)
+        table = side_by_side(ct, kt)
+        first = next((r["position"] for r in table if not r["same"]), min(len(ct), len(kt)))
+        raise PatchError(
+            f"the clean prompt has {len(c_ids)} tokens and the corrupted one {len(k_ids)}: they must be the same "
+            f"length (first difference at position {first}). clean: {'|'.join(visible(t) for t in ct)}  "
+            f"corrupted: {'|'.join(visible(t) for t in kt)}", table)
+    a, a_tok, a_note = resolve_token(model, answer, "answer")
+    d, d_tok, d_note = resolve_token(model, distractor, "distractor")
+    if a == d:
+        raise PatchError(f"the answer and the distractor are the same token ({a_tok!r}); pick two different ones")
+    T = len(c_ids)
+    if pos is None:
+        pos = T - 1
+    if not -T <= pos < T:
+        raise PatchError(f"position {pos} is outside the prompt (0…{T - 1})")
+    pos = pos % T
+    notes = [a_note, d_note]
+    if c_ids == k_ids:
+        notes.append("the clean and corrupted prompts are the same tokens: every patch changes nothing")
+    return Pair(c_ids, k_ids, a, d, pos, a_tok, d_tok, notes)
+
+
+def two_token_weights(w: Weights, answer: int, distractor: int) -> Weights:
+    """The same weights with only the answer's and the distractor's unembedding rows: logits [B, T, 2]."""
+    idx = torch.tensor([answer, distractor], device=w.device)
+    return dataclasses.replace(w, W_U=w.W_U[idx], b_U=None if w.b_U is None else w.b_U[idx])
+
+
+def logit_diffs(logits2: torch.Tensor, pos: int) -> torch.Tensor:
+    """[B] logit(answer) − logit(distractor) at ``pos`` from two-token logits [B, T, 2]."""
+    return (logits2[:, pos, 0] - logits2[:, pos, 1]).double()
+
+
+@dataclass
+class PatchResult:
+    target: str
+    direction: str
+    per_position: bool
+    raw: np.ndarray                # patched logit differences, shape by ``dims``
+    clean_ld: float
+    corrupt_ld: float
+    pos: int
+    n_runs: int = 0                # patched batch rows run
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def dims(self) -> tuple[str, ...]:
+        base = ("layer", "head") if self.target == "z" else ("layer",)
+        return base + (("position",) if self.per_position else ())
+
+    @property
+    def normalised(self) -> np.ndarray:
+        gap = self.clean_ld - self.corrupt_ld
+        if abs(gap) < 1e-6:
+            return np.full_like(self.raw, np.nan)
+        return (self.raw - self.corrupt_ld) / gap + 0.0      # + 0.0: no −0.0
+
+    def frame(self, tokens: list[str] | None = None):
+        """Long table: one row per patched activation (layer[, head][, position], logit_diff, normalised)."""
+        import pandas as pd
+
+        idx = np.indices(self.raw.shape).reshape(len(self.raw.shape), -1)
+        df = pd.DataFrame({d: idx[i] for i, d in enumerate(self.dims)})
+        if "position" in df and tokens is not None:
+            df["token"] = [tokens[p] for p in df["position"]]
+        df["logit_diff"] = self.raw.reshape(-1)
+        df["normalised"] = self.normalised.reshape(-1)
+        return df
+
+    def to_json(self) -> dict:
+        def clean(a):
+            return [clean(x) for x in a] if isinstance(a, list) else (None if a is None or not math.isfinite(a) else a)
+
+        return {"target": self.target, "direction": self.direction, "per_position": self.per_position,
+                "dims": list(self.dims), "position_read": self.pos, "clean_logit_diff": self.clean_ld,
+                "corrupted_logit_diff": self.corrupt_ld, "patched_runs": self.n_runs,
+                "logit_diff": clean(self.raw.tolist()), "normalised": clean(self.normalised.tolist()),
+                "notes": self.notes}
+
+
+def _cache(w2: Weights, ids: list[int], points: set[str]) -> tuple[dict, float]:
+    """One run: {(point, layer): activation} for ``points`` plus resid_pre, and its logit difference
+    at every position [T] (returned as the Trace's two-token logits)."""
+    tr = run(w2, ids, capture=sorted(points | {"resid_pre"}))
+    return tr.captures, tr.logits
+
+
+def _rows_for(target: str, per_position: bool, H: int, T: int) -> list[tuple]:
+    """The patches of one layer: (head, position) for z, (position,) otherwise; None = all positions."""
+    ps = range(T) if per_position else [None]
+    if target == "z":
+        return [(h, p) for h in range(H) for p in ps]
+    return [(None, p) for p in ps]
+
+
+def _patched_batch(w2, ids, L, target, rows, recv, src, pos) -> torch.Tensor:
+    """Logit differences [len(rows)] of the receiving run with row b's patch at block L."""
+    n = len(rows)
+    dev = w2.device
+    resid = recv[("resid_pre", L)].expand(n, -1, -1)
+    hooks = {}
+    b = torch.arange(n, device=dev)
+    all_pos = rows[0][1] is None
+    if target == "resid":
+        resid = resid.clone()
+        s = src[("resid_pre", L)][0]                       # [T, d]
+        if all_pos:
+            resid[:] = s
+        else:
+            p = torch.tensor([r[1] for r in rows], device=dev)
+            resid[b, p] = s[p]
+    elif target == "z":
+        s = src[("z", L)][0]                               # [H, T, e]
+        h = torch.tensor([r[0] for r in rows], device=dev)
+        p = None if all_pos else torch.tensor([r[1] for r in rows], device=dev)
+
+        def zhook(z, layer):
+            if layer != L:
+                return None
+            z = z.clone()
+            if p is None:
+                z[b, h] = s[h]
+            else:
+                z[b, h, p] = s[h, p]
+            return z
+        hooks["z"] = zhook
+    else:
+        point = _POINT[target]
+        s = src[(point, L)][0]                             # [T, d]
+        p = None if all_pos else torch.tensor([r[1] for r in rows], device=dev)
+
+        def ohook(t, layer):
+            if layer != L:
+                return None
+            t = t.clone()
+            if p is None:
+                t[:] = s
+            else:
+                t[b, p] = s[p]
+            return t
+        hooks[point] = ohook
+    tr = run(w2, torch.tensor([ids], device=dev), start=L, resid=resid, hooks=hooks)
+    return logit_diffs(tr.logits, pos)
+
+
+def patch(weights: Weights, pair: Pair, target: str = "z", *, per_position: bool = False,
+          direction: str = "denoise", layers: list[int] | None = None,
+          progress: Callable[[int, int], None] | None = None, max_batch_tokens: int = MAX_BATCH_TOKENS
+          ) -> PatchResult:
+    """Patch every activation of ``target`` (one at a time, many per batch) and read the metric."""
+    if target not in TARGETS:
+        raise PatchError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
+    if direction not in DIRECTIONS:
+        raise PatchError(f"unknown direction {direction!r}; choose denoise or noise")
+    cfg = weights.config
+    L_all, H, T = cfg.n_layers, cfg.n_heads, pair.T
+    layers = list(range(L_all)) if layers is None else list(layers)
+    w2 = two_token_weights(weights, pair.answer, pair.distractor)
+    point = _POINT[target]
+    clean_c, clean_logits = _cache(w2, pair.clean, {point})
+    corr_c, corr_logits = _cache(w2, pair.corrupt, {point})
+    clean_ld = float(logit_diffs(clean_logits, pair.pos)[0])
+    corrupt_ld = float(logit_diffs(corr_logits, pair.pos)[0])
+    recv, src, recv_ids = (corr_c, clean_c, pair.corrupt) if direction == "denoise" else (clean_c, corr_c, pair.clean)
+    rows = _rows_for(target, per_position, H, T)
+    shape = ((L_all, H) if target == "z" else (L_all,)) + ((T,) if per_position else ())
+    raw = np.full(shape, np.nan)
+    if per_position:
+        # a patch after the position read cannot reach it (causal mask): the receiving run's value, no run
+        raw[..., pair.pos + 1:] = corrupt_ld if direction == "denoise" else clean_ld
+        rows = [r for r in rows if r[1] <= pair.pos]
+    chunk = max(1, max_batch_tokens // T)
+    total, done = len(layers) * len(rows), 0
+    for L in layers:
+        for i in range(0, len(rows), chunk):
+            part = rows[i: i + chunk]
+            ld = _patched_batch(w2, recv_ids, L, target, part, recv, src, pair.pos).cpu().numpy()
+            for (h, p), v in zip(part, ld):
+                key = (L,) + ((h,) if target == "z" else ()) + ((p,) if per_position else ())
+                raw[key] = v
+            done += len(part)
+            if progress:
+                progress(done, total)
+    notes = list(pair.notes)
+    if abs(clean_ld - corrupt_ld) < 1e-6:
+        notes.append("the clean and corrupted runs give the same logit difference: the normalised values are "
+                     "undefined (NaN); the raw logit differences are still shown")
+    if per_position and pair.pos < T - 1:
+        notes.append(f"position {pair.pos} is read: positions after it cannot change it (causal mask) and are "
+                     "not run; they hold the unpatched value")
+    return PatchResult(target, direction, per_position, raw, clean_ld, corrupt_ld, pair.pos, total, notes)
+
+
+def patch_many(weights: Weights, pairs: list[Pair], target: str = "z", *, per_position: bool = False,
+               direction: str = "denoise", progress: Callable[[int, int], None] | None = None) -> dict:
+    """Normalised maps over a prompt set: {"mean", "std", "n", "per_pair"} (pairs of different lengths
+    can only be averaged without positions)."""
+    if per_position and len({p.T for p in pairs}) > 1:
+        raise PatchError("per-position maps need pairs of one token length; average without positions instead")
+    maps = []
+    for i, pr in enumerate(pairs):
+        maps.append(patch(weights, pr, target, per_position=per_position, direction=direction).normalised)
+        if progress:
+            progress(i + 1, len(pairs))
+    stack = np.stack(maps)
+    with np.errstate(invalid="ignore"):
+        mean = np.nanmean(stack, 0) if np.isfinite(stack).any() else np.full(stack.shape[1:], np.nan)
+        std = np.nanstd(stack, 0) if np.isfinite(stack).any() else np.full(stack.shape[1:], np.nan)
+    return {"mean": mean, "std": std, "n": len(pairs), "per_pair": stack}
+
+
+# ----------------------------------------------------------------------------- CLI
+
+def _common_args(p: argparse.ArgumentParser):
+    from . import cli_args as C
+
+    p.add_argument("--model", default=None, help="hub name, attnkit-tiny or a local folder (default: as verify)")
+    p.add_argument("--device", default="cpu", type=C.device)
+    p.add_argument("--clean", required=True, type=C.utf8_text, help="the clean prompt")
+    p.add_argument("--corrupt", required=True, type=C.utf8_text, help="the corrupted prompt (same number of tokens)")
+    p.add_argument("--answer", required=True, type=C.utf8_text,
+                   help="the answer token (e.g. ' Mary'; a word without a space is tried with one first)")
+    p.add_argument("--distractor", required=True, type=C.utf8_text, help="the distractor token (e.g. ' John')")
+    p.add_argument("--position", type=int, default=None,
+                   help="position whose logits are read (default: the last; negative counts from the end)")
+    p.add_argument("--json", dest="json_out", default=None, type=C.writable_path,
+                   help="write the results here as JSON")
+
+
+def load_pair(a, prog: str):
+    """(model, pair) from parsed CLI args, or None after one line on stderr."""
+    from .loading import load_for_cli
+
+    m = load_for_cli(a.model, a.device, prog)
+    if m is None:
+        return None
+    try:
+        return m, make_pair(m, a.clean, a.corrupt, a.answer, a.distractor, a.position)
+    except PatchError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return None
+
+
+def _write_json(path: str, obj: dict, prog: str) -> bool:
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=1, default=float)
+        return True
+    except OSError as e:
+        print(f"{prog}: cannot write {path}: {e.strerror or e}", file=sys.stderr)
+        return False
+
+
+def cli(argv=None) -> int:
+    from .cli_args import Parser
+
+    prog = "attnkit patch"
+    p = Parser(prog="python -m attnkit patch",
+                                description="Activation patching on a clean/corrupted prompt pair: the normalised "
+                                            "logit difference (corrupted 0, clean 1) for every patched activation.")
+    _common_args(p)
+    p.add_argument("--target", choices=TARGETS, default="z", help="z (heads), resid, attn or mlp (default z)")
+    p.add_argument("--per-position", action="store_true", help="patch each position separately")
+    p.add_argument("--direction", choices=DIRECTIONS, default="denoise",
+                   help="denoise: corrupted run, clean activation patched in (default); noise: the reverse")
+    a = p.parse_args(argv)
+    got = load_pair(a, prog)
+    if got is None:
+        return 2
+    m, pair = got
+    res = patch(m.weights, pair, a.target, per_position=a.per_position, direction=a.direction)
+    toks = m.token_strs(pair.corrupt if a.direction == "denoise" else pair.clean)
+    print(f"{m.name} · {TARGET_LABELS[a.target]} · {a.direction} · {pair.T} tokens · read at position "
+          f"{pair.pos} ({visible(toks[pair.pos])})")
+    for n in res.notes:
+        print(f"  note: {n}")
+    print(f"  logit diff  clean {res.clean_ld:+.4f}  corrupted {res.corrupt_ld:+.4f}  "
+          f"({res.n_runs} patched runs)")
+    df = res.frame(toks).sort_values("normalised", ascending=False, key=lambda s: s.abs(), na_position="last")
+    print("  largest effects (normalised: corrupted 0, clean 1):")
+    for _, r in df.head(10).iterrows():
+        where = f"L{int(r['layer'])}" + (f".H{int(r['head'])}" if "head" in r else "") + \
+                (f" pos {int(r['position'])} {visible(r['token'])}" if "position" in r else "")
+        print(f"    {where:<28} {r['normalised']:+.4f}  (logit diff {r['logit_diff']:+.4f})")
+    if a.json_out:
+        out = {"model": m.name, "clean": a.clean, "corrupt": a.corrupt, "answer": pair.answer_token,
+               "answer_id": pair.answer, "distractor": pair.distractor_token, "distractor_id": pair.distractor,
+               "tokens_clean": m.token_strs(pair.clean), "tokens_corrupt": m.token_strs(pair.corrupt),
+               **res.to_json()}
+        if not _write_json(a.json_out, out, prog):
+            return 1
+        print(f"wrote {a.json_out}")
+    return 0

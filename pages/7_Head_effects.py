@@ -1,0 +1,458 @@
+"""Head effects: which heads carry the answer — activation patching, direct logit attribution,
+contributions between positions, and the logit lens, on a clean/corrupted prompt pair."""
+import warnings
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from attnkit import attribution as AT
+from attnkit import patching as P
+from attnkit import prompts as PR
+from attnkit import ui
+from attnkit.charts import effects as E
+
+EXAMPLES = {
+    "Indirect object, names swapped (GPT-2)": dict(
+        clean="When Mary and John went to the store, John gave a drink to",
+        corrupt="When John and Mary went to the store, Mary gave a drink to",
+        answer=" Mary", distractor=" John"),
+    "The animal … too tired / too wide (GPT-2)": dict(
+        clean="The animal didn't cross the street because it was too tired. The tired one was the",
+        corrupt="The animal didn't cross the street because it was too wide. The wide one was the",
+        answer=" animal", distractor=" street"),
+    "A repeated phrase (attnkit-tiny)": dict(
+        clean="Install the python package and the kernel source. Install the python package and the kernel",
+        corrupt="Install the python package and the kernel binary. Install the python package and the kernel",
+        answer=" source", distractor=" binary"),
+}
+CUSTOM = "Your own"
+MAX_SET = 100                 # pairs of an uploaded prompt set used
+LENS_MAX_T = 48               # logit-lens positions drawn
+GRAPH_MAX_T = 48              # contribution-graph positions drawn
+SET_COLUMNS = ("clean", "corrupted", "answer", "distractor")
+PER_POSITION_MAX_T = 128      # layer × position maps: L·T patched runs
+
+ctx = ui.page("Head effects", "🎯")
+cfg = ctx.model.config
+L, H = cfg.n_layers, cfg.n_heads
+model = ctx.model
+BOS = ctx.bos_id if ctx.prepend_bos else None      # the sidebar's "Prepend <|endoftext|>", before both prompts
+
+
+def weights():
+    return ui.cached_model(ctx.model_name, ctx.device).weights
+
+
+# ----------------------------------------------------------------------------- cached computations
+# Keyed on (model, device, token ids, …); the weights come from the shared model cache.
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def patched(name: str, device: str, clean: tuple, corrupt: tuple, a: int, d: int, pos: int, target: str,
+            per_position: bool, direction: str) -> P.PatchResult:
+    pair = P.Pair(list(clean), list(corrupt), a, d, pos)
+    return P.patch(ui.cached_model(name, device).weights, pair, target, per_position=per_position,
+                   direction=direction)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def dla(name: str, device: str, ids: tuple, a: int, d: int, pos: int) -> AT.DLA:
+    return AT.direct_logit_attribution(ui.cached_model(name, device).weights, list(ids), a, d, pos)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def vocab(name: str, device: str, ids: tuple, pos: int) -> AT.HeadVocab:
+    return AT.head_vocab(ui.cached_model(name, device).weights, list(ids), pos, k=10)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def contrib(name: str, device: str, ids: tuple) -> AT.Contributions:
+    return AT.contributions(ui.cached_model(name, device).weights, list(ids))
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def lens(name: str, device: str, ids: tuple, a: int) -> AT.Lens:
+    return AT.logit_lens(ui.cached_model(name, device).weights, list(ids), a, k=5)
+
+
+def decode(t: int) -> str:
+    return model.token_strs([t])[0]
+
+
+# ----------------------------------------------------------------------------- a click opens Heatmaps
+
+def _open_heatmap():
+    """on_select of the patching map: put the clicked head and the clean prompt into the Heatmaps page's
+    keys (before any widget of this run exists), then switch pages below."""
+    ev = st.session_state.get("he_map")
+    try:
+        cell = ev["selection"]["pick"][0]["cell"]
+        layer, head = (int(x) for x in str(cell).split("."))
+    except (KeyError, IndexError, TypeError, ValueError):
+        return
+    st.session_state.update(hm_layer=layer, hm_head=head, hm_view="One head", ak_source="Type",
+                            ak_text=st.session_state.get("he_clean", ""), he_goto=(layer, head))
+
+
+goto = st.session_state.pop("he_goto", None)
+if goto is not None:
+    try:
+        st.switch_page("pages/1_Heatmaps.py")
+    except st.errors.StreamlitAPIException:        # this page run on its own, outside the navigation
+        st.info(ui.plain(f"Head {goto[0]}.{goto[1]} and the clean prompt are selected on the Heatmaps page; open "
+                         "it from the navigation."), icon="🔥")
+
+
+# ----------------------------------------------------------------------------- inputs
+
+def _fits(ex: dict) -> bool:
+    try:
+        P.make_pair(model, ex["clean"], ex["corrupt"], ex["answer"], ex["distractor"])
+        return True
+    except P.PatchError:
+        return False
+
+
+def _apply_example():
+    ex = EXAMPLES.get(st.session_state.get("he_example"))
+    if ex:
+        st.session_state.update(he_clean=ex["clean"], he_corrupt=ex["corrupt"], he_answer=ex["answer"],
+                                he_distractor=ex["distractor"])
+
+
+if "he_clean" not in st.session_state:
+    first = next((k for k, ex in EXAMPLES.items() if _fits(ex)), next(iter(EXAMPLES)))
+    st.session_state["he_example"] = first
+    _apply_example()
+
+st.caption("Run a **clean** prompt and a **corrupted** one that differ in a detail, and measure the logit difference "
+           "logit(answer) − logit(distractor) at one position. Normalised: the corrupted run is 0 and the clean "
+           "run 1. The sidebar's prompt is not used here; a click on a head in the patching map opens it on the "
+           "Heatmaps page with the clean prompt as the sidebar prompt.")
+source = st.radio("Input", ["One prompt pair", "A prompt set (upload)"], key="he_source", horizontal=True)
+
+
+def _inputs():
+    c0, c1 = st.columns([1.3, 3])
+    c0.selectbox("Example", list(EXAMPLES) + [CUSTOM], key="he_example", on_change=_apply_example,
+                 help="The first two are written for OpenAI's GPT-2 (single-token names); the third fits the "
+                      "shipped attnkit-tiny's tokenizer.")
+    c1.text_input("Clean prompt", key="he_clean", max_chars=4000)
+    c1.text_input("Corrupted prompt (same number of tokens)", key="he_corrupt", max_chars=4000)
+    c2, c3, c4 = st.columns([1, 1, 2])
+    c2.text_input("Answer token", key="he_answer", max_chars=100,
+                  help="One token. Without a leading space, ' word' is tried first; the token used is shown.")
+    c3.text_input("Distractor token", key="he_distractor", max_chars=100)
+    c4.radio("Direction", ["denoise", "noise"], key="he_direction", horizontal=True,
+             help="denoise: run the corrupted prompt and patch one clean activation in (what restores the "
+                  "answer?). noise: run the clean prompt and patch one corrupted activation in (what breaks it?).")
+
+
+# ============================================================================= one pair
+def one_pair():
+    _inputs()
+    direction = st.session_state["he_direction"]
+    try:
+        pair = P.make_pair(model, st.session_state["he_clean"], st.session_state["he_corrupt"],
+                           st.session_state["he_answer"], st.session_state["he_distractor"], bos=BOS)
+    except P.PatchError as e:
+        ui.show_error(e if e.table is None else str(e).split(" clean: ")[0])
+        if e.table is not None:
+            st.caption("The two tokenizations side by side (✗ marks positions that differ):")
+            st.dataframe(pd.DataFrame(e.table).assign(same=lambda d: np.where(d["same"], "", "✗")),
+                         hide_index=True, width="stretch", height=min(420, 38 + 35 * len(e.table)))
+        st.stop()
+    T = pair.T
+    toks_clean, toks_corrupt = model.token_strs(pair.clean), model.token_strs(pair.corrupt)
+    labels = ui.token_labels(toks_clean)
+    if st.session_state.get("he_pos") not in range(T):
+        st.session_state["he_pos"] = T - 1
+    c1, c2 = st.columns([1, 3])
+    pos = c1.selectbox("Read the logits at", range(T), key="he_pos", format_func=lambda i: labels[i])
+    with c2:
+        for n in pair.notes:
+            st.caption(ui.plain(n))
+        differ = [i for i in range(T) if pair.clean[i] != pair.corrupt[i]]
+        st.caption(f"{T} tokens; the prompts differ at position(s) "
+                   + ui.plain(", ".join(f"{i} ({ui.visible(toks_clean[i])} → {ui.visible(toks_corrupt[i])})"
+                                        for i in differ[:8]) or "none") + ".")
+    key = (ctx.model_name, ctx.device, tuple(pair.clean), tuple(pair.corrupt), pair.answer, pair.distractor, pos)
+    meta = ui.meta_for(ctx, clean=pair_text("he_clean"), corrupted=pair_text("he_corrupt"),
+                       answer=pair.answer_token, distractor=pair.distractor_token, position=pos, direction=direction)
+
+    # ------------------------------------------------------------------------- patching: heads
+    st.subheader("Which heads carry the answer? (patching each head's z)")
+    with st.spinner(f"Patching {L * H} heads …"):
+        zres = patched(*key, "z", False, direction)
+    gap = zres.clean_ld - zres.corrupt_ld
+    st.caption(ui.plain(
+        f"Logit difference: clean {zres.clean_ld:+.3f}, corrupted {zres.corrupt_ld:+.3f}. "
+        f"{'Denoising' if direction == 'denoise' else 'Noising'}: each cell is one run of the "
+        f"{'corrupted' if direction == 'denoise' else 'clean'} prompt with that head's z (all positions) "
+        f"taken from the {'clean' if direction == 'denoise' else 'corrupted'} run, started at the head's "
+        f"layer from the cached residual stream; {zres.n_runs} patched runs in {L} batches."))
+    if abs(gap) < 1e-6:
+        st.warning("The clean and corrupted runs give the same logit difference: nothing to normalise against "
+                   "(the maps show NaN). Pick prompts that differ in what the answer depends on.", icon="⚠️")
+    elif abs(gap) < 0.1:
+        st.info(f"The clean and corrupted logit differences are only {abs(gap):.3f} apart: normalised values "
+                "are noisy.", icon="ℹ️")
+    zdf = zres.frame()
+    zmap = E.head_map(zdf, "normalised", select="pick", legend_title="normalised",
+                      title=f"{direction}: normalised logit difference per head")
+    st.altair_chart(zmap, width="content", on_select=_open_heatmap, selection_mode="pick", key="he_map")
+    st.caption("Red: the head's activation moves the metric towards the clean run; blue: away. "
+               "Click a cell to open that head's attention pattern on the Heatmaps page (the clean prompt).")
+    ui.download_buttons(zdf, zmap, f"patch_z_{direction}", meta | {"target": "z"}, key="he_z")
+
+    # ------------------------------------------------------------------------- patching: layers × positions
+    st.subheader("Where, layer by layer? (residual stream, attention and MLP outputs per position)")
+    targets = {"residual stream (entering the layer)": "resid", "attention output": "attn", "MLP output": "mlp"}
+    tname = st.radio("Patched activation", list(targets), key="he_lp_target", horizontal=True)
+    target = targets[tname]
+    if T > PER_POSITION_MAX_T:
+        st.info(f"The prompts have {T} tokens: per-position maps are computed for pairs of at most "
+                f"{PER_POSITION_MAX_T} tokens ({L}×{T} patched runs each would take long). The head map above "
+                "covers every position; the CLI's --per-position has no limit.", icon="ℹ️")
+    else:
+        layer_position(key, target, tname, direction, toks_clean, labels, pos, meta)
+    attribution_sections(pair, pos, labels, toks_clean, toks_corrupt, T, meta)
+
+
+def layer_position(key, target, tname, direction, toks_clean, labels, pos, meta):
+    with st.spinner(f"Patching {L * len(labels)} activations …"):
+        lres = patched(*key, target, True, direction)
+    ldf = lres.frame(toks_clean)
+    lmap = E.layer_pos_map(ldf, labels, "normalised", legend_title="normalised",
+                           title=f"{direction}: {tname}, one position at a time")
+    st.altair_chart(lmap, width="content")
+    st.caption(ui.plain(
+        f"Each cell: the {tname} at one layer and one position patched alone. Positions after the one "
+        f"read ({labels[pos]}) cannot matter (the causal mask). For the residual stream, each row adds up "
+        "everything the earlier layers moved to each position: information moving between positions shows "
+        "as the bright cell shifting along the rows."))
+    ui.download_buttons(ldf, lmap, f"patch_{target}_{direction}", meta | {"target": target}, key="he_lp")
+
+
+def attribution_sections(pair, pos, labels, toks_clean, toks_corrupt, T, meta):
+    # ------------------------------------------------------------------------- attribution
+    st.subheader("Direct logit attribution")
+    which = st.radio("Run", ["clean", "corrupted"], key="he_dla_run", horizontal=True)
+    ids = pair.clean if which == "clean" else pair.corrupt
+    att = dla(ctx.model_name, ctx.device, tuple(ids), pair.answer, pair.distractor, pos)
+    st.caption(ui.plain(
+        f"Each part of the final residual stream at {labels[pos]} (embeddings, every head's z_h·W_O[h], "
+        "each layer's b_O, each MLP, the final norm's bias), divided by the final LayerNorm's actual scale "
+        f"(held fixed) and projected on W_U[answer] − W_U[distractor]. The parts add up to "
+        f"{att.total:+.4f}; the model's logit difference is {att.actual:+.4f} "
+        f"(|Δ| = {abs(att.total - att.actual):.1e})."))
+    adf = att.frame()
+    left, right = st.columns([3, 2])
+    with left:
+        bars = E.attribution_bars(adf, 20, title=f"Top 20 of {len(adf)} parts ({which} run)", select="part")
+        ev = st.altair_chart(bars, width="content", on_select="rerun", selection_mode="part", key="he_bars")
+        ui.download_buttons(adf, bars, f"dla_{which}", meta | {"run": which}, key="he_dla")
+    with right:
+        hdf = pd.DataFrame([{"layer": l, "head": h, "logit_diff": float(att.head_map[l, h])}
+                            for l in range(L) for h in range(H)])
+        hmap = E.head_map(hdf, "logit_diff", text=L * H <= 64, legend_title="direct effect",
+                          title="Direct effect of each head")
+        st.altair_chart(hmap, width="content")
+        ui.download_buttons(hdf, hmap, f"dla_heads_{which}", meta | {"run": which}, key="he_dlah")
+    # a head's promoted / suppressed tokens: a click on a head's bar, or the select box
+    names = [f"{l}.{h}" for l in range(L) for h in range(H)]
+    try:
+        clicked = ev["selection"]["part"][0]["part"]
+        if clicked.startswith("L") and ".H" in clicked:
+            cl = clicked[1:].replace(".H", ".")
+            if cl != st.session_state.get("he_last_bar"):
+                st.session_state["he_last_bar"] = cl
+                st.session_state["he_head"] = cl
+    except (KeyError, IndexError, TypeError, AttributeError):
+        pass
+    if st.session_state.get("he_head") not in names:
+        best = int(np.abs(att.head_map).argmax())
+        st.session_state["he_head"] = names[best]
+    head_name = st.selectbox("Head: the tokens it promotes and suppresses", names, key="he_head",
+                             help="Click a head's bar above, or pick one here.")
+    hl, hh = (int(x) for x in head_name.split("."))
+    hv = vocab(ctx.model_name, ctx.device, tuple(ids), pos)
+    tdf = hv.frame(hl, hh, decode)
+    tch = E.head_tokens_chart(tdf, title=f"Head {head_name} at {labels[pos]}: direct effect on each token's logit")
+    st.altair_chart(tch, width="content")
+    st.caption("The head's output at this position through the final norm (scale held fixed) and the unembedding: "
+               f"the 10 tokens it pushes up most and down most ({which} run). Its effect on the answer − distractor "
+               f"difference is {att.head_map[hl, hh]:+.4f}.")
+    ui.download_buttons(tdf, tch, f"head_{hl}_{hh}_tokens", meta | {"layer": hl, "head": hh, "run": which},
+                        key="he_tok")
+
+    # ------------------------------------------------------------------------- contributions
+    st.subheader("Contribution graph")
+    if T > AT.CONTRIB_MAX_T:
+        st.info(f"Contributions are computed for prompts of at most {AT.CONTRIB_MAX_T} tokens.")
+    else:
+        thr = st.slider("Show edges carrying at least this share of what is added to a position", 0.0, 1.0, 0.1,
+                        0.01, key="he_thresh")
+        con = contrib(ctx.model_name, ctx.device, tuple(ids))
+        nodes, edges = AT.graph_edges(con, thr, toks_clean if which == "clean" else toks_corrupt)
+        lo = max(0, T - GRAPH_MAX_T)
+        if lo:
+            st.caption(f"{T} tokens: the last {GRAPH_MAX_T} positions are drawn (the CSV has them all).")
+        gn = nodes[nodes["position"] >= lo].assign(position=lambda d: d["position"] - lo)
+        ge = edges[(edges["from_pos"] >= lo)].assign(from_pos=lambda d: d["from_pos"] - lo,
+                                                     to_pos=lambda d: d["to_pos"] - lo)
+        graph = E.contribution_graph(gn, ge, labels[lo:], highlight=pos - lo,
+                                     title=f"{len(ge)} edges ≥ {thr:.2f} ({which} run)")
+        st.altair_chart(graph, width="content")
+        st.caption("Nodes: the residual stream at a position entering a layer (top row: after the last layer; the "
+                   "read position in yellow). Edges: attention moving pattern_ij·v_j·W_O[h] from position j into i "
+                   "(summed over heads; the tooltip names the largest head), and the residual stream carried "
+                   "straight up; an edge's share is its size relative to everything added to that position in "
+                   "that layer, the residual included.")
+        ui.download_buttons(edges, graph, f"contributions_{which}", meta | {"run": which, "threshold": thr},
+                            key="he_graph")
+
+    # ------------------------------------------------------------------------- logit lens
+    st.subheader("Logit lens")
+    ln = lens(ctx.model_name, ctx.device, tuple(ids), pair.answer)
+    ldf = ln.frame(toks_clean if which == "clean" else toks_corrupt, decode)
+    lo = max(0, T - LENS_MAX_T)
+    shown = ldf[ldf["position"] >= lo].assign(position=lambda d: d["position"] - lo)
+    lch = E.lens_chart(shown, labels[lo:], ln.rows, answer=pair.answer_token,
+                       title=f"Top token of the residual stream after each layer ({which} run)")
+    st.altair_chart(lch, width="content")
+    st.caption(ui.plain(
+        "Each cell: the residual stream at that position after that layer, read through the final norm and "
+        f"the unembedding; the text is its top token, the colour the rank of {pair.answer_token!r} (1 = top). "
+        "The top row is the model's own prediction." + (f" The last {LENS_MAX_T} positions are drawn." if lo else "")))
+    ui.download_buttons(ldf, lch, f"logit_lens_{which}", meta | {"run": which}, key="he_lens")
+    at_pos = ldf[ldf["position"] == pos][["row", "top_k", "answer_rank", "answer_prob"]]
+    st.dataframe(at_pos, hide_index=True, width="stretch",
+                 column_config={"top_k": st.column_config.TextColumn("top 5 tokens"),
+                                "answer_prob": st.column_config.NumberColumn(format="%.4f")})
+
+
+def pair_text(key: str) -> str:
+    return str(st.session_state.get(key, ""))[:500]
+
+
+# ============================================================================= a prompt set
+def _read_set(name: str, data: bytes):
+    """(pairs, row labels, problems) from a CSV/JSONL upload with clean, corrupted, answer, distractor."""
+    table = PR.read_upload(name, data)
+    if table.kind == "text":
+        raise PR.PromptError(f"{name}: upload a .csv or .jsonl with columns {', '.join(SET_COLUMNS)}.")
+    cols = {c.lower().strip(): c for c in table.columns}
+    if "corrupted" not in cols and "corrupt" in cols:
+        cols["corrupted"] = cols["corrupt"]
+    missing = [c for c in SET_COLUMNS if c not in cols]
+    if missing:
+        raise PR.PromptError(f"{name} has no column(s) {', '.join(missing)}; its columns are: "
+                             f"{', '.join(table.columns) or 'none'}.")
+    pairs, rows, problems = [], [], list(table.warnings)
+    for n, r in enumerate(table.rows, 1):
+        if len(pairs) >= MAX_SET:
+            problems.append(f"{name} has more than {MAX_SET} rows; the first {MAX_SET} usable pairs are used.")
+            break
+        if not isinstance(r, dict):
+            problems.append(f"row {n}: not an object with the four fields")
+            continue
+        vals = [r.get(cols[c]) for c in SET_COLUMNS]
+        if not all(isinstance(v, str) for v in vals):
+            problems.append(f"row {n}: a field is missing or not text")
+            continue
+        try:
+            pairs.append(P.make_pair(model, *vals, bos=BOS))
+            rows.append(n)
+        except P.PatchError as e:
+            problems.append(f"row {n}: {str(e).split(' clean: ')[0]}")
+    return pairs, rows, problems
+
+
+def prompt_set():
+    up = st.file_uploader(f"Prompt set: .csv or .jsonl with columns {', '.join(SET_COLUMNS)}", type=["csv", "jsonl"],
+                          key="he_upload")
+    if up is not None:
+        st.session_state["he_upload_data"] = (up.name, up.getvalue())
+    stored = st.session_state.get("he_upload_data")
+    if stored is None:
+        st.caption("No file yet. Each row: a clean prompt, a corrupted prompt of the same token length, an answer "
+                   "token and a distractor token.")
+        return
+    name, data = stored
+    try:
+        pairs, rows, problems = _read_set(name, data)
+    except PR.PromptError as e:
+        ui.show_error(e)
+        return
+    for p in problems[:20]:
+        st.warning(ui.plain(p), icon="⚠️")
+    if len(problems) > 20:
+        st.caption(f"… and {len(problems) - 20} more rows skipped.")
+    if not pairs:
+        ui.show_error("No usable pairs in the file.")
+        return
+    c1, c2 = st.columns(2)
+    targets = {"heads (z)": "z", "residual stream": "resid", "attention output": "attn", "MLP output": "mlp"}
+    tname = c1.selectbox("Patched activation", list(targets), key="he_set_target")
+    direction = c2.radio("Direction", ["denoise", "noise"], key="he_set_direction", horizontal=True)
+    target = targets[tname]
+    same_len = len({p.T for p in pairs}) == 1
+    per_position = target != "z" and same_len and st.checkbox("Per position (all pairs have the same length)",
+                                                              key="he_set_pp")
+    maps, gaps = [], []
+    bar = st.progress(0.0, text="Patching the pairs")
+    for i, pr in enumerate(pairs):
+        res = patched(ctx.model_name, ctx.device, tuple(pr.clean), tuple(pr.corrupt), pr.answer, pr.distractor,
+                      pr.pos, target, per_position, direction)
+        maps.append(res.normalised)
+        gaps.append(res.clean_ld - res.corrupt_ld)
+        bar.progress((i + 1) / len(pairs), text=f"Patching the pairs: {i + 1}/{len(pairs)}")
+    bar.empty()
+    stack = np.stack(maps)
+    finite = np.isfinite(stack).any(0)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = np.where(finite, np.nanmean(stack, 0), np.nan)
+        std = np.where(finite, np.nanstd(stack, 0), np.nan)
+    undefined = int(sum(abs(g) < 1e-6 for g in gaps))
+    st.caption(ui.plain(
+        f"{len(pairs)} pairs; mean and standard deviation of the normalised logit difference (corrupted 0, "
+        f"clean 1) over the pairs" + (f"; {undefined} pair(s) whose clean and corrupted runs agree are "
+                                     "left out (nothing to normalise)" if undefined else "") +
+        f". Each pair is read at its last position. Clean − corrupted logit difference: mean "
+        f"{np.mean(gaps):+.3f}, from {np.min(gaps):+.3f} to {np.max(gaps):+.3f}."))
+    meta = ui.meta_for(ctx, prompt_set=name, pairs=len(pairs), target=target, direction=direction)
+    idx = np.indices(mean.shape).reshape(mean.ndim, -1)
+    dims = ("layer", "head") if target == "z" else ("layer", "position") if per_position else ("layer",)
+    df = pd.DataFrame({d: idx[i] for i, d in enumerate(dims)})
+    df["mean"], df["std"], df["n"] = mean.reshape(-1), std.reshape(-1), np.isfinite(stack).sum(0).reshape(-1)
+    if target == "z":
+        left, right = st.columns(2)
+        with left:
+            ch = E.head_map(df, "mean", legend_title="mean", title=f"Mean over {len(pairs)} pairs ({direction})")
+            st.altair_chart(ch, width="content")
+        with right:
+            sp = E.head_map(df, "std", legend_title="std", title="Spread (standard deviation)",
+                            domain=[-float(np.nanmax(std)) if np.isfinite(std).any() else -1,
+                                    float(np.nanmax(std)) if np.isfinite(std).any() else 1])
+            st.altair_chart(sp, width="content")
+    elif per_position:
+        labels = [f"{i}" for i in range(pairs[0].T)]
+        ch = E.layer_pos_map(df, labels, "mean", legend_title="mean", title=f"Mean over {len(pairs)} pairs")
+        st.altair_chart(ch, width="content")
+        sp = E.layer_pos_map(df, labels, "std", legend_title="std", title="Spread (standard deviation)")
+        st.altair_chart(sp, width="content")
+    else:
+        ch = E.layer_bars(df, title=f"{tname}: mean ± std over {len(pairs)} pairs ({direction})")
+        st.altair_chart(ch, width="content")
+    ui.download_buttons(df, ch, f"patch_set_{target}_{direction}", meta, key="he_set")
+    per_pair = pd.DataFrame({"row": rows, "clean_minus_corrupted": gaps})
+    with st.expander("Per pair"):
+        st.dataframe(per_pair, hide_index=True, width="stretch")
+
+
+if source == "One prompt pair":
+    one_pair()
+else:
+    prompt_set()
