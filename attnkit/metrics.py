@@ -12,7 +12,7 @@ import torch
 
 __all__ = [
     "entropy", "normalised_entropy", "first_token_mass", "diagonal_mass", "head_scores",
-    "induction_scores", "induction_on_text", "HEAD_STATS", "repeated_random_tokens",
+    "induction_scores", "induction_on_text", "HEAD_STATS", "repeated_random_tokens", "induction_scores_tl",
 ]
 
 #: The head statistics offered by :func:`head_scores`, with a short description.
@@ -128,8 +128,23 @@ def induction_scores(weights, n: int = 50, batch: int = 4, seed: int = 0) -> tor
     return diag[..., 1:].mean(dim=(-1, 1))                              # queries i ≥ n, mean over batch
 
 
-def head_table(weights, ids, induction_n: int = 50):
-    """Per-head scores as rows (layer, head, stat…): on ``ids`` plus induction on repeated random tokens."""
+def induction_scores_tl(weights, bos_id: int, n: int = 50, batch: int = 10, seed: int = 0) -> torch.Tensor:
+    """[L, H] induction score by TransformerLens's recipe (as in its induction-head tutorials): a BOS
+    token, then n random tokens, then the same n again; the mean over the batch and over the *whole*
+    diagonal at offset −(n − 1), a_{i, i−n+1} for i = n−1 … 2n (2 of its n + 2 cells lie before the
+    repeat, so a perfect head scores n/(n + 2))."""
+    from .model import run
+
+    n = min(n, (weights.config.n_ctx - 1) // 2)
+    half = repeated_random_tokens(n, weights.config.d_vocab, seed=seed, batch=batch)
+    ids = torch.cat([torch.full((batch, 1), int(bos_id), dtype=half.dtype), half], dim=1).to(weights.device)
+    pats = run(weights, ids, capture=["pattern"]).stack("pattern")      # [L, B, H, 2n+1, 2n+1]
+    return torch.diagonal(pats, offset=-(n - 1), dim1=-2, dim2=-1).mean(dim=(-1, 1))
+
+
+def head_table(weights, ids, induction_n: int = 50, bos_id: int | None = None):
+    """Per-head scores as rows (layer, head, stat…): on ``ids`` plus induction on repeated random tokens
+    (and, given the model's ``bos_id``, by TransformerLens's recipe too)."""
     import pandas as pd
 
     from .model import run
@@ -137,6 +152,7 @@ def head_table(weights, ids, induction_n: int = 50):
     pats = run(weights, ids, capture=["pattern"]).stack("pattern")[:, 0]        # [L, H, T, T]
     scores = head_scores(pats, ids)
     ind = induction_scores(weights, n=induction_n)
+    tl = None if bos_id is None else induction_scores_tl(weights, bos_id, n=induction_n)
     L, H = ind.shape
     rows = []
     for l in range(L):
@@ -144,6 +160,8 @@ def head_table(weights, ids, induction_n: int = 50):
             row = {"layer": l, "head": h}
             row.update({k: float(v[l, h]) for k, v in scores.items()})
             row["induction (random repeats)"] = float(ind[l, h])
+            if tl is not None:
+                row["induction (TL recipe)"] = float(tl[l, h])
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -173,10 +191,14 @@ def cli(argv=None) -> int:
         print(f"attnkit heads: {e}", file=sys.stderr)
         return 2
     ids, dropped = truncate(m.encode(text), m.config.n_ctx)
-    df = head_table(m.weights, ids, a.induction_n)
+    bos = getattr(m.tokenizer, "bos_token_id", None) if getattr(m, "tokenizer", None) is not None else None
+    df = head_table(m.weights, ids, a.induction_n, bos_id=bos)
     print(f"model {a.model}: {len(ids)} tokens of text" + (f" ({dropped} dropped)" if dropped else "")
-          + f"; induction on {a.induction_n} random tokens repeated twice (4 sequences)")
+          + f"; induction on {a.induction_n} random tokens repeated twice (4 sequences)"
+          + ("" if bos is None else f"; TL recipe: BOS (id {bos}) + the same, 10 sequences, whole diagonal"))
     show = ["previous-token", "first-token", "self", "duplicate-token", "induction", "induction (random repeats)"]
+    if bos is not None:
+        show.append("induction (TL recipe)")
     for stat in show:
         best = df.nlargest(a.top, stat)[["layer", "head", stat]]
         print(f"\nbest heads by {stat}:")

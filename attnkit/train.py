@@ -1,56 +1,58 @@
 """Retrain the shipped ``attnkit-tiny`` model: ``python -m attnkit train-default``.
 
 attnkit-tiny is a 4-layer, 8-head, 256-wide GPT-2 (``transformers.GPT2LMHeadModel``)
-with a byte-level BPE tokenizer (vocab 8192) trained from scratch on text that
-ships with Debian packages, so the dashboard works fully offline. It is *not*
-OpenAI's GPT-2: no OpenAI weights or tokenizer files are used.
+with 1,024 positions and a byte-level BPE tokenizer (vocab 8192) trained from
+scratch on text that ships with Debian packages, so the dashboard works fully
+offline. It is *not* OpenAI's GPT-2: no OpenAI weights or tokenizer files are used.
 
 Corpus (Debian 12 "bookworm" packages, read from the local file system)
 -----------------------------------------------------------------------
-Versions used for the shipped model: python3.11-doc 3.11.2-6+deb12u9,
-debian-reference-en 2.100, fortunes-min 1:1.99.1-7.3, fortunes-zh 2.98.
+``SOURCES`` below lists each package, the paths read and its licence (see
+/usr/share/doc/<pkg>/copyright); the model card records the versions and the
+characters taken from each. Mostly English prose: the full ``fortunes`` set
+(without the offensive one and ``ascii-art``), The Devil's Dictionary
+(``dict-devil``), the Jargon File (``jargon-text``), WordNet's glosses that carry an
+example sentence (``wordnet-base``); then documentation (Debian Handbook, FAQ and
+Reference; the Python tutorial, FAQ and HOWTOs only) and Chinese (``fortunes-zh``).
+Install them with::
 
-==================== ================================================ ===================================
-apt package          paths read                                       licence (see /usr/share/doc/<pkg>/copyright)
-==================== ================================================ ===================================
-python3.11-doc       /usr/share/doc/python3.11/html/_sources/**/*.txt  Python License (PSF License Version 2)
-debian-reference-en  /usr/share/debian-reference/*.en.html              GPL-2+ (Osamu Aoki, Debian Reference)
-                     (= /usr/share/doc/debian-reference-en/docs),
-                     HTML tags stripped
-fortunes-min         /usr/share/games/fortunes/{fortunes,literature,    BSD-3-Clause (fortune-mod, UC Regents)
-                     riddles}
-fortunes-zh          /usr/share/games/fortunes/{chinese,tang300,        GPL-3.0+ (Yu Guanghui)
-                     song100}  (Chinese; ANSI colour codes stripped)
-==================== ================================================ ===================================
+    apt-get install fortunes fortunes-min fortunes-zh dict-devil jargon-text wordnet-base \
+        debian-handbook debian-faq debian-reference-en python3.11-doc
 
-The text is mostly English (Python documentation, Debian Reference, English
-fortunes) with some Chinese (fortunes-zh: Chinese fortunes, Tang and Song poems).
 Long files are cut into documents of at most ~4000 characters at paragraph
-boundaries; every fortune is one document. The documents are shuffled with the
-seed and every 50th document is held out as the validation split. Documents are
-joined with ``<|endoftext|>`` like GPT-2.
+boundaries; every fortune is one document, 40 WordNet synsets are one document.
+The documents are shuffled with the seed and every 50th document is held out as
+the validation split. Documents are joined with ``<|endoftext|>`` like GPT-2.
 
 Pipeline
 --------
 1. build the corpus (above), 2. train a byte-level BPE tokenizer with the
 ``tokenizers`` library (GPT-2 ByteLevel pre-tokenizer, ``<|endoftext|>`` as
-bos/eos/unk) and save it so ``AutoTokenizer.from_pretrained`` gives a GPT-2 fast
-tokenizer, 3. train ``GPT2LMHeadModel`` with AdamW, linear warmup + cosine decay,
-batches of random 256-token windows from the training stream, 4. save with
-``save_pretrained(safe_serialization=True)``, evaluate on the whole validation
-split next to an add-one-smoothed unigram baseline, and write ``MODEL_CARD.md``.
+bos/eos/unk; the words of ``REQUIRED_TOKENS`` boosted so they are single tokens)
+and save it so ``AutoTokenizer.from_pretrained`` gives a GPT-2 fast tokenizer,
+3. train ``GPT2LMHeadModel`` with AdamW, linear warmup + cosine (or
+warmup-stable-decay) schedule, batches of random windows from the training stream,
+optionally mixed with induction-friendly rows (``--text-repeat``: a span of natural
+text repeated; ``--random-repeat``: a span of random tokens repeated), trained on
+short windows (``--train-block``) with some rows at random position offsets
+(``--pos-shift``) and on full-context windows from ``--long-start`` on,
+4. save with ``save_pretrained(safe_serialization=True)``, evaluate on the whole
+validation split (nats/token and bits per UTF-8 byte, optionally for an older model
+too: ``--compare-with``) next to an add-one-smoothed unigram baseline, measure the
+heads with attnkit's own metrics, and write ``MODEL_CARD.md``.
 
 Everything is seeded (Python, NumPy-free, torch), so the same command on the same
-machine and library versions reproduces the same weights. Example::
+machine and library versions reproduces the same weights. Examples::
 
     python -m attnkit train-default --out attnkit/models/attnkit-tiny --steps 1800
     python -m attnkit train-default --tiny-test --out /tmp/tiny   # seconds, for tests
 
 ``--minutes M`` makes a time-boxed run (warmup-stable-decay schedule whose decay
-start and length are chosen from the measured speed, with a hard stop at M
-minutes); the model card then records the equivalent fixed command
-(``--schedule wsd --decay-start D --steps T [--stop-after N]``), which replays the
-run exactly. SIGUSR1 stops training after the current step (recorded the same way).
+start, long-window start and length are chosen from the measured speed, with a
+hard stop at M minutes); the model card then records the equivalent fixed command
+(``--schedule wsd --decay-start D [--long-start S] --steps T [--stop-after N]``),
+which replays the run exactly. SIGUSR1 stops training after the current step
+(recorded the same way).
 """
 from __future__ import annotations
 
@@ -71,17 +73,47 @@ VAL_EVERY = 50
 MAX_DOC_CHARS = 4000
 
 FORTUNES = "/usr/share/games/fortunes"
+#: the English files of the ``fortunes`` package (fortune-mod's full set, not the offensive one;
+#: ``ascii-art`` left out: pictures, not text)
+FORTUNE_FILES = ["art", "computers", "cookie", "debian", "definitions", "disclaimer", "drugs", "education",
+                 "ethnic", "food", "goedel", "humorists", "kids", "knghtbrd", "law", "linux", "linuxcookie",
+                 "love", "magic", "medicine", "men-women", "miscellaneous", "news", "paradoxum", "people",
+                 "perl", "pets", "platitudes", "politics", "pratchett", "science", "songs-poems", "sports",
+                 "startrek", "tao", "translate-me", "wisdom", "work", "zippy"]
+PYDOC = "/usr/share/doc/python3.11/html/_sources"
+WORDNET = "/usr/share/wordnet"
 SOURCES = [
     # (apt package, licence, glob patterns, kind)
-    ("python3.11-doc", "Python License (PSF License Version 2)",
-     ["/usr/share/doc/python3.11/html/_sources/**/*.txt"], "text"),
-    ("debian-reference-en", "GPL-2+ (Osamu Aoki)",
-     ["/usr/share/debian-reference/*.en.html"], "html"),
+    ("fortunes", "BSD-3-Clause (Regents of the University of California)",
+     [f"{FORTUNES}/{f}" for f in FORTUNE_FILES], "fortune"),
     ("fortunes-min", "BSD-3-Clause (Regents of the University of California)",
      [f"{FORTUNES}/fortunes", f"{FORTUNES}/literature", f"{FORTUNES}/riddles"], "fortune"),
+    ("dict-devil", "public domain (Ambrose Bierce, The Devil's Dictionary, 1911)",
+     ["/usr/share/dictd/devil.dict.dz"], "gz"),
+    ("jargon-text", "public domain (the Jargon File 4.4.7)",
+     ["/usr/share/doc/jargon-text/jargon.txt.gz"], "gz"),
+    ("wordnet-base", "WordNet 3.0 licence (Princeton University; permissive, BSD-like)",
+     [f"{WORDNET}/data.noun", f"{WORDNET}/data.verb", f"{WORDNET}/data.adj", f"{WORDNET}/data.adv"],
+     "wordnet"),
+    ("debian-handbook", "GPL-2.0+ or CC-BY-SA-3.0 (Raphaël Hertzog, Roland Mas)",
+     ["/usr/share/doc/debian-handbook/html/en-US/*.html"], "html"),
+    ("debian-faq", "verbatim/modified copies permitted (Software in the Public Interest)",
+     ["/usr/share/doc/debian/FAQ/debian-faq.en.txt.gz"], "gz"),
+    ("debian-reference-en", "GPL-2+ (Osamu Aoki)",
+     ["/usr/share/debian-reference/*.en.html"], "html"),
+    ("python3.11-doc", "Python License (PSF License Version 2)",
+     [f"{PYDOC}/tutorial/*.txt", f"{PYDOC}/faq/*.txt", f"{PYDOC}/howto/*.txt"], "text"),
     ("fortunes-zh", "GPL-3.0+ (Yu Guanghui)",
      [f"{FORTUNES}/chinese", f"{FORTUNES}/tang300", f"{FORTUNES}/song100"], "fortune"),
 ]
+
+#: words that must be single tokens with their leading space (the default prompt's words, the
+#: names the seeds' examples use). The tokenizer's training texts get each of them
+#: ``REQUIRED_BOOST`` extra times, so BPE merges them whatever their count in the corpus.
+REQUIRED_TOKENS = ["The", " animal", " didn", "'t", " cross", " the", " street", " because", " it",
+                   " was", " too", " tired", " Mary", " John", " store", " went", " to", " gave",
+                   " a", " drink", " When", " and"]
+REQUIRED_BOOST = 3000
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -118,6 +150,7 @@ def html_to_text(raw: str) -> str:
     parser.feed(raw)
     text = "".join(parser.parts)
     text = re.sub(r"[ \t\r\f\v]+\n", "\n", text)
+    text = re.sub(r"\n\t+", "\n", text)   # HTML source indentation (tabs), not content
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
@@ -138,8 +171,29 @@ def chunk(text: str, max_chars: int = MAX_DOC_CHARS) -> list[str]:
     return docs
 
 
+def wordnet_lines(raw: str) -> list[str]:
+    """``lemma, lemma: gloss; "example"`` for every WordNet synset whose gloss has an example sentence."""
+    lines = []
+    for line in raw.splitlines():
+        if line.startswith("  ") or " | " not in line:
+            continue
+        head, gloss = line.split(" | ", 1)
+        if '"' not in gloss:
+            continue
+        f = head.split()
+        words = [re.sub(r"\(\w+\)$", "", f[4 + 2 * i]).replace("_", " ") for i in range(int(f[3], 16))]
+        lines.append(f"{', '.join(dict.fromkeys(words))}: {gloss.strip()}")
+    return lines
+
+
 def read_source(kind: str, path: str) -> list[str]:
+    if kind == "gz":
+        import gzip
+        return chunk(gzip.decompress(Path(path).read_bytes()).decode("utf-8", errors="replace"))
     raw = Path(path).read_text(encoding="utf-8", errors="replace")
+    if kind == "wordnet":   # 40 synsets a document, in the file's (topical) order
+        lines = wordnet_lines(raw)
+        return ["\n".join(lines[i:i + 40]) for i in range(0, len(lines), 40)]
     if kind == "fortune":
         raw = ANSI.sub("", raw)
         return [d.strip("\n") for d in re.split(r"^%\s*$", raw, flags=re.M) if d.strip()]
@@ -185,7 +239,7 @@ def build_corpus(seed: int, corpus_limit: int | None, corpus_file: str | None):
 
 
 # --------------------------------------------------------------------------- tokenizer
-def train_tokenizer(texts: list[str], vocab_size: int, out: Path, max_len: int = 256):
+def train_tokenizer(texts: list[str], vocab_size: int, out: Path, max_len: int = 256, required: bool = True):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import GPT2TokenizerFast
 
@@ -196,7 +250,8 @@ def train_tokenizer(texts: list[str], vocab_size: int, out: Path, max_len: int =
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size, min_frequency=2, special_tokens=[EOT],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
+    boost = [" ".join(REQUIRED_TOKENS)] * REQUIRED_BOOST if required else []
+    tok.train_from_iterator(list(texts) + boost, trainer=trainer, length=len(texts) + len(boost))
     out.mkdir(parents=True, exist_ok=True)
     hf = GPT2TokenizerFast(tokenizer_object=tok, bos_token=EOT, eos_token=EOT, unk_token=EOT,
                            add_prefix_space=False, clean_up_tokenization_spaces=False,
@@ -209,6 +264,11 @@ def train_tokenizer(texts: list[str], vocab_size: int, out: Path, max_len: int =
 def load_tokenizer(folder: Path):
     from transformers import AutoTokenizer
     return AutoTokenizer.from_pretrained(str(folder))
+
+
+def single_tokens(tokenizer, words=REQUIRED_TOKENS) -> list[str]:
+    """The words of ``words`` that the tokenizer does *not* keep as one token."""
+    return [w for w in words if len(tokenizer.encode(w, add_special_tokens=False)) != 1]
 
 
 def round_trips(tokenizer, text: str) -> bool:
@@ -254,7 +314,9 @@ def eval_windows(ids, block: int):
     return x, y, extra
 
 
-def full_loss(model, ids, block: int, batch: int = 16) -> float:
+def nll_sum(model, ids, block: int, batch: int = 16, skip_target: int | None = None) -> tuple[float, int]:
+    """Summed cross-entropy (nats) over non-overlapping ``block`` windows covering ``ids``, and the
+    number of targets scored (targets equal to ``skip_target`` are not scored)."""
     import torch
     import torch.nn.functional as F
     x, y, extra = eval_windows(ids, block)
@@ -266,10 +328,27 @@ def full_loss(model, ids, block: int, batch: int = 16) -> float:
             chunks.append(extra)
         for xb, yb in chunks:
             logits = model(input_ids=xb).logits
-            total += float(F.cross_entropy(logits.flatten(0, 1), yb.flatten(), reduction="sum"))
-            count += yb.numel()
+            if skip_target is not None:
+                yb = yb.masked_fill(yb == skip_target, -100)
+            total += float(F.cross_entropy(logits.flatten(0, 1), yb.flatten(), reduction="sum", ignore_index=-100))
+            count += int((yb != -100).sum())
     model.train()
+    return total, count
+
+
+def full_loss(model, ids, block: int, batch: int = 16) -> float:
+    total, count = nll_sum(model, ids, block, batch)
     return total / max(count, 1)
+
+
+def bits_per_byte(model, tokenizer, docs: list[tuple[str, str]], block: int) -> float:
+    """Bits per UTF-8 byte of ``docs`` (each after an ``<|endoftext|>``, in ``block``-token windows):
+    the nats of every text token over ln 2 and the documents' byte count. Separators are given, not
+    scored, so models with different tokenizers are compared on the same bytes."""
+    ids = encode_stream(tokenizer, docs)
+    eot = tokenizer.convert_tokens_to_ids(EOT)
+    total, _ = nll_sum(model, ids, block, skip_target=eot)
+    return total / math.log(2) / sum(len(d.encode("utf-8")) for _, d in docs)
 
 
 def sample_batch(ids, batch: int, block: int, gen):
@@ -278,6 +357,46 @@ def sample_batch(ids, batch: int, block: int, gen):
     offs = torch.arange(block + 1)
     w = ids[starts[:, None] + offs]
     return w[:, :-1], w[:, 1:]
+
+
+def sample_mixed_batch(ids, batch: int, block: int, gen, vocab: int, p_text_rep: float = 0.0,
+                       p_rand_rep: float = 0.0, bos: int | None = None, p_shift: float = 0.0,
+                       n_positions: int | None = None, span=(8, 128)):
+    """Training rows: natural windows of ``ids``, or (with probability ``p_text_rep``) a span of
+    natural text repeated until the window is full, or (``p_rand_rep``) a span of uniformly random
+    tokens repeated (its first copy is not scored: it cannot be predicted). Repeat rows start with
+    the bos token half of the time. A natural row gets a random position offset in
+    [0, n_positions - block] with probability ``p_shift`` (trains the positions beyond ``block``).
+
+    Returns (x, y, position_ids or None); y = -100 where not scored.
+    """
+    import torch
+    x, y = sample_batch(ids, batch, block, gen)
+    y = y.clone()
+    u = torch.rand(batch, generator=gen)
+    pos = None
+    shift_max = (n_positions or block) - block
+    for r in range(batch):
+        kind = "text" if u[r] < p_text_rep else "rand" if u[r] < p_text_rep + p_rand_rep else "nat"
+        if kind == "nat":
+            if p_shift > 0 and shift_max > 0 and float(torch.rand(1, generator=gen)) < p_shift:
+                if pos is None:
+                    pos = torch.arange(block).repeat(batch, 1)
+                pos[r] += int(torch.randint(0, shift_max + 1, (1,), generator=gen))
+            continue
+        hi = min(span[1], max(span[0], block // 2))   # at least one full repeat fits in the window
+        L = int(torch.randint(min(span[0], hi), hi + 1, (1,), generator=gen))
+        if kind == "text":
+            s0 = int(torch.randint(0, len(ids) - L, (1,), generator=gen))
+            seg = ids[s0:s0 + L]
+        else:
+            seg = torch.randint(0, vocab, (L,), generator=gen)
+        lead = [] if bos is None or float(torch.rand(1, generator=gen)) < 0.5 else [bos]
+        w = torch.cat([torch.tensor(lead, dtype=torch.long), seg.repeat(block // L + 2)])[:block + 1]
+        x[r], y[r] = w[:-1], w[1:]
+        if kind == "rand":
+            y[r, :len(lead) + L - 1] = -100
+    return x, y, pos
 
 
 def lr_at(step: int, total: int, warmup: int, peak: float, floor_frac: float = 0.1,
@@ -378,6 +497,35 @@ def _stages_text(info: dict) -> str:
     return "\n".join(lines)
 
 
+PROSE = ("fortunes", "fortunes-min", "dict-devil", "jargon-text", "wordnet-base")
+DOCS = ("debian-handbook", "debian-faq", "debian-reference-en", "python3.11-doc")
+HEADS_CMD = "python -m attnkit heads --model attnkit-tiny --top 3 --markdown"
+
+
+def head_report(folder: Path, top: int = 3) -> tuple[str, dict]:
+    """Markdown tables of the best heads, measured by attnkit on the saved model exactly as
+    ``python -m attnkit heads`` does (its built-in paragraph; induction on 4 x 50 random tokens
+    repeated, and TransformerLens's recipe), and the best score per statistic."""
+    from .loading import load
+    from .metrics import _DEFAULT_TEXT, _markdown, head_table
+    from .prompts import truncate
+
+    m = load(str(folder), "cpu")
+    ids, _ = truncate(m.encode(_DEFAULT_TEXT), m.config.n_ctx)
+    df = head_table(m.weights, ids, 50, bos_id=m.tokenizer.bos_token_id)
+    parts, best = [], {}
+    for stat in ("previous-token", "first-token", "self", "duplicate-token", "induction",
+                 "induction (random repeats)", "induction (TL recipe)"):
+        top_df = df.nlargest(top, stat)[["layer", "head", stat]]
+        best[stat] = {"layer": int(top_df.iloc[0]["layer"]), "head": int(top_df.iloc[0]["head"]),
+                      "score": float(top_df.iloc[0][stat])}
+        parts.append(f"best heads by {stat}:\n{_markdown(top_df)}")
+    sinks = df[df["first-token"] >= 0.5]   # attention sinks: half or more of the mass on position 0
+    best["sink_heads"] = [(int(l), int(h), float(f))
+                          for l, h, f in zip(sinks["layer"], sinks["head"], sinks["first-token"])]
+    return "\n\n".join(parts), best
+
+
 def write_card(out: Path, info: dict) -> None:
     vers = info.get("package_versions", {})
     src_rows = "\n".join(
@@ -394,6 +542,10 @@ def write_card(out: Path, info: dict) -> None:
                       f"decay start was chosen by the time box `--minutes`)")
     else:
         sched_text = f"{info['warmup']} warmup steps then cosine decay to 10%"
+    if info.get("long_start") is not None:
+        sched_text += (f"; from step {info['long_start']:,} on (chosen by the time box as its last "
+                       f"{round(100 * (1 - info.get('long_frac', 0.9)))}% of the time) windows of "
+                       f"{c['n_positions']} tokens, batch {max(1, info['batch'] * info['short_block'] // c['n_positions'])}")
     if info.get("schedule_steps", info["steps"]) != info["steps"]:
         sched = (f" (stopped early: the warmup + cosine schedule was planned for "
                  f"{info['schedule_steps']:,} steps)")
@@ -421,6 +573,10 @@ tied input/output embeddings, GELU MLP (4x), pre-LayerNorm, learned positions.
   document separator. Files: `tokenizer.json`, `vocab.json`, `merges.txt`,
   `tokenizer_config.json`; `AutoTokenizer.from_pretrained` gives a GPT-2 fast tokenizer.
   Byte-level, so any UTF-8 text (English, Chinese, emoji) round-trips exactly.
+  So that the seeds' example words are single tokens with their leading space
+  ({', '.join('`' + w.replace(' ', '␣') + '`' for w in REQUIRED_TOKENS)}), the
+  tokenizer's training texts (not the model's) also hold these words {REQUIRED_BOOST:,} times;
+  the run stops if any of them is split.
 
 ## Training corpus
 
@@ -434,8 +590,7 @@ Text shipped by Debian 12 packages, read from the local file system:
 codes are removed from the fortunes. Long files are cut into documents of at most
 ~{MAX_DOC_CHARS} characters at paragraph boundaries, each fortune is one document.
 Documents are shuffled (seed {info['seed']}) and every {VAL_EVERY}th is held out for validation.
-Mostly English (Python documentation, Debian Reference, fortunes) with some
-Chinese (fortunes-zh).
+{_share_text(info)}
 
 - documents: {info['n_train_docs']:,} train / {info['n_val_docs']:,} validation
 - characters: {info['corpus_chars']:,}
@@ -445,8 +600,9 @@ Chinese (fortunes-zh).
 
 AdamW (betas 0.9/0.95, weight decay {info['weight_decay']} on matrices), peak LR {info['lr']},
 {sched_text}, gradient clipping 1.0,
-batches of {info['batch']} random {c['n_positions']}-token windows, {info['steps']:,} steps{sched},
-seed {info['seed']}, {info['threads']} CPU thread(s), float32.{_last_stage_note(info)}
+batches of {info['batch']} random {info.get('short_block', c['n_positions'])}-token windows, {info['steps']:,} steps{sched},
+seed {info['seed']}, {info['threads']} CPU thread(s), {_precision_text(info)}.{_last_stage_note(info)}
+{_mixture_text(info)}
 
 - tokens seen: {info['tokens_seen']:,} (about {info['epochs']:.2f} epochs of the training split)
 - wall time: {info['train_seconds'] / 60:.1f} min ({info['tokens_per_s']:,.0f} tokens/s on CPU)
@@ -459,11 +615,13 @@ seed {info['seed']}, {info['threads']} CPU thread(s), float32.{_last_stage_note(
 Model losses are measured after training in non-overlapping {c['n_positions']}-token windows over
 the whole validation split and over a fixed {info['train_eval_tokens']:,}-token slice of the training
 split; the unigram baseline is scored on exactly the same target tokens.
-Validation perplexity: {math.exp(info['final_val_loss']):.1f} (unigram: {math.exp(info['unigram_val']):.1f}).
+Validation perplexity: {math.exp(info['final_val_loss']):.1f} (unigram: {math.exp(info['unigram_val']):.1f}).{_short_loss_text(info)}
+
+{_bpb_text(info)}
 
 ## Head structure
 
-_To be filled by `python -m attnkit heads --model attnkit-tiny`._
+{info.get('head_report') or '_Run `' + HEADS_CMD + '` for the per-head scores._'}
 
 ## Reproduce
 
@@ -475,6 +633,70 @@ The same command with the same versions and Debian package versions reproduces t
 (CPU float32; results may differ across CPUs or library versions at the last digits).
 """
     (out / "MODEL_CARD.md").write_text(card, encoding="utf-8")
+
+
+def _share_text(info: dict) -> str:
+    sc, total = info["source_chars"], max(1, info["corpus_chars"])
+    prose = sum(sc.get(k, 0) for k in PROSE) / total
+    docs = sum(sc.get(k, 0) for k in DOCS) / total
+    zh = sc.get("fortunes-zh", 0) / total
+    if info.get("corpus_file"):
+        return ""
+    return (f"By characters: {prose:.0%} English prose and glosses (fortunes, The Devil's Dictionary, the Jargon\n"
+            f"File, WordNet's glosses with their example sentences), {docs:.0%} documentation (Debian\n"
+            f"Handbook, FAQ and Reference, the Python tutorial, FAQ and HOWTOs; "
+            f"{sc.get('python3.11-doc', 0) / total:.0%} Python),\n{zh:.0%} Chinese (fortunes-zh).")
+
+
+def _sink_text(best: dict) -> str:
+    sinks = best.get("sink_heads") or []
+    if not sinks:
+        return "First-token (attention sink) heads: none puts half or more of its attention on position 0."
+    return ("First-token (attention sink) heads, half or more of their attention on position 0: "
+            + ", ".join(f"layer {l} head {h} ({f:.2f})" for l, h, f in sinks) + ".")
+
+
+def _precision_text(info: dict) -> str:
+    if info.get("bf16"):
+        return "float32 weights and optimizer, bfloat16 autocast in the training forward pass (evaluation in float32)"
+    return "float32"
+
+
+def _mixture_text(info: dict) -> str:
+    tr, rr, ps = info.get("text_repeat", 0), info.get("random_repeat", 0), info.get("pos_shift", 0)
+    if not (tr or rr or ps):
+        return ""
+    lines = ["", "Training data mixture (each row of each batch drawn independently, from step 0):"]
+    if tr:
+        lines.append(f"- {tr:.0%}: a span of 8-128 tokens of natural training text, repeated until the window "
+                     "is full (half of them after an `<|endoftext|>`): induction-friendly, the model can lower "
+                     "its loss by copying what followed the earlier occurrence of the current token;")
+    if rr:
+        lines.append(f"- {rr:.0%}: a span of 8-128 uniformly random token ids, repeated the same way; the first "
+                     "copy is not scored (it cannot be predicted), only the repeats;")
+    nat = 1 - tr - rr
+    lines.append(f"- {nat:.0%}: ordinary windows of the training stream" + (
+        f"; {ps:.0%} of those in the short phase are given a random position offset in "
+        f"[0, {info['config']['n_positions'] - info.get('short_block', 0)}] (position_ids), so the positions "
+        "beyond the short window are trained from the start." if ps else "."))
+    return "\n".join(lines)
+
+
+def _short_loss_text(info: dict) -> str:
+    if info.get("val_loss_short") is None:
+        return ""
+    return (f" In {info['short_block']}-token windows (the short training window) the validation loss is "
+            f"{info['val_loss_short']:.3f}.")
+
+
+def _bpb_text(info: dict) -> str:
+    bpb = info.get("bits_per_byte") or {}
+    if not bpb:
+        return ""
+    rows = "\n".join(f"| {k} | {v:.3f} |" for k, v in bpb.items())
+    return (f"Bits per UTF-8 byte on the validation split ({info.get('val_bytes', 0):,} bytes; every text "
+            "token scored, the `<|endoftext|>` separators given but not scored), comparable across "
+            f"tokenizers:\n\n| model | bits/byte |\n|---|---|\n{rows}")
 
 
 # --------------------------------------------------------------------------- main
@@ -510,6 +732,22 @@ def parse_args(argv):
     p.add_argument("--n-embd", type=T.positive_int, default=256)
     p.add_argument("--n-positions", type=T.int_at_least(2), default=256)
     p.add_argument("--eval-every", type=T.positive_int, default=100)
+    p.add_argument("--train-block", type=T.int_at_least(2), default=None,
+                   help="training window (default: --n-positions); windows of --n-positions from --long-start on")
+    p.add_argument("--long-start", type=T.nonneg_int, default=None,
+                   help="from this step on, train on --n-positions windows (batch scaled to keep tokens/step)")
+    p.add_argument("--long-frac", type=T.positive_float, default=0.9,
+                   help="with --minutes and --train-block: switch to long windows at this fraction of the time")
+    p.add_argument("--text-repeat", type=float, default=0.0,
+                   help="share of training rows that are a span of natural text repeated (induction-friendly)")
+    p.add_argument("--random-repeat", type=float, default=0.0,
+                   help="share of training rows that are a span of random tokens repeated")
+    p.add_argument("--pos-shift", type=float, default=0.0,
+                   help="share of natural short rows placed at a random position offset (trains later positions)")
+    p.add_argument("--bf16", action="store_true", help="bfloat16 autocast for the training forward pass "
+                   "(weights, optimizer and evaluation stay float32)")
+    p.add_argument("--compare-with", default=None,
+                   help="also measure this (older) model folder's bits per byte on the new validation text")
     p.add_argument("--tiny-test", action="store_true",
                    help="tiny model/corpus/steps for a seconds-long end-to-end test")
     p.add_argument("--score-only", action="store_true",
@@ -524,11 +762,13 @@ def parse_args(argv):
     return a
 
 
-SCHEDULE_FLAGS = ("--minutes", "--steps", "--stop-after", "--schedule", "--decay-start")
+SCHEDULE_FLAGS = ("--minutes", "--steps", "--stop-after", "--schedule", "--decay-start", "--long-start",
+                  "--long-frac")
 
 
 def reproduce_argv(argv: list[str], steps: int, stopped_at: int | None = None,
-                   schedule: str = "cosine", decay_start: int | None = None) -> list[str]:
+                   schedule: str = "cosine", decay_start: int | None = None,
+                   long_start: int | None = None) -> list[str]:
     """The given argv with the time-dependent flags (--minutes) replaced by the schedule
     actually run: --steps, --schedule/--decay-start and, if stopped early, --stop-after."""
     out, skip = [], False
@@ -546,6 +786,8 @@ def reproduce_argv(argv: list[str], steps: int, stopped_at: int | None = None,
         out += ["--schedule", schedule]
         if decay_start is not None:
             out += ["--decay-start", str(decay_start)]
+    if long_start is not None:
+        out += ["--long-start", str(long_start)]
     out += ["--steps", str(steps)]
     if stopped_at is not None and stopped_at < steps:
         out += ["--stop-after", str(stopped_at)]
@@ -588,6 +830,9 @@ def cli(argv=None) -> int:
     for s in ROUND_TRIP_SAMPLES:
         if not round_trips(tok, s):
             raise SystemExit(f"tokenizer does not round-trip {s!r}")
+    split = single_tokens(tok) if not a.corpus_file else []
+    if split:
+        raise SystemExit(f"tokenizer splits required words: {split}")
     eot = tok.convert_tokens_to_ids(EOT)
     train_ids = encode_stream(tok, train_docs)
     val_ids = encode_stream(tok, val_docs)
@@ -596,6 +841,8 @@ def cli(argv=None) -> int:
           f"{len(val_ids):,} val ({time.time() - t0:.1f}s)", flush=True)
 
     block = a.n_positions
+    short = min(a.train_block or block, block)
+    long_start = a.long_start if short < block else None
     if len(val_ids) < block + 2:  # tiny corpora: borrow the tail of train for validation
         val_ids = train_ids[-(block + 2):]
     if len(train_ids) < block + 2:
@@ -638,7 +885,7 @@ def cli(argv=None) -> int:
         g = torch.Generator().manual_seed(eval_gen_seed)
         model.eval()
         with torch.no_grad():
-            xb, yb = sample_batch(val_ids, 16, block, g)
+            xb, yb = sample_batch(val_ids, 16, short, g)
             loss = F.cross_entropy(model(input_ids=xb).logits.flatten(0, 1), yb.flatten())
         model.train()
         return float(loss)
@@ -650,6 +897,22 @@ def cli(argv=None) -> int:
         total_steps, decay_start = 10**9, None  # fixed once 80% of the time has passed
         budget = a.minutes * 60 - (time.time() - t_start)
         print(f"--minutes {a.minutes}: {budget / 60:.1f} min of training", flush=True)
+    slow = 1.0
+    if a.minutes is not None and short < block:   # time a long step against a short one (no update)
+        long_start = None
+        def _timed(bsz, blk):
+            xd = torch.zeros(bsz, blk, dtype=torch.long)
+            t = time.time()
+            for _ in range(2):
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+                    lg = model(input_ids=xd).logits
+                F.cross_entropy(lg.float().flatten(0, 1), xd.flatten()).backward()
+            model.zero_grad(set_to_none=True)
+            return time.time() - t
+        _timed(a.batch, short)
+        slow = _timed(max(1, a.batch * short // block), block) / _timed(a.batch, short)
+        print(f"a {block}-token step takes {slow:.2f}x a {short}-token step", flush=True)
+        budget = a.minutes * 60 - (time.time() - t_start)
     stop_flag = []
     try:
         import signal
@@ -670,7 +933,13 @@ def cli(argv=None) -> int:
             if decay_start is None and el >= 0.8 * budget and len(recent) > 1:
                 rate = (len(recent) - 1) / (recent[-1] - recent[0])  # steps/s, last <=100 steps
                 decay_start = step
-                total_steps = step + max(1, int((budget - el) * rate * 0.95))
+                if short < block:   # short windows until long_frac of the time, then long ones
+                    t_long = max(el, a.long_frac * budget)
+                    long_start = step + int((t_long - el) * rate * 0.97)
+                    total_steps = long_start + max(1, int((budget - t_long) * rate / slow * 0.93))
+                    print(f"time box: long windows from step {long_start}", flush=True)
+                else:
+                    total_steps = step + max(1, int((budget - el) * rate * 0.95))
                 stop_at = total_steps
                 print(f"time box: decay from step {decay_start} to {total_steps} "
                       f"({rate:.2f} steps/s)", flush=True)
@@ -683,9 +952,14 @@ def cli(argv=None) -> int:
         lr = lr_at(step, total_steps, a.warmup, a.lr, schedule=schedule, decay_start=decay_start)
         for g_ in opt.param_groups:
             g_["lr"] = lr
-        xb, yb = sample_batch(train_ids, a.batch, block, gen)
-        logits = model(input_ids=xb).logits
-        loss = F.cross_entropy(logits.flatten(0, 1), yb.flatten())
+        is_long = long_start is not None and step >= long_start
+        blk = block if is_long else short
+        bsz = max(1, a.batch * short // block) if is_long else a.batch
+        xb, yb, pb = sample_mixed_batch(train_ids, bsz, blk, gen, V, a.text_repeat, a.random_repeat, eot,
+                                        0.0 if is_long else a.pos_shift, block)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+            logits = model(input_ids=xb, position_ids=pb).logits
+        loss = F.cross_entropy(logits.float().flatten(0, 1), yb.flatten(), ignore_index=-100)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -697,12 +971,16 @@ def cli(argv=None) -> int:
             el = time.time() - t_train
             vl = quick_val()
             tr = run_loss / run_n
-            history.append({"step": step, "train_loss": tr, "val_loss": vl, "lr": lr, "seconds": el})
+            hp, hi = head_scores(model, V, val_ids=val_ids, seed=a.seed, batch=4, rep_len=min(50, (block - 1) // 2))
+            bp, bi = max(max(r) for r in hp), max(max(r) for r in hi)
+            history.append({"step": step, "train_loss": tr, "val_loss": vl, "lr": lr, "seconds": el,
+                            "best_prev": bp, "best_induction": bi, "block": blk})
             print(f"step {step:>5}/{total_steps if total_steps < 10**9 else '?'} lr {lr:.2e} train {tr:.3f} val {vl:.3f} "
-                  f"{step * a.batch * block / el:,.0f} tok/s {el / 60:.1f} min", flush=True)
+                  f"prev {bp:.2f} ind {bi:.2f} T={blk} {step * a.batch * short / el:,.0f} tok/s {el / 60:.1f} min",
+                  flush=True)
             run_loss, run_n = 0.0, 0
     train_seconds = time.time() - t_train
-    tokens_seen = step * a.batch * block
+    tokens_seen = step * a.batch * short
 
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out), safe_serialization=True)
@@ -723,13 +1001,31 @@ def cli(argv=None) -> int:
     print(f"final: train {train_loss:.4f} val {val_loss:.4f} | unigram train {uni_train:.4f} "
           f"val {uni_val:.4f} (nats/token)", flush=True)
 
-    prev, ind = head_scores(model, V, val_ids=val_ids, seed=a.seed, bos_id=eot)
+    val_bytes = sum(len(d.encode("utf-8")) for _, d in val_docs)
+    bpb = {f"attnkit-tiny ({block}-token windows)": bits_per_byte(model, tok, val_docs, block)}
+    val_loss_short = full_loss(model, val_ids, short) if short < block else None
+    if short < block:
+        bpb[f"attnkit-tiny ({short}-token windows)"] = bits_per_byte(model, tok, val_docs, short)
+    counts = torch.bincount(train_ids, minlength=V).double() + 1.0
+    logp = counts.log() - counts.sum().log()
+    vt_text = val_ids[1:][val_ids[1:] != eot]
+    bpb["unigram baseline"] = float(-logp[vt_text].sum()) / math.log(2) / val_bytes
+    if a.compare_with:
+        old = GPT2LMHeadModel.from_pretrained(a.compare_with)
+        old_tok = load_tokenizer(Path(a.compare_with))
+        bpb[f"previous model ({a.compare_with}, {old.config.n_positions}-token windows)"] = bits_per_byte(
+            old, old_tok, val_docs, old.config.n_positions)
+        del old
+    for k_, v_ in bpb.items():
+        print(f"bits per byte on the validation text: {k_}: {v_:.4f}", flush=True)
+    prev, ind = head_scores(model, V, val_ids=val_ids, seed=a.seed, bos_id=eot, rep_len=min(50, (block - 1) // 2))
     print("head scores (previous-token on validation text; induction on random repeated tokens):")
     print(format_head_table(prev, ind), flush=True)
 
     cmd = "python -m attnkit train-default " + " ".join(reproduce_argv(
-        argv, total_steps if total_steps < 10**9 else step, step, schedule, decay_start))
-    stages = stages + [{"command": cmd.strip(), "steps": step, "tokens_seen": step * a.batch * block,
+        argv, total_steps if total_steps < 10**9 else step, step, schedule, decay_start,
+        long_start if short < block else None))
+    stages = stages + [{"command": cmd.strip(), "steps": step, "tokens_seen": tokens_seen,
                         "train_seconds": time.time() - t_train}]
     info = {
         "config": {"n_layer": a.n_layer, "n_head": a.n_head, "n_embd": a.n_embd,
@@ -745,7 +1041,10 @@ def cli(argv=None) -> int:
         "schedule": schedule, "decay_start": decay_start,
         "tokens_seen": tokens_seen, "epochs": tokens_seen / len(train_ids),
         "train_seconds": train_seconds, "tokens_per_s": tokens_seen / train_seconds,
-        "final_train_loss": train_loss, "final_val_loss": val_loss,
+        "final_train_loss": train_loss, "final_val_loss": val_loss, "val_loss_short": val_loss_short,
+        "short_block": short, "long_start": long_start if short < block else None, "bits_per_byte": bpb,
+        "val_bytes": val_bytes, "text_repeat": a.text_repeat, "random_repeat": a.random_repeat,
+        "pos_shift": a.pos_shift, "bf16": a.bf16, "long_frac": a.long_frac,
         "unigram_train": uni_train, "unigram_val": uni_val,
         "command": cmd.strip(),
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
@@ -758,6 +1057,18 @@ def cli(argv=None) -> int:
         info["epochs"] = info["tokens_seen"] / len(train_ids)
         info["train_seconds"] = sum(s_["train_seconds"] for s_ in stages)
         info["tokens_per_s"] = info["tokens_seen"] / info["train_seconds"]
+    try:
+        report, best = head_report(out)
+        info["head_report"] = (f"Per-head scores computed by attnkit (`attnkit.metrics`, from attnkit's own patterns),\n"
+                               f"measured after training with\n\n```\n{HEADS_CMD}\n```\n\non its built-in English "
+                               "paragraph and, for the induction tables, on 4 sequences of 50 random tokens repeated "
+                               "twice (attnkit's recipe: queries in the second copy only) and on 10 sequences of a BOS "
+                               "token + 50 random tokens repeated twice, averaged over the whole offset diagonal "
+                               "(TransformerLens's recipe; at most 50/52 = 0.96). Scores are fractions of attention "
+                               "mass (see `attnkit.metrics.HEAD_STATS`).\n\n" + report + "\n\n" + _sink_text(best))
+        info["best_heads"] = best
+    except Exception as e:  # noqa: BLE001 - the card must still be written
+        print(f"head report failed: {e.__class__.__name__}: {e}", flush=True)
     write_card(out, info)
     (out / "training_log.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
     print(f"saved to {out} ({time.time() - t_start:.0f}s total)", flush=True)

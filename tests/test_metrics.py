@@ -1,5 +1,6 @@
 import math
 
+import pytest
 import torch
 
 from attnkit.metrics import entropy, head_scores, induction_on_text, induction_scores, normalised_entropy
@@ -57,3 +58,33 @@ def test_heads_cli(odd_dir, capsys):
     out = capsys.readouterr().out
     assert "best heads by previous-token" in out and "| layer | head | previous-token |" in out
     assert main(["heads", "--model", str(odd_dir / "missing")]) == 2
+
+
+def test_induction_scores_tl_recipe(odd, monkeypatch):
+    """TransformerLens's recipe: BOS + n random tokens twice, mean over the whole diagonal at −(n−1)."""
+    from attnkit import metrics, model
+
+    sc = metrics.induction_scores_tl(odd.weights, bos_id=0, n=20, batch=2)
+    assert sc.shape == (3, 6) and ((sc >= 0) & (sc <= 1)).all()
+
+    n = 10
+    T = 2 * n + 1
+    perfect = torch.eye(T)                       # first copy: each token on itself
+    for i in range(n + 1, T):                    # second copy: on the token after the earlier copy
+        perfect[i] = 0
+        perfect[i, i - n + 1] = 1
+
+    class FakeTrace:
+        def stack(self, name):
+            return perfect.expand(1, 2, 1, T, T)
+
+    seen = {}
+
+    def fake_run(weights, ids, capture):
+        seen["ids"] = ids
+        return FakeTrace()
+
+    monkeypatch.setattr(model, "run", fake_run)
+    sc = metrics.induction_scores_tl(odd.weights, bos_id=7, n=n, batch=2)
+    assert (seen["ids"][:, 0] == 7).all() and (seen["ids"][:, 1:n + 1] == seen["ids"][:, n + 1:]).all()
+    assert float(sc[0, 0]) == pytest.approx(n / (n + 2))     # 2 of the n + 2 diagonal cells precede the repeat

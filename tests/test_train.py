@@ -166,3 +166,62 @@ def test_second_stage_continues_the_first(tmp_path):
     assert "Trained in 2 stages" in (second / "MODEL_CARD.md").read_text(encoding="utf-8")
     w1, w2 = load_file(str(first / "model.safetensors")), load_file(str(second / "model.safetensors"))
     assert any(not (w1[k] == w2[k]).all() for k in w1)          # it trained further
+
+
+def test_mixed_batch_rows():
+    import torch
+
+    ids = torch.arange(1000) % 97 + 1
+    gen = torch.Generator().manual_seed(0)
+    x, y, pos = train.sample_mixed_batch(ids, 64, 32, gen, vocab=50, p_text_rep=0.3, p_rand_rep=0.3, bos=0,
+                                         p_shift=1.0, n_positions=64)
+    assert x.shape == y.shape == (64, 32) and pos.shape == (64, 32)
+    assert ((pos - pos[:, :1]) == torch.arange(32)).all() and pos.max() <= 63
+    natural = (x[:, 1:] - x[:, :-1] == 1) | (x[:, 1:] == 1)      # consecutive ids of the stream
+    kinds = {"natural": 0, "masked": 0}
+    for r in range(64):
+        if (y[r] == -100).any():                                  # random repeat: first copy not scored
+            kinds["masked"] += 1
+            scored = (y[r] != -100).nonzero()[0, 0]
+            assert (y[r, :scored] == -100).all() and (y[r, scored:] != -100).all()
+        elif natural[r].all():
+            kinds["natural"] += 1
+        assert (x[r, 1:] == y[r, :-1]).all() or (y[r] == -100).any()
+    assert 0 < kinds["masked"] < 64 and 0 < kinds["natural"] < 64
+
+
+def test_time_boxed_long_phase_is_reproduced(tmp_path):
+    """Short windows, then full-context ones from a step the time box picks; the card replays it."""
+    import shlex
+
+    from safetensors.torch import load_file
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(TINY_CORPUS, encoding="utf-8")
+    flags = ["--corpus-file", str(corpus), "--n-layer", "1", "--n-head", "2", "--n-embd", "16",
+             "--n-positions", "32", "--train-block", "8", "--vocab-size", "300", "--batch", "4",
+             "--eval-every", "1000", "--warmup", "5", "--text-repeat", "0.25", "--random-repeat", "0.25",
+             "--pos-shift", "0.5", "--long-frac", "0.9"]
+    first = tmp_path / "first"
+    assert train.cli(flags + ["--out", str(first), "--minutes", "0.05"]) == 0
+    card = (first / "MODEL_CARD.md").read_text(encoding="utf-8")
+    cmd = next(line for line in card.splitlines() if line.startswith("python -m attnkit train-default"))
+    argv = shlex.split(cmd)[4:]
+    assert "--long-start" in argv and "--minutes" not in argv and "--long-frac" not in argv
+    assert "Training data mixture" in card and "bits/byte" in card
+    second = tmp_path / "second"
+    argv[argv.index("--out") + 1] = str(second)
+    assert train.cli(argv) == 0
+    a, b = load_file(str(first / "model.safetensors")), load_file(str(second / "model.safetensors"))
+    assert all((a[k] == b[k]).all() for k in a)
+
+
+def test_wordnet_lines():
+    raw = ("  1 This software and database is being provided\n"
+           "00001740 03 n 02 entity 0 thing 1 001 ~ 00001930 n 0000 | that which is perceived; "
+           '"the animal crossed the street"\n'
+           "00001741 03 n 01 being 0 000 | a definition without an example\n"
+           "00001742 00 a 02 tired(p) 0 weary 0 000 | depleted of strength; \"tired mothers\"\n")
+    assert train.wordnet_lines(raw) == [
+        'entity, thing: that which is perceived; "the animal crossed the street"',
+        'tired, weary: depleted of strength; "tired mothers"']
