@@ -193,8 +193,11 @@ def cli(argv=None) -> int:
     ids, dropped = truncate(m.encode(text), m.config.n_ctx)
     bos = getattr(m.tokenizer, "bos_token_id", None) if getattr(m, "tokenizer", None) is not None else None
     df = head_table(m.weights, ids, a.induction_n, bos_id=bos)
+    n_used = min(a.induction_n, m.config.n_ctx // 2)          # what induction_scores can fit in the context
+    shrunk = (f" (--induction-n {a.induction_n} shrunk to {n_used}: twice it must fit the context of "
+              f"{m.config.n_ctx})") if n_used != a.induction_n else ""
     print(f"model {a.model}: {len(ids)} tokens of text" + (f" ({dropped} dropped)" if dropped else "")
-          + f"; induction on {a.induction_n} random tokens repeated twice (4 sequences)"
+          + f"; induction on {n_used} random tokens repeated twice (4 sequences){shrunk}"
           + ("" if bos is None else f"; TL recipe: BOS (id {bos}) + the same, 10 sequences, whole diagonal"))
     show = ["previous-token", "first-token", "self", "duplicate-token", "induction", "induction (random repeats)"]
     if bos is not None:

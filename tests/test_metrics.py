@@ -58,6 +58,9 @@ def test_heads_cli(odd_dir, capsys):
     out = capsys.readouterr().out
     assert "best heads by previous-token" in out and "| layer | head | previous-token |" in out
     assert main(["heads", "--model", str(odd_dir / "missing")]) == 2
+    # the odd model has 256 positions: n = 500 cannot be repeated inside it, and the output says what was used
+    assert main(["heads", "--model", str(odd_dir), "--induction-n", "500", "--top", "1"]) == 0
+    assert "--induction-n 500 shrunk to 128" in capsys.readouterr().out
 
 
 def test_induction_scores_tl_recipe(odd, monkeypatch):
