@@ -78,8 +78,8 @@ def peak_rss_mb(pid: int) -> float:
 # ----------------------------------------------------------------------------- driving pages
 
 #: The pages of app.py's navigation: title -> URL path (st.Page takes it from the file name).
-PAGES = {"Home": "", "Heatmaps": "Heatmaps", "Compare heads": "Compare_heads", "Entropy": "Entropy",
-         "Ablations": "Ablations", "Step by step": "Step_by_step", "Verify": "Verify"}
+PAGES = {"Home": "", "Heatmaps": "Heatmaps", "Compare heads": "Compare_heads", "Head effects": "Head_effects",
+         "Entropy": "Entropy", "Ablations": "Ablations", "Step by step": "Step_by_step", "Verify": "Verify"}
 CHART = "[data-testid='stVegaLiteChart'] canvas, [data-testid='stVegaLiteChart'] svg"
 SCREENSHOTS = ROOT / "artifacts" / "screenshots"
 
