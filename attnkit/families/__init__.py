@@ -35,9 +35,17 @@ class Family:
     def convert(self, hf_model) -> Weights:            # pragma: no cover - abstract
         raise NotImplementedError
 
+    #: the attribute of HF's LM that holds the embeddings and the blocks, and the blocks' list in it
+    body: str = "transformer"
+    block_list: str = "h"
+
+    def body_of(self, hf_model):
+        """The model under the LM head (``hf_model.transformer`` for GPT-2); the bare model itself."""
+        return getattr(hf_model, self.body, hf_model)
+
     def blocks(self, hf_model) -> list:
         """HF's transformer blocks in order (verify hooks their outputs)."""
-        raise NotImplementedError                      # pragma: no cover - abstract
+        return list(getattr(self.body_of(hf_model), self.block_list))
 
     def check_activation(self, name: str) -> None:
         if name not in self.activations:

@@ -43,13 +43,10 @@ class GPT2(Family):
             family=self.name,
         )
 
-    def blocks(self, hf_model) -> list:
-        return list(getattr(hf_model, "transformer", hf_model).h)
-
     @torch.no_grad()
     def convert(self, hf_model) -> Weights:
         cfg = self.config(hf_model.config)
-        tr = getattr(hf_model, "transformer", hf_model)
+        tr = self.body_of(hf_model)
         d, h = cfg.d_model, cfg.n_heads
         layers = []
         for block in tr.h:

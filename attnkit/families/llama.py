@@ -147,6 +147,7 @@ def windows(cfg, n_layers: int) -> tuple | None:
 class Llama(Family):
     name = "llama"
     model_types = ("llama", "qwen2", "mistral")
+    body, block_list = "model", "layers"
     examples = ("HuggingFaceTB/SmolLM2-135M", "Qwen/Qwen2.5-0.5B", "meta-llama/Llama-3.2-1B",
                 "TinyLlama/TinyLlama-1.1B-Chat-v1.0")
 
@@ -173,13 +174,10 @@ class Llama(Family):
             windows=windows(cfg, cfg.num_hidden_layers),
         )
 
-    def blocks(self, hf_model) -> list:
-        return list(getattr(hf_model, "model", hf_model).layers)
-
     @torch.no_grad()
     def convert(self, hf_model) -> Weights:
         cfg = self.config(hf_model.config)
-        base = getattr(hf_model, "model", hf_model)
+        base = self.body_of(hf_model)
         h, kv = cfg.n_heads, cfg.kv_heads
         layers = []
         for block in base.layers:

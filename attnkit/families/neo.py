@@ -48,13 +48,10 @@ class GPTNeo(Family):
             windows=windows if any(w is not None for w in windows) else None,
         )
 
-    def blocks(self, hf_model) -> list:
-        return list(getattr(hf_model, "transformer", hf_model).h)
-
     @torch.no_grad()
     def convert(self, hf_model) -> Weights:
         cfg = self.config(hf_model.config)
-        tr = getattr(hf_model, "transformer", hf_model)
+        tr = self.body_of(hf_model)
         h = cfg.n_heads
         layers = []
         for block in tr.h:

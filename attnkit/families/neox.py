@@ -39,6 +39,7 @@ def split_fused_qkv(linear, n_heads: int):
 class GPTNeoX(Family):
     name = "gpt_neox"
     model_types = ("gpt_neox",)
+    body, block_list = "gpt_neox", "layers"
     examples = ("EleutherAI/pythia-70m", "EleutherAI/pythia-160m", "EleutherAI/pythia-410m")
 
     def config(self, cfg) -> ModelConfig:
@@ -57,13 +58,10 @@ class GPTNeoX(Family):
             parallel=bool(cfg.use_parallel_residual),
         )
 
-    def blocks(self, hf_model) -> list:
-        return list(getattr(hf_model, "gpt_neox", hf_model).layers)
-
     @torch.no_grad()
     def convert(self, hf_model) -> Weights:
         cfg = self.config(hf_model.config)
-        base = getattr(hf_model, "gpt_neox", hf_model)
+        base = self.body_of(hf_model)
         h = cfg.n_heads
         layers = []
         for block in base.layers:
