@@ -225,11 +225,11 @@ else:
     heads = [(l, h) for l in range(L) for h in range(H)] if scope == scopes[0] else [(sim_layer, h) for h in range(H)]
 
     @st.cache_data(show_spinner="Comparing every pair of heads …", max_entries=16)
-    def similarity(model: str, device: str, ids: tuple, heads: tuple, bos: bool, _ctx) -> compare.Similarity:
+    def similarity(model: str, device: str, ids: tuple, heads: tuple, _ctx) -> compare.Similarity:
         tr = ui.trace(_ctx, capture=CAPTURE, ids=list(ids))
         return compare.head_similarity(lambda l: tr["pattern", l][0], list(heads), len(ids))
 
-    sim_res = similarity(ctx.model_name, ctx.device, tuple(ids), tuple(heads), ctx.prepend_bos, ctx)
+    sim_res = similarity(ctx.model_name, ctx.device, tuple(ids), tuple(heads), ctx)  # ids carry the BOS choice
     N = len(heads)
     n_rows, n_all = len(sim_res.rows), sim_res.n_rows_total
     if n_rows < n_all:
