@@ -399,6 +399,17 @@ def sample_mixed_batch(ids, batch: int, block: int, gen, vocab: int, p_text_rep:
     return x, y, pos
 
 
+def sinusoid_positions(n: int, d: int, std: float = 0.02):
+    """[n, d] sin/cos position codes (Vaswani et al.), scaled to ``std`` per dimension."""
+    import torch
+    pos = torch.arange(n, dtype=torch.float32)[:, None]
+    freq = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)
+    pe = torch.zeros(n, d)
+    pe[:, 0::2] = torch.sin(pos * freq)
+    pe[:, 1::2] = torch.cos(pos * freq[: d // 2])
+    return pe * std * math.sqrt(2)
+
+
 def lr_at(step: int, total: int, warmup: int, peak: float, floor_frac: float = 0.1,
           schedule: str = "cosine", decay_start: int | None = None) -> float:
     """Linear warmup, then cosine decay to floor_frac * peak at ``total`` ("cosine"), or
@@ -564,7 +575,7 @@ patterns, not a useful language model.
 
 `transformers.GPT2LMHeadModel`, `GPT2Config(n_layer={c['n_layer']}, n_head={c['n_head']},
 n_embd={c['n_embd']}, n_positions={c['n_positions']}, vocab_size={c['vocab_size']})`, dropout 0,
-tied input/output embeddings, GELU MLP (4x), pre-LayerNorm, learned positions.
+tied input/output embeddings, GELU MLP (4x), pre-LayerNorm, learned positions{_pos_init_text(info)}.
 
 - parameters: {info['n_params']:,} (unique; {info['n_params_non_emb']:,} excluding token and position embeddings)
 - weights: `model.safetensors` (float32), config: `config.json`
@@ -633,6 +644,13 @@ The same command with the same versions and Debian package versions reproduces t
 (CPU float32; results may differ across CPUs or library versions at the last digits).
 """
     (out / "MODEL_CARD.md").write_text(card, encoding="utf-8")
+
+
+def _pos_init_text(info: dict) -> str:
+    if info.get("pos_init") != "sinusoid":
+        return ""
+    return (" (initialised as sin/cos codes of the same per-dimension scale as GPT-2's N(0, 0.02), "
+            "then trained like every other weight)")
 
 
 def _share_text(info: dict) -> str:
@@ -744,6 +762,9 @@ def parse_args(argv):
                    help="share of training rows that are a span of random tokens repeated")
     p.add_argument("--pos-shift", type=float, default=0.0,
                    help="share of natural short rows placed at a random position offset (trains later positions)")
+    p.add_argument("--pos-init", choices=["gpt2", "sinusoid"], default="gpt2",
+                   help="position embeddings at initialisation: GPT-2's N(0, 0.02), or sinusoids of the same "
+                        "per-dimension scale (neighbouring positions start out similar; still learned)")
     p.add_argument("--bf16", action="store_true", help="bfloat16 autocast for the training forward pass "
                    "(weights, optimizer and evaluation stay float32)")
     p.add_argument("--compare-with", default=None,
@@ -861,12 +882,16 @@ def cli(argv=None) -> int:
         prev_log = init / "training_log.json"
         if prev_log.is_file():
             prev = json.loads(prev_log.read_text(encoding="utf-8"))
+            a.pos_init = prev.get("pos_init", "gpt2")   # how the first stage initialised positions
             stages = prev.get("stages") or [{"command": prev["command"], "steps": prev["steps"],
                                              "tokens_seen": prev["tokens_seen"],
                                              "train_seconds": prev["train_seconds"]}]
         print(f"stage {len(stages) + 1}: continuing from {init}", flush=True)
     else:
         model = GPT2LMHeadModel(cfg)
+        if a.pos_init == "sinusoid":
+            with torch.no_grad():
+                model.transformer.wpe.weight.copy_(sinusoid_positions(block, a.n_embd, std=0.02))
     model.train()
     n_params = sum(p.numel() for p in model.parameters())
     n_params_non_emb = n_params - model.transformer.wte.weight.numel() - model.transformer.wpe.weight.numel()
@@ -1044,7 +1069,7 @@ def cli(argv=None) -> int:
         "final_train_loss": train_loss, "final_val_loss": val_loss, "val_loss_short": val_loss_short,
         "short_block": short, "long_start": long_start if short < block else None, "bits_per_byte": bpb,
         "val_bytes": val_bytes, "text_repeat": a.text_repeat, "random_repeat": a.random_repeat,
-        "pos_shift": a.pos_shift, "bf16": a.bf16, "long_frac": a.long_frac,
+        "pos_shift": a.pos_shift, "bf16": a.bf16, "long_frac": a.long_frac, "pos_init": a.pos_init,
         "unigram_train": uni_train, "unigram_val": uni_val,
         "command": cmd.strip(),
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
