@@ -225,3 +225,46 @@ def test_wordnet_lines():
     assert train.wordnet_lines(raw) == [
         'entity, thing: that which is perceived; "the animal crossed the street"',
         'tired, weary: depleted of strength; "tired mothers"']
+
+
+def test_sinusoid_positions_values():
+    import math
+
+    pe = train.sinusoid_positions(5, 4, std=0.02)
+    s = 0.02 * math.sqrt(2)
+    # dims (0, 1) at frequency 1, dims (2, 3) at frequency 10000^(-2/4) = 0.01
+    assert abs(float(pe[3, 0]) - s * math.sin(3.0)) < 1e-7 and abs(float(pe[3, 1]) - s * math.cos(3.0)) < 1e-7
+    assert abs(float(pe[4, 2]) - s * math.sin(0.04)) < 1e-7 and abs(float(pe[4, 3]) - s * math.cos(0.04)) < 1e-7
+    assert abs(float(pe.pow(2).mean().sqrt()) - 0.02) < 1e-3          # GPT-2's per-dimension scale
+
+
+def test_pos_init_is_used_and_recorded_through_stages_and_card_only_rewrites_the_card(tmp_path):
+    import json
+
+    from safetensors.torch import load_file
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(TINY_CORPUS, encoding="utf-8")
+    first, second = tmp_path / "s1", tmp_path / "s2"
+    assert train.cli(["--tiny-test", "--corpus-file", str(corpus), "--out", str(first), "--pos-init", "sinusoid",
+                      "--steps", "1", "--lr", "1e-9"]) == 0
+    wpe = load_file(str(first / "model.safetensors"))["transformer.wpe.weight"]
+    ref = train.sinusoid_positions(wpe.shape[0], wpe.shape[1])
+    assert (wpe - ref).abs().max() < 1e-6                                  # one tiny step away from the codes
+    assert train.cli(["--tiny-test", "--corpus-file", str(corpus), "--out", str(second),
+                      "--init-from", str(first)]) == 0
+    log = json.loads((second / "training_log.json").read_text(encoding="utf-8"))
+    assert log["pos_init"] == "sinusoid"
+    card = second / "MODEL_CARD.md"
+    assert "initialised as sin/cos codes" in card.read_text(encoding="utf-8")
+    card.write_text("stale", encoding="utf-8")
+    assert train.cli(["--out", str(second), "--card-only"]) == 0
+    text = card.read_text(encoding="utf-8")
+    assert "Targets this model was trained for" in text and "| previous-token | ≥ 0.7 |" in text
+    best = json.loads((second / "training_log.json").read_text(encoding="utf-8"))["best_heads"]
+    assert f"{best['previous-token']['score']:.3f}" in text
+
+
+def test_card_only_refuses_a_folder_without_a_training_log(tmp_path):
+    with pytest.raises(SystemExit, match="training_log.json"):
+        train.cli(["--out", str(tmp_path), "--card-only"])
