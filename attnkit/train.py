@@ -630,7 +630,7 @@ AdamW (betas 0.9/0.95, weight decay {info['weight_decay']} on matrices), peak LR
 {sched_text}, gradient clipping 1.0,
 batches of {info['batch']} random {info.get('short_block', c['n_positions'])}-token windows, {info['steps']:,} steps{sched},
 seed {info['seed']}, {info['threads']} CPU thread(s), {_precision_text(info)}.{_last_stage_note(info)}
-{_mixture_text(info)}
+{_mixture_text(info)}{_formation_text(info)}
 
 - tokens seen: {info['tokens_seen']:,} (about {info['epochs']:.2f} epochs of the training split)
 - wall time: {info['train_seconds'] / 60:.1f} min ({info['tokens_per_s']:,.0f} tokens/s on CPU)
@@ -705,6 +705,27 @@ def _targets_text(best: dict) -> str:
         rows.append(f"| {stat} | ≥ {target} | {b['score']:.3f} (layer {b['layer']} head {b['head']}) | {ok} |")
     return ("Targets this model was trained for:\n\n| head | target | best reached | |\n|---|---|---|---|\n"
             + "\n".join(rows))
+
+
+def _formation_text(info: dict) -> str:
+    """When (in the last stage's log) the best induction score on random repeats first passed 0.1 and 0.5."""
+    hist = info.get("history") or []
+    stages = info.get("stages") or []
+    before = sum(s_["steps"] for s_ in stages[:-1]) if len(stages) > 1 else 0
+    tok_per_step = info["batch"] * info.get("short_block", info["config"]["n_positions"])
+    first = next((i for i, h in enumerate(hist) if h.get("best_induction", 0) >= 0.1), None)
+    if first is None:
+        return ""
+    marks = []
+    for level in (0.1, 0.5):
+        hit = next((h for h in hist if h.get("best_induction", 0) >= level), None)
+        if hit is not None:
+            step = before + hit["step"]
+            marks.append(f"{level} at step {step:,} (~{step * tok_per_step / 1e6:.1f}M tokens)")
+    flat = (f" after staying below 0.1 up to step {before + hist[first - 1]['step']:,}" if first > 0 else "")
+    return ("\n\nThe induction head formed abruptly (a phase change, as Olsson et al. 2022 describe for larger "
+            "models): in the training log (every stage's steps counted) the best induction score on repeated "
+            "random tokens passed " + " and ".join(marks) + flat + ".")
 
 
 def _precision_text(info: dict) -> str:

@@ -268,3 +268,16 @@ def test_pos_init_is_used_and_recorded_through_stages_and_card_only_rewrites_the
 def test_card_only_refuses_a_folder_without_a_training_log(tmp_path):
     with pytest.raises(SystemExit, match="training_log.json"):
         train.cli(["--out", str(tmp_path), "--card-only"])
+
+
+def test_formation_text_counts_every_stage():
+    info = {"batch": 16, "short_block": 128, "config": {"n_positions": 1024},
+            "stages": [{"steps": 600}, {"steps": 900}],
+            "history": [{"step": 1, "best_induction": 0.02}, {"step": 200, "best_induction": 0.05},
+                        {"step": 400, "best_induction": 0.2}, {"step": 600, "best_induction": 0.7}]}
+    text = train._formation_text(info)
+    # 600 steps of stage 1 come first; 16 x 128 tokens a step
+    assert "0.1 at step 1,000 (~2.0M tokens)" in text and "0.5 at step 1,200 (~2.5M tokens)" in text
+    assert "below 0.1 up to step 800" in text
+    info["history"] = [{"step": 1, "best_induction": 0.02}]
+    assert train._formation_text(info) == ""
