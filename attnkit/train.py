@@ -359,9 +359,18 @@ def sample_batch(ids, batch: int, block: int, gen):
     return w[:, :-1], w[:, 1:]
 
 
+SPAN = (8, 128)    # lengths of the repeated spans, at most half the window
+
+
+def _span_range(block: int, span=SPAN) -> tuple[int, int]:
+    """The lengths a repeated span can take in a window of ``block`` tokens (one full repeat must fit)."""
+    hi = min(span[1], max(span[0], block // 2))
+    return min(span[0], hi), hi
+
+
 def sample_mixed_batch(ids, batch: int, block: int, gen, vocab: int, p_text_rep: float = 0.0,
                        p_rand_rep: float = 0.0, bos: int | None = None, p_shift: float = 0.0,
-                       n_positions: int | None = None, span=(8, 128)):
+                       n_positions: int | None = None, span=SPAN):
     """Training rows: natural windows of ``ids``, or (with probability ``p_text_rep``) a span of
     natural text repeated until the window is full, or (``p_rand_rep``) a span of uniformly random
     tokens repeated (its first copy is not scored: it cannot be predicted). Repeat rows start with
@@ -384,8 +393,8 @@ def sample_mixed_batch(ids, batch: int, block: int, gen, vocab: int, p_text_rep:
                     pos = torch.arange(block).repeat(batch, 1)
                 pos[r] += int(torch.randint(0, shift_max + 1, (1,), generator=gen))
             continue
-        hi = min(span[1], max(span[0], block // 2))   # at least one full repeat fits in the window
-        L = int(torch.randint(min(span[0], hi), hi + 1, (1,), generator=gen))
+        lo, hi = _span_range(block, span)   # at least one full repeat fits in the window
+        L = int(torch.randint(lo, hi + 1, (1,), generator=gen))
         if kind == "text":
             s0 = int(torch.randint(0, len(ids) - L, (1,), generator=gen))
             seg = ids[s0:s0 + L]
@@ -738,13 +747,14 @@ def _mixture_text(info: dict) -> str:
     tr, rr, ps = info.get("text_repeat", 0), info.get("random_repeat", 0), info.get("pos_shift", 0)
     if not (tr or rr or ps):
         return ""
+    lo, hi = _span_range(info.get("short_block") or info["config"]["n_positions"])
     lines = ["", "Training data mixture (each row of each batch drawn independently, from step 0):"]
     if tr:
-        lines.append(f"- {tr:.0%}: a span of 8-128 tokens of natural training text, repeated until the window "
+        lines.append(f"- {tr:.0%}: a span of {lo}-{hi} tokens of natural training text, repeated until the window "
                      "is full (half of them after an `<|endoftext|>`): induction-friendly, the model can lower "
                      "its loss by copying what followed the earlier occurrence of the current token;")
     if rr:
-        lines.append(f"- {rr:.0%}: a span of 8-128 uniformly random token ids, repeated the same way; the first "
+        lines.append(f"- {rr:.0%}: a span of {lo}-{hi} uniformly random token ids, repeated the same way; the first "
                      "copy is not scored (it cannot be predicted), only the repeats;")
     nat = 1 - tr - rr
     lines.append(f"- {nat:.0%}: ordinary windows of the training stream" + (

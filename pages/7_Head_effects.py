@@ -13,15 +13,15 @@ from attnkit import ui
 from attnkit.charts import effects as E
 
 EXAMPLES = {
-    "Indirect object, names swapped (GPT-2)": dict(
+    "Indirect object, names swapped": dict(
         clean="When Mary and John went to the store, John gave a drink to",
         corrupt="When John and Mary went to the store, Mary gave a drink to",
         answer=" Mary", distractor=" John"),
-    "The animal … too tired / too wide (GPT-2)": dict(
+    "The animal … too tired / too wide": dict(
         clean="The animal didn't cross the street because it was too tired. The tired one was the",
         corrupt="The animal didn't cross the street because it was too wide. The wide one was the",
         answer=" animal", distractor=" street"),
-    "A repeated phrase (attnkit-tiny)": dict(
+    "A repeated phrase": dict(
         clean="Install the python package and the kernel source. Install the python package and the kernel",
         corrupt="Install the python package and the kernel binary. Install the python package and the kernel",
         answer=" source", distractor=" binary"),
@@ -135,8 +135,8 @@ source = st.radio("Input", ["One prompt pair", "A prompt set (upload)"], key="he
 def _inputs():
     c0, c1 = st.columns([1.3, 3])
     c0.selectbox("Example", list(EXAMPLES) + [CUSTOM], key="he_example", on_change=_apply_example,
-                 help="The first two are written for OpenAI's GPT-2 (single-token names); the third fits the "
-                      "shipped attnkit-tiny's tokenizer.")
+                 help="Each answer and distractor is one token, with the same token count for both prompts, in "
+                      "OpenAI's GPT-2 tokenizer and in the shipped attnkit-tiny's.")
     c1.text_input("Clean prompt", key="he_clean", max_chars=4000)
     c1.text_input("Corrupted prompt (same number of tokens)", key="he_corrupt", max_chars=4000)
     c2, c3, c4 = st.columns([1, 1, 2])

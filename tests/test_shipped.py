@@ -44,28 +44,23 @@ def test_default_is_shipped_when_offline(monkeypatch):
     assert load(name).weights.config.n_layers == 4
 
 
-# Issue 14's acceptance checks. The shipped attnkit-tiny does not meet them yet (a first retrain with
-# `train-default` under heavy CPU contention did not form the heads, see the issue); strict xfail, so
-# these fail loudly, and the markers must go, as soon as a model that meets them is shipped.
-ISSUE14 = pytest.mark.xfail(strict=True, reason="issue 14: shipped model without these heads/tokens yet")
+MARGIN = 0.03     # the shipped model clears issue 14's targets by at least this (numerics differ a little by CPU)
 
 
-@ISSUE14
 def test_shipped_model_has_previous_token_and_induction_heads():
     """Measured exactly as `python -m attnkit heads --model attnkit-tiny` does (see MODEL_CARD.md)."""
     from attnkit.metrics import _DEFAULT_TEXT, head_table
     from attnkit.prompts import truncate
+    from attnkit.train import HEAD_TARGETS
 
     m = load(SHIPPED_MODEL, "cpu")
     assert m.config.n_ctx == 1024                      # GPT-2's context length
     ids, _ = truncate(m.encode(_DEFAULT_TEXT), m.config.n_ctx)
     df = head_table(m.weights, ids, 50, bos_id=m.tokenizer.bos_token_id)
-    assert df["previous-token"].max() >= 0.7
-    assert df["induction (random repeats)"].max() >= 0.5          # attnkit's recipe
-    assert df["induction (TL recipe)"].max() >= 0.5               # BOS first, whole offset diagonal
+    for stat, target in HEAD_TARGETS.items():    # previous-token; induction by attnkit's and by TL's recipe
+        assert df[stat].max() >= target + MARGIN, (stat, df[stat].max(), target)
 
 
-@ISSUE14
 def test_default_prompt_words_are_single_tokens():
     from attnkit.ui import DEFAULT_PROMPT
 
@@ -76,3 +71,16 @@ def test_default_prompt_words_are_single_tokens():
                     " too", " tired", "."]
     for word in (" animal", " street", " because", " tired", " cross", " Mary", " John", " store"):
         assert len(m.encode(word)) == 1, word
+
+
+def test_card_reports_quality_against_the_old_model_and_the_head_targets():
+    card = (SHIPPED[SHIPPED_MODEL] / "MODEL_CARD.md").read_text(encoding="utf-8")
+    log = json.loads((SHIPPED[SHIPPED_MODEL] / "training_log.json").read_text(encoding="utf-8"))
+    bpb = log["bits_per_byte"]
+    new = next(v for k, v in bpb.items() if k.startswith("attnkit-tiny (1024"))
+    old = next(v for k, v in bpb.items() if k.startswith("previous model"))
+    assert new < old < bpb["unigram baseline"]                        # the same validation bytes for all three
+    assert log["final_val_loss"] < log["unigram_val"]
+    assert f"| attnkit-tiny (1024-token windows) | {new:.3f} |" in card
+    assert "Targets this model was trained for" in card and "not met" not in card
+    assert "licence" in card and "First-token (attention sink) heads" in card
