@@ -241,48 +241,25 @@ def _patched_batch(w2, ids, L, target, rows, recv, src, pos) -> torch.Tensor:
     """Logit differences [len(rows)] of the receiving run with row b's patch at block L."""
     n = len(rows)
     dev = w2.device
+    point = _POINT[target]
+    s = src[(point, L)][0]                                 # [T, d], or [H, T, e] for z
+    b = torch.arange(n, device=dev)
+    sel = (torch.tensor([r[0] for r in rows], device=dev),) if target == "z" else ()   # the heads
+    if rows[0][1] is not None:                              # one position per row
+        sel += (torch.tensor([r[1] for r in rows], device=dev),)
     resid = recv[("resid_pre", L)].expand(n, -1, -1)
     hooks = {}
-    b = torch.arange(n, device=dev)
-    all_pos = rows[0][1] is None
-    if target == "resid":
+    if target == "resid":                                   # the run starts from this residual stream
         resid = resid.clone()
-        s = src[("resid_pre", L)][0]                       # [T, d]
-        if all_pos:
-            resid[:] = s
-        else:
-            p = torch.tensor([r[1] for r in rows], device=dev)
-            resid[b, p] = s[p]
-    elif target == "z":
-        s = src[("z", L)][0]                               # [H, T, e]
-        h = torch.tensor([r[0] for r in rows], device=dev)
-        p = None if all_pos else torch.tensor([r[1] for r in rows], device=dev)
-
-        def zhook(z, layer):
-            if layer != L:
-                return None
-            z = z.clone()
-            if p is None:
-                z[b, h] = s[h]
-            else:
-                z[b, h, p] = s[h, p]
-            return z
-        hooks["z"] = zhook
+        resid[(b, *sel)] = s[sel]
     else:
-        point = _POINT[target]
-        s = src[(point, L)][0]                             # [T, d]
-        p = None if all_pos else torch.tensor([r[1] for r in rows], device=dev)
-
-        def ohook(t, layer):
+        def write(t, layer):
             if layer != L:
                 return None
             t = t.clone()
-            if p is None:
-                t[:] = s
-            else:
-                t[b, p] = s[p]
+            t[(b, *sel)] = s[sel]
             return t
-        hooks[point] = ohook
+        hooks[point] = write
     tr = run(w2, torch.tensor([ids], device=dev), start=L, resid=resid, hooks=hooks)
     return logit_diffs(tr.logits, pos)
 

@@ -722,16 +722,16 @@ def _formation_text(info: dict) -> str:
     stages = info.get("stages") or []
     before = sum(s_["steps"] for s_ in stages[:-1]) if len(stages) > 1 else 0
     tok_per_step = info["batch"] * info.get("short_block", info["config"]["n_positions"])
-    first = next((i for i, h in enumerate(hist) if h.get("best_induction", 0) >= 0.1), None)
-    if first is None:
+    firsts = {lv: next((i for i, h in enumerate(hist) if h.get("best_induction", 0) >= lv), None) for lv in (0.1, 0.5)}
+    if firsts[0.1] is None:
         return ""
     marks = []
-    for level in (0.1, 0.5):
-        hit = next((h for h in hist if h.get("best_induction", 0) >= level), None)
-        if hit is not None:
-            step = before + hit["step"]
+    for level, i in firsts.items():
+        if i is not None:
+            step = before + hist[i]["step"]
             marks.append(f"{level} at step {step:,} (~{step * tok_per_step / 1e6:.1f}M tokens)")
-    flat = (f" after staying below 0.1 up to step {before + hist[first - 1]['step']:,}" if first > 0 else "")
+    i = firsts[0.1]
+    flat = f" after staying below 0.1 up to step {before + hist[i - 1]['step']:,}" if i > 0 else ""
     return ("\n\nThe induction head formed abruptly (a phase change, as Olsson et al. 2022 describe for larger "
             "models): in the training log (every stage's steps counted) the best induction score on repeated "
             "random tokens passed " + " and ".join(marks) + flat + ".")
@@ -841,6 +841,8 @@ def parse_args(argv):
     p.add_argument("--score-only", action="store_true",
                    help="only print head scores of the model already in --out")
     a = p.parse_args(argv)
+    if a.card_only and not (Path(a.out) / "training_log.json").is_file():
+        p.error(f"--card-only: {a.out} has no training_log.json (not a folder written by train-default)")
     if a.tiny_test:
         a.n_layer, a.n_head, a.n_embd, a.n_positions = 2, 2, 32, 32
         a.vocab_size = min(a.vocab_size, 400)
@@ -896,8 +898,6 @@ def cli(argv=None) -> int:
 
     if a.card_only:   # re-measure the heads and rewrite MODEL_CARD.md from the saved training log
         log = out / "training_log.json"
-        if not log.is_file():
-            raise SystemExit(f"{out}: no training_log.json (not a folder written by train-default)")
         info = json.loads(log.read_text(encoding="utf-8"))
         _add_head_section(out, info)
         write_card(out, info)
