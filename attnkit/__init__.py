@@ -1,10 +1,22 @@
-"""attnkit: attention rebuilt from a model's own weights, checked against HuggingFace."""
-from .weights import GPT2Weights, LayerWeights, ModelConfig, Weights, extract, param_counts, attention_weight_count
-from .model import HOOK_POINTS, Intervention, KVCache, Trace, compose, generate, run
+"""attnkit: attention rebuilt from a model's own weights, checked against HuggingFace.
+
+The names below are re-exported lazily (PEP 562), so ``import attnkit`` — and so
+``python -m attnkit --help`` — does not import torch until one of them is used.
+"""
+import importlib
 
 __version__ = "0.2.0"
 
-__all__ = [
-    "Weights", "GPT2Weights", "LayerWeights", "ModelConfig", "extract", "param_counts", "attention_weight_count",
-    "HOOK_POINTS", "Intervention", "compose", "KVCache", "Trace", "generate", "run",
-]
+_EXPORTS = {
+    "Weights": "weights", "GPT2Weights": "weights", "LayerWeights": "weights", "ModelConfig": "weights",
+    "extract": "weights", "param_counts": "weights", "attention_weight_count": "weights",
+    "HOOK_POINTS": "model", "Intervention": "model", "compose": "model", "KVCache": "model", "Trace": "model",
+    "generate": "model", "run": "model",
+}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module 'attnkit' has no attribute {name!r}")

@@ -1,43 +1,7 @@
-"""Command line: ``python -m attnkit <command> [options]``.
-
-Each command lives in its own module and exposes ``cli(argv) -> int``; modules
-are imported lazily so ``python -m attnkit --help`` stays instant.
-"""
-from __future__ import annotations
-
-import importlib
+"""``python -m attnkit <command>``: the command line lives in ``attnkit.cli``."""
 import sys
 
-COMMANDS = {
-    "verify": ("attnkit.verify", "compare attnkit with HuggingFace, layer by layer"),
-    "bench": ("attnkit.bench", "benchmark attnkit against HuggingFace (ratios)"),
-    "entropy": ("attnkit.entropy", "attention entropy against context length"),
-    "ablate": ("attnkit.ablations", "run an ablation and report the loss change"),
-    "patch": ("attnkit.patching", "activation patching on a clean/corrupted prompt pair"),
-    "attribute": ("attnkit.attribution", "direct logit attribution and the logit lens for an answer"),
-    "heads": ("attnkit.metrics", "per-head scores: previous-token, first-token, induction…"),
-    "corpus": ("attnkit.corpus", "heads, entropy and ablation losses over a corpus, locally or on Ray"),
-    "train-default": ("attnkit.train", "retrain the shipped attnkit-tiny model"),
-}
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in {"-h", "--help", "help"}:
-        print("usage: python -m attnkit <command> [options]\n\ncommands:")
-        for name, (_, text) in COMMANDS.items():
-            print(f"  {name:<14} {text}")
-        return 0
-    name, rest = argv[0], argv[1:]
-    if name not in COMMANDS:
-        print(f"attnkit: unknown command {name!r}; try one of: {', '.join(COMMANDS)}", file=sys.stderr)
-        return 2
-    module = importlib.import_module(COMMANDS[name][0])
-    try:
-        return int(module.cli(rest) or 0)
-    except SystemExit as e:            # argparse: --help (0) or a bad value (2, one line already printed)
-        return e.code if isinstance(e.code, int) else 2
-
+from attnkit.cli import COMMANDS, main  # noqa: F401  (COMMANDS: the command table, for tests)
 
 if __name__ == "__main__":
     sys.exit(main())

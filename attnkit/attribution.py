@@ -320,7 +320,7 @@ def head_vocab(weights: Weights, ids, pos: int = -1, k: int = 10) -> HeadVocab:
 # ----------------------------------------------------------------------------- CLI
 
 def cli(argv=None) -> int:
-    from . import cli_args as C
+    from .cli import args as C
     from .patching import _common_args, _write_json, load_pair, visible
 
     prog = "attnkit attribute"

@@ -785,7 +785,7 @@ def cli(argv: list[str] | None = None) -> int:
         from .bench_families import cli as family_cli     # a Llama-style shape: see attnkit.bench_families
 
         return family_cli(argv)
-    from . import cli_args as T
+    from .cli import args as T
 
     p = T.Parser(prog="python -m attnkit bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", type=T.utf8_text, help="model name or folder (default: random-weight GPT-2 small shape)")

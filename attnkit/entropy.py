@@ -511,7 +511,7 @@ def sample_positions(T: int, max_points: int = 240, head: int = 48) -> np.ndarra
 # ----------------------------------------------------------------------------- CLI
 
 def cli(argv=None) -> int:
-    from . import cli_args as T
+    from .cli import args as T
     from .loading import load_for_cli
 
     p = T.Parser(prog="python -m attnkit entropy",

@@ -171,7 +171,7 @@ def cli(argv=None) -> int:
     import sys
     from pathlib import Path
 
-    from . import cli_args as T
+    from .cli import args as T
     from .loading import LoadError, load
     from .prompts import PromptError, decode_text, truncate
 

@@ -333,7 +333,7 @@ def patch_many(weights: Weights, pairs: list[Pair], target: str = "z", *, per_po
 # ----------------------------------------------------------------------------- CLI
 
 def _common_args(p: argparse.ArgumentParser):
-    from . import cli_args as C
+    from .cli import args as C
 
     p.add_argument("--model", default=None, help="hub name, attnkit-tiny or a local folder (default: as verify)")
     p.add_argument("--device", default="cpu", type=C.device)
@@ -373,7 +373,7 @@ def _write_json(path: str, obj: dict, prog: str) -> bool:
 
 
 def cli(argv=None) -> int:
-    from .cli_args import Parser
+    from .cli.args import Parser
 
     prog = "attnkit patch"
     p = Parser(prog="python -m attnkit patch",

@@ -783,7 +783,7 @@ def _bpb_text(info: dict) -> str:
 
 # --------------------------------------------------------------------------- main
 def parse_args(argv):
-    from . import cli_args as T
+    from .cli import args as T
 
     p = T.Parser(prog="python -m attnkit train-default", description=__doc__.split("\n")[0])
     p.add_argument("--out", default=str(DEFAULT_OUT), type=T.writable_dir, help="output folder (default: the shipped model)")

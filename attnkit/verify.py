@@ -269,7 +269,7 @@ def compare_generation(hf_model, weights, ids, n_new: int = 8) -> GenerationChec
 
 
 def cli(argv=None) -> int:
-    from . import cli_args as T
+    from .cli import args as T
     from .loading import load_for_cli
 
     p = T.Parser(prog="python -m attnkit verify", description=__doc__.split("\n\n")[0])

@@ -232,7 +232,7 @@ def test_cuda_equals_hf(small_dir, T):
 
 
 def test_verify_cli(odd_dir, tmp_path):
-    from attnkit.__main__ import main
+    from attnkit.cli import main
 
     out = tmp_path / "r.json"
     assert main(["verify", "--model", str(odd_dir), "--device", "cpu", "--json", str(out)]) == 0

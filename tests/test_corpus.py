@@ -232,7 +232,7 @@ def test_cli_refuses_bad_input_before_any_work(args, message, corpus_file, tmp_p
     base = {"--model": "attnkit-tiny", "--input": str(corpus_file), "--out": str(out)}
     for k, v in zip(args[::2], args[1::2]):
         base[k] = v
-    from attnkit.__main__ import main
+    from attnkit.cli import main
 
     assert main(["corpus", *[x for kv in base.items() for x in kv]]) == 2
     err = capsys.readouterr().err
@@ -241,7 +241,7 @@ def test_cli_refuses_bad_input_before_any_work(args, message, corpus_file, tmp_p
 
 
 def test_cli_runs_and_prints_summary(corpus_file, tmp_path, capsys):
-    from attnkit.__main__ import main
+    from attnkit.cli import main
 
     out = tmp_path / "out"
     rc = main(["corpus", "--model", "attnkit-tiny", "--input", str(corpus_file), "--out", str(out), "--analyses",
@@ -277,7 +277,7 @@ def test_local_engine_needs_no_ray_and_ray_engine_says_how_to_get_it(corpus_file
 
     real = C.importlib.util.find_spec
     monkeypatch.setattr(C.importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
-    from attnkit.__main__ import main
+    from attnkit.cli import main
 
     assert main(["corpus", "--model", "attnkit-tiny", "--input", str(corpus_file), "--out", str(tmp_path / "o2"),
                  "--engine", "ray"]) == 2

@@ -200,7 +200,7 @@ def test_log_length_sharpens_long_positions(odd):
 # ----------------------------------------------------------------------------- CLI
 
 def test_cli_writes_json(odd_dir, tmp_path, capsys):
-    from attnkit.__main__ import main
+    from attnkit.cli import main
 
     txt = tmp_path / "long.txt"
     txt.write_text(TEXT * 2, encoding="utf-8")

@@ -516,7 +516,7 @@ BAD_VALUES = [
 @pytest.mark.parametrize("command,args,expect", BAD_VALUES, ids=[f"{c} {' '.join(a)}" for c, a, _ in BAD_VALUES])
 def test_bad_cli_values_exit_2_with_one_line(command, args, expect, tmp_path, capsys, monkeypatch):
     from attnkit import loading
-    from attnkit.__main__ import main
+    from attnkit.cli import main
 
     monkeypatch.setattr(loading, "load", lambda *a, **k: pytest.fail("a model was loaded"))
     (tmp_path / "t.txt").write_text("some text " * 20)

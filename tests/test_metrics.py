@@ -52,7 +52,7 @@ def test_induction_scores_shape(odd):
 
 
 def test_heads_cli(odd_dir, capsys):
-    from attnkit.__main__ import main
+    from attnkit.cli import main
 
     assert main(["heads", "--model", str(odd_dir), "--top", "3", "--markdown"]) == 0
     out = capsys.readouterr().out

@@ -172,7 +172,7 @@ def test_cli_json(odd_dir, tmp_path, capsys):
 
 
 def test_main_registry_has_patch_and_attribute():
-    from attnkit.__main__ import COMMANDS
+    from attnkit.cli import COMMANDS
 
     assert COMMANDS["patch"][0] == "attnkit.patching" and COMMANDS["attribute"][0] == "attnkit.attribution"
 
@@ -272,7 +272,7 @@ def test_positions_after_the_read_one_are_not_run(odd, pair):
 ])
 def test_cli_bad_values_one_line_before_loading(args, expect, capsys, monkeypatch):
     from attnkit import loading
-    from attnkit.__main__ import main
+    from attnkit.cli import main
 
     monkeypatch.setattr(loading, "load", lambda *a, **k: pytest.fail("a model was loaded"))
     base = {"--clean": "a b", "--corrupt": "a c", "--answer": "b", "--distractor": "c"}

@@ -26,7 +26,7 @@ def _read_texts(path: str, column: str | None) -> list[str]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .. import cli_args as T
+    from ..cli import args as T
 
     p = T.Parser(
         prog="python -m attnkit ablate",

@@ -3,9 +3,9 @@
 A bad value is refused while the arguments are parsed — before any model is loaded or any file
 written — with one line on stderr and exit code 2 (exit 1 stays "out of tolerance" for verify)::
 
-    p = cli_args.Parser(prog="python -m attnkit verify")
-    p.add_argument("--tokens", type=cli_args.positive_int)
-    p.add_argument("--json", type=cli_args.writable_path)
+    p = args.Parser(prog="python -m attnkit verify")
+    p.add_argument("--tokens", type=args.positive_int)
+    p.add_argument("--json", type=args.writable_path)
 """
 from __future__ import annotations
 

@@ -1,0 +1,40 @@
+"""Command line: ``python -m attnkit <command> [options]`` (a front end: nothing in the library imports it).
+
+One module a command. ``COMMANDS`` maps a command to the module that holds its ``cli(argv) -> int``;
+a module is imported only when its command runs, so ``python -m attnkit --help`` answers without
+importing torch. Argument types shared by every command live in ``attnkit.cli.args``.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS = {
+    "verify": ("attnkit.verify", "compare attnkit with HuggingFace, layer by layer"),
+    "bench": ("attnkit.bench", "benchmark attnkit against HuggingFace (ratios)"),
+    "entropy": ("attnkit.entropy", "attention entropy against context length"),
+    "ablate": ("attnkit.ablations", "run an ablation and report the loss change"),
+    "patch": ("attnkit.patching", "activation patching on a clean/corrupted prompt pair"),
+    "attribute": ("attnkit.attribution", "direct logit attribution and the logit lens for an answer"),
+    "heads": ("attnkit.metrics", "per-head scores: previous-token, first-token, induction…"),
+    "corpus": ("attnkit.corpus", "heads, entropy and ablation losses over a corpus, locally or on Ray"),
+    "train-default": ("attnkit.train", "retrain the shipped attnkit-tiny model"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in {"-h", "--help", "help"}:
+        print("usage: python -m attnkit <command> [options]\n\ncommands:")
+        for name, (_, text) in COMMANDS.items():
+            print(f"  {name:<14} {text}")
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"attnkit: unknown command {name!r}; try one of: {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[name][0])
+    try:
+        return int(module.cli(rest) or 0)
+    except SystemExit as e:            # argparse: --help (0) or a bad value (2, one line already printed)
+        return e.code if isinstance(e.code, int) else 2
