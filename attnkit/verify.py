@@ -30,10 +30,11 @@ from . import tolerances as TOL
 from .families import family_for
 from .model import generate, run
 from .tolerances import TOL_CACHE_REL, TOL_HIDDEN_REL, TOL_LOGITS, TOL_PATTERN
-from .weights import Weights
+from .weights import Weights, extract
 
 __all__ = ["TOL_PATTERN", "TOL_LOGITS", "TOL_HIDDEN_REL", "Check", "LayerDiff", "Report", "compare", "checks",
-           "QUANTITIES", "DEFAULT_TEXT", "GenerationCheck", "compare_generation", "reference_tokens", "as_dtype"]
+           "QUANTITIES", "DEFAULT_TEXT", "GenerationCheck", "compare_generation", "reference_tokens", "reference_bytes",
+           "as_dtype", "float64_pair"]
 
 DEFAULT_TEXT = (
     "The animal didn't cross the street because it was too tired. "
@@ -228,9 +229,13 @@ def as_dtype(weights: Weights, dtype=torch.float64, device="cpu") -> Weights:
     return type(weights)(**top, layers=layers)
 
 
-def _hf_float64(hf_model):
-    """A float64 copy of the HF model on the CPU (eager attention); the original is left as it is."""
-    if next(hf_model.parameters()).device.type == "cpu":
+def _hf_float64(hf_model, copy_tensors: bool | None = None):
+    """A float64 copy of the HF model on the CPU (eager attention); the original is left as it is. A model
+    on another device is rebuilt on the CPU from its state dict (``copy_tensors``; the default for a
+    model not on the CPU), so that no second copy is made in accelerator memory."""
+    if copy_tensors is None:
+        copy_tensors = next(hf_model.parameters()).device.type != "cpu"
+    if not copy_tensors:
         ref = copy.deepcopy(hf_model)
     else:
         ref = type(hf_model)(hf_model.config)
@@ -275,9 +280,23 @@ def reference_tokens(cfg, n_params: int, T: int, available: int | None = None) -
                f"{reference_bytes(cfg, n_params, T) / 2**30:.1f} GiB, {available / 2**30:.1f} GiB are available")
 
 
+def _tensors(weights: Weights) -> list[torch.Tensor]:
+    objs = [weights, *weights.layers]
+    return [x for o in objs for f in dataclasses.fields(o) if isinstance(x := getattr(o, f.name), torch.Tensor)]
+
+
 def float64_pair(hf_model, weights: Weights):
-    """(HF in float64 on the CPU, attnkit's ``weights`` in float64 on the CPU)."""
-    return _hf_float64(hf_model), as_dtype(weights)
+    """(HF in float64 on the CPU, attnkit's ``weights`` in float64 on the CPU). When every tensor of
+    ``weights`` is a view of ``hf_model``'s parameters (as loading makes them), attnkit's float64 weights
+    are extracted from the float64 HF copy (views, no second copy); otherwise (edited or patched weights)
+    ``weights`` itself is converted."""
+    hf64 = _hf_float64(hf_model)
+    storages = {p.untyped_storage().data_ptr() for p in [*hf_model.parameters(), *hf_model.buffers()]}
+    if all(t.untyped_storage().data_ptr() in storages for t in _tensors(weights) if t.is_floating_point()):
+        w64 = extract(hf64)
+        if w64.config == weights.config:
+            return hf64, w64
+    return hf64, as_dtype(weights)
 
 
 def _hf_outputs(hf_model, ids) -> dict:
@@ -328,19 +347,23 @@ def _check(kind: str, ours, hf, ours64, ref, n: int, family: str) -> Check:
 
 @torch.inference_mode()
 def compare(hf_model, weights, ids, *, name: str = "", intervention=None, available: int | None = None,
-            pair=None) -> Report:
+            pair=None, max_reference_tokens: int | None = None) -> Report:
     """Run HF and attnkit in float32 on ``ids`` (1-D or [1, T]), and both in float64 on the CPU, and
     measure each float32 run's error against HF float64 (see the module docstring).
 
     intervention: attnkit hooks applied to both attnkit runs (e.g. a deliberately wrong formula).
     available:    bytes of memory to plan the float64 reference with (default: what the machine has).
-    pair:         a :func:`float64_pair` to reuse."""
+    pair:         a :func:`float64_pair` to reuse.
+    max_reference_tokens: run the float64 reference on at most this many first tokens (it is slow on
+                  large models; the note says so)."""
     ids = torch.as_tensor(ids, dtype=torch.long, device=weights.device).reshape(1, -1)
     T = int(ids.shape[1])
     hf32 = _hf_outputs(hf_model, ids)
     ours32 = _ours_outputs(weights, ids, intervention)
     n_params = sum(p.numel() for p in hf_model.parameters())
     n, note = reference_tokens(weights.config, n_params, T, available)
+    if max_reference_tokens is not None and max_reference_tokens < n:
+        n, note = max_reference_tokens, f"the float64 reference runs on the first {max_reference_tokens} of {T} tokens"
     hf64, w64 = pair or float64_pair(hf_model, weights)
     ids64 = ids[:, :n].cpu()
     ref = _hf_outputs(hf64, ids64)

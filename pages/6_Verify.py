@@ -66,14 +66,15 @@ summary = ", ".join(f"{dev}: {'PASS' if r['ok'] else 'FAIL'}" for dev, r in resu
 if ok:
     st.success(f"PASS — attnkit is as close to the exact answer as HuggingFace itself is ({summary}).", icon="✅")
 else:
-    st.error(f"FAIL — {summary}. " + " ".join(r["verdict"] for r in results.values() if not r["ok"]), icon="❌")
+    why = " ".join(r["verdict"] for r in results.values() if not r["ok"])
+    st.error(f"FAIL — {summary}. {why}", icon="❌")  # internal text: verdicts written by attnkit.verify
 
 NUM = st.column_config.NumberColumn(format="%.2e")
 frames = []
 for dev, r in results.items():
     st.subheader(f"{dev} · {'PASS' if r['ok'] else 'FAIL'}")
     if r["reference"].get("note"):
-        st.info(r["reference"]["note"])
+        st.info(r["reference"]["note"])  # internal text: the memory note written by attnkit.verify
     rows = V.checks(r, dev)
     st.dataframe(rows.drop(columns=["run"]), hide_index=True, width="stretch",
                  column_config={c: NUM for c in ("attnkit error", "HF error", "allowed", "float64 |Δ|")})

@@ -113,3 +113,12 @@ def test_as_dtype_copies_without_touching_the_model(odd):
     assert w64.dtype == torch.float64 and odd.weights.dtype == torch.float32
     assert w64.layers[1].W_Q.dtype == torch.float64 and w64.layers[1].W_Q.data_ptr() != odd.weights.layers[1].W_Q.data_ptr()
     torch.testing.assert_close(w64.layers[1].W_Q.float(), odd.weights.layers[1].W_Q, rtol=0, atol=0)
+
+
+def test_float64_copy_from_the_state_dict_equals_the_deep_copy(odd):
+    """The path a CUDA model takes (rebuilt on the CPU from its state dict) gives the same float64 model."""
+    a, b = V._hf_float64(odd.hf_model, copy_tensors=False), V._hf_float64(odd.hf_model, copy_tensors=True)
+    x = ids(16, odd.config.d_vocab)[None]
+    with torch.inference_mode():
+        la, lb = a(x).logits, b(x).logits
+    assert la.dtype == torch.float64 and torch.equal(la, lb) and next(odd.hf_model.parameters()).dtype == torch.float32
