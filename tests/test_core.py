@@ -82,8 +82,10 @@ def assert_report_ok(rep):
 @pytest.mark.parametrize("T", [64, 1024])
 def test_gpt2_small_shape_equals_hf(small, T):
     assert (small.config.n_layers, small.config.n_heads, small.config.d_model) == (12, 12, 768)
-    rep = compare(small.hf_model, small.weights, random_ids(T, small.config.d_vocab, seed=T))
-    assert rep.n_tokens == T and len(rep.layers) == 12
+    # float32 against float32 over all T tokens; the float64 rule on the first 128 (float64 on GPT-2 small's
+    # shape at 1,024 tokens would triple the test's time; tests/test_verify.py applies it at 1,024 on attnkit-tiny)
+    rep = compare(small.hf_model, small.weights, random_ids(T, small.config.d_vocab, seed=T), max_reference_tokens=128)
+    assert rep.n_tokens == T and len(rep.layers) == 12 and rep.reference["n_tokens"] == min(T, 128)
     assert_report_ok(rep)
 
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from attnkit import corpus as C
+from attnkit.tolerances import CORPUS_ATOL
 
 WINDOW = 16
 KW = dict(model="attnkit-tiny", analyses=("heads", "entropy", "ablation-loss"), window=WINDOW, batch=4,
@@ -101,7 +102,8 @@ def test_local_run_writes_shards_summary_and_errors(corpus_file, local_run, tiny
         np.testing.assert_allclose(got[stat].to_numpy(), v.reshape(-1).double().numpy(), rtol=1e-5, atol=1e-6)
     curves = entropy_profile(tiny.weights, ids)
     e = t["entropy"][(t["entropy"]["doc"] == 0) & (t["entropy"]["window"] == 0)]
-    np.testing.assert_allclose(np.stack(e["entropy"].tolist()), curves.entropy[0].reshape(L * H, -1).numpy(), atol=1e-6)
+    np.testing.assert_allclose(np.stack(e["entropy"].tolist()), curves.entropy[0].reshape(L * H, -1).numpy(),
+                               atol=CORPUS_ATOL)
     base = t["ablation"][(t["ablation"]["doc"] == 0) & (t["ablation"]["window"] == 0) & (t["ablation"]["ablation"] == "baseline")]
     from attnkit.ablations import loss
 

@@ -337,7 +337,7 @@ def test_model_picker_lists_each_family():
 
 @pytest.mark.parametrize("shape", ["smollm2-135m", "pythia-70m", "gpt-neo-125m"])
 def test_verify_cli_with_generation(family_model, shape, tmp_path, capsys):
-    from attnkit.verify import cli
+    from attnkit.cli.verify import cli
 
     m = family_model(shape)
     out = tmp_path / "v.json"

@@ -531,7 +531,7 @@ def test_bad_cli_values_exit_2_with_one_line(command, args, expect, tmp_path, ca
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_cli_cuda_without_cuda_runs_on_cpu(capsys):
-    from attnkit.verify import cli
+    from attnkit.cli.verify import cli
 
     assert cli(["--model", "attnkit-tiny", "--device", "cuda", "--text", "Hello there, attention."]) == 0
     out = capsys.readouterr()
@@ -563,7 +563,7 @@ def test_verify_names_where_nan_first_appears(odd):
     from attnkit import verify as V
 
     rep = V.compare(odd.hf_model, odd.weights, torch.tensor(odd.encode("Hello there")))
-    rep.layers[1].hidden_abs = rep.layers[1].hidden_rel = float("nan")
+    rep.layers[1].hidden.ours = float("nan")
     assert rep.first_nonfinite == "layer 1" and not rep.ok
     assert "NaN/Inf first appears at layer 1" in rep.table()
 

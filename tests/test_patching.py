@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from attnkit import patching as P
+from attnkit.tolerances import ZERO_ATOL
 from helpers import apptest
 
 CLEAN = "The animal didn't cross the street because it was too tired."
@@ -102,11 +103,12 @@ def test_resid_anchors(odd, pair):
     """Patching the whole residual stream from the clean run at any layer gives 1; patching nothing, 0."""
     for direction, whole in (("denoise", 1.0), ("noise", 0.0)):
         res = P.patch(odd.weights, pair, "resid", direction=direction)
-        assert np.allclose(res.normalised, whole, atol=1e-6), (direction, res.normalised)
+        assert np.allclose(res.normalised, whole, rtol=0, atol=ZERO_ATOL), (direction, res.normalised)
     res = P.patch(odd.weights, pair, "resid", per_position=True)
-    # positions that do not differ between the prompts: patching them changes nothing (exactly 0)
-    assert np.array_equal(res.normalised[:, :-1], np.zeros_like(res.normalised[:, :-1]))
-    assert abs(res.normalised[0, -1] - 1.0) < 1e-6         # the only differing position, at the embedding
+    # positions that do not differ between the prompts: patching them changes nothing (0 in exact arithmetic;
+    # the batched sweep rounds differently from the single run it is compared with)
+    assert np.abs(res.normalised[:, :-1]).max() <= ZERO_ATOL, res.normalised
+    assert abs(res.normalised[0, -1] - 1.0) <= ZERO_ATOL     # the only differing position, at the embedding
 
 
 def test_attn_mlp_targets_match_hooks(odd, pair):

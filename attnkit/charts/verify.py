@@ -1,45 +1,48 @@
-"""The verification chart: max |Δ| between attnkit and HuggingFace per layer and quantity (Altair)."""
+"""The verification chart: per layer and quantity, attnkit's and HuggingFace's own float32 error
+against HuggingFace in float64, and the bound attnkit must stay under (Altair, log scale)."""
 from __future__ import annotations
 
 import altair as alt
 import pandas as pd
 
-from ..verify import QUANTITIES
 
-__all__ = ["verify_chart", "LOG_FLOOR", "plotted"]
+__all__ = ["verify_chart", "LOG_FLOOR", "plotted", "WHO", "SHORT"]
 
-#: Differences of exactly 0 cannot sit on a log axis; they are drawn at this floor.
-LOG_FLOOR = 1e-12
+#: Errors of exactly 0 cannot sit on a log axis; they are drawn at this floor.
+LOG_FLOOR = 1e-16
 FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
+#: The plotted series: rows of :func:`attnkit.verify.checks` column -> legend name.
+WHO = {"attnkit error": "attnkit float32", "HF error": "HuggingFace float32", "allowed": "allowed for attnkit",
+       "float64 |Δ|": "attnkit float64"}
 
 
 def plotted(df: pd.DataFrame) -> pd.DataFrame:
-    """:func:`attnkit.verify.checks` with the column the log axis draws (0 → LOG_FLOOR)."""
-    return df.assign(plotted=df["max |Δ|"].clip(lower=LOG_FLOOR))
+    """:func:`attnkit.verify.checks` in long form (one row per series), with the column the log axis
+    draws (0 → LOG_FLOOR)."""
+    long = df.melt(id_vars=["run", "layer", "quantity", "ok"], value_vars=list(WHO), var_name="series",
+                   value_name="error")
+    long["series"] = long["series"].map(WHO)
+    return long.assign(plotted=long["error"].clip(lower=LOG_FLOOR))
 
 
-def verify_chart(df: pd.DataFrame, title: str = "attnkit vs HuggingFace") -> alt.Chart:
-    """Log-scale max |Δ| per layer and quantity (rows of :func:`attnkit.verify.checks`), each tolerance dashed."""
-    df = plotted(df)
-    order = [str(l) for l in sorted({int(x) for x in df["layer"] if x != "final"})] + ["final"]
-    colors = alt.Scale(domain=list(QUANTITIES.values()), range=["#1f77b4", "#ff7f0e", "#d62728", "#2ca02c"])
-    shape = alt.Shape("run:N", title="device") if df["run"].nunique() > 1 else alt.value("circle")
-    points = alt.Chart(df).mark_point(filled=True, size=70).encode(
-        x=alt.X("layer:N", sort=order, title="layer", axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("plotted:Q", scale=alt.Scale(type="log"), title=f"max |Δ| (0 drawn at {LOG_FLOOR:g})",
+SHORT = {"attention pattern": "pattern", "hidden state (relative)": "hidden", "final norm (relative)": "norm",
+         "logits (relative)": "logits", "generation step logits (relative)": "step logits"}
+
+
+def verify_chart(df: pd.DataFrame, title: str = "error against HuggingFace in float64") -> alt.Chart:
+    """Log-scale error per layer and quantity: attnkit's and HF's float32 errors, the bound attnkit must
+    stay under, and attnkit's float64 difference (rows of :func:`attnkit.verify.checks`)."""
+    long = plotted(df)
+    long["where"] = [f"{l} {SHORT.get(q, q)}" if l not in ("final", "generation") else SHORT.get(q, q)
+                     for l, q in zip(long["layer"], long["quantity"])]
+    order = list(dict.fromkeys(long["where"]))
+    shapes = alt.Scale(domain=list(WHO.values()), range=["circle", "square", "stroke", "cross"])
+    colors = alt.Scale(domain=list(WHO.values()), range=["#1f77b4", "#ff7f0e", "#555555", "#2ca02c"])
+    return alt.Chart(long, title=title).mark_point(size=90, filled=True).encode(
+        x=alt.X("where:N", sort=order, title="layer and quantity", axis=alt.Axis(labelAngle=-45)),
+        y=alt.Y("plotted:Q", scale=alt.Scale(type="log"), title=f"error (0 drawn at {LOG_FLOOR:g})",
                 axis=alt.Axis(format="~e")),
-        color=alt.Color("quantity:N", scale=colors, title=None),
-        shape=shape,
-        tooltip=["run:N", "layer:N", "quantity:N", alt.Tooltip("max |Δ|:Q", format=".3e"),
-                 alt.Tooltip("tolerance:Q", format=".0e"), "ok:N"],
-    )
-    # one dashed line per tolerance value, labelled with the quantities it bounds
-    tol = (df.drop_duplicates("quantity").groupby("tolerance")["quantity"]
-           .apply(lambda q: "tolerance " + ", ".join(q)).reset_index(name="label"))
-    tol["label"] = [f"{l} ≤ {t:g}" for l, t in zip(tol["label"], tol["tolerance"])]
-    rule_base = alt.Chart(tol).encode(y="tolerance:Q")
-    rules = rule_base.mark_rule(strokeDash=[6, 4], color="#555").encode(
-        tooltip=[alt.Tooltip("label:N", title="tolerance")])
-    labels = rule_base.mark_text(align="left", dx=4, dy=-6, fontSize=10, color="#555").encode(
-        text="label:N", x=alt.value(0))
-    return alt.layer(rules, labels, points, title=title).properties(width="container", height=320, autosize=FIT_X)
+        color=alt.Color("series:N", scale=colors, title=None),
+        shape=alt.Shape("series:N", scale=shapes, title=None),
+        tooltip=["run:N", "layer:N", "quantity:N", "series:N", alt.Tooltip("error:Q", format=".3e"), "ok:N"],
+    ).properties(width="container", height=320, autosize=FIT_X)

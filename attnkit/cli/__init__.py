@@ -10,7 +10,7 @@ import importlib
 import sys
 
 COMMANDS = {
-    "verify": ("attnkit.verify", "compare attnkit with HuggingFace, layer by layer"),
+    "verify": ("attnkit.cli.verify", "compare attnkit with HuggingFace, layer by layer"),
     "bench": ("attnkit.bench", "benchmark attnkit against HuggingFace (ratios)"),
     "entropy": ("attnkit.entropy", "attention entropy against context length"),
     "ablate": ("attnkit.ablations", "run an ablation and report the loss change"),
