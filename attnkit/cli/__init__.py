@@ -17,7 +17,7 @@ COMMANDS = {
     "patch": ("attnkit.patching", "activation patching on a clean/corrupted prompt pair"),
     "attribute": ("attnkit.attribution", "direct logit attribution and the logit lens for an answer"),
     "heads": ("attnkit.metrics", "per-head scores: previous-token, first-token, induction…"),
-    "corpus": ("attnkit.corpus", "heads, entropy and ablation losses over a corpus, locally or on Ray"),
+    "corpus": ("attnkit.cli.corpus", "heads, entropy and ablation losses over a corpus, locally or on Ray"),
     "train-default": ("attnkit.train", "retrain the shipped attnkit-tiny model"),
 }
 
