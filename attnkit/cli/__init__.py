@@ -11,7 +11,7 @@ import sys
 
 COMMANDS = {
     "verify": ("attnkit.verify", "compare attnkit with HuggingFace, layer by layer"),
-    "bench": ("attnkit.bench", "benchmark attnkit against HuggingFace (ratios)"),
+    "bench": ("attnkit.cli.bench", "benchmark attnkit against HuggingFace (ratios)"),
     "entropy": ("attnkit.entropy", "attention entropy against context length"),
     "ablate": ("attnkit.ablations", "run an ablation and report the loss change"),
     "patch": ("attnkit.patching", "activation patching on a clean/corrupted prompt pair"),
