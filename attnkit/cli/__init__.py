@@ -18,7 +18,7 @@ COMMANDS = {
     "attribute": ("attnkit.attribution", "direct logit attribution and the logit lens for an answer"),
     "heads": ("attnkit.metrics", "per-head scores: previous-token, first-token, induction…"),
     "corpus": ("attnkit.cli.corpus", "heads, entropy and ablation losses over a corpus, locally or on Ray"),
-    "train-default": ("attnkit.train", "retrain the shipped attnkit-tiny model"),
+    "train-default": ("attnkit.cli.train_default", "retrain the shipped attnkit-tiny model"),
 }
 
 
