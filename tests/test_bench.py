@@ -7,7 +7,8 @@ import sys
 import pytest
 import torch
 
-from attnkit import bench as B
+from attnkit.cli.bench import cli as bench_cli
+from attnkit.dev import bench as B
 
 
 @pytest.fixture(scope="module")
@@ -15,7 +16,7 @@ def quick(tmp_path_factory):
     """One quick run through the command line, its printed table and its JSON."""
     out = tmp_path_factory.mktemp("bench") / "bench.json"
     threads = torch.get_num_threads()
-    rc = B.cli(["--quick", "--threads", "1", "--json", str(out)])
+    rc = bench_cli(["--quick", "--threads", "1", "--json", str(out)])
     assert rc == 0
     assert torch.get_num_threads() == threads          # the caller's setting is restored
     return json.loads(out.read_text(encoding="utf-8"))
@@ -113,7 +114,7 @@ def test_transformer_lens_column_skipped_cleanly_when_absent(quick, odd, monkeyp
     installed = importlib.util.find_spec("transformer_lens") is not None
     monkeypatch.setitem(sys.modules, "transformer_lens", None)   # import now fails, installed or not
     monkeypatch.setitem(sys.modules, "transformer_lens.model_bridge", None)
-    model, info = B._transformer_lens(odd)
+    model, info = B.transformer_lens_bridge(odd)
     assert model is None and info["status"] == "skipped" and "not importable" in info["reason"]
     if installed:                                                 # the real run filled the column
         assert quick["transformer_lens"]["cpu"]["status"] == "measured"
@@ -147,17 +148,17 @@ def test_interleaved_alternates_the_calls():
 
 
 def test_judge_reports_how_far_a_target_is_missed():
-    assert B._judge(1.0, "<=", 1.10) == (True, 0.0)
-    ok, miss = B._judge(1.32, "<=", 1.10)
+    assert B.judge(1.0, "<=", 1.10) == (True, 0.0)
+    ok, miss = B.judge(1.32, "<=", 1.10)
     assert not ok and miss == pytest.approx(0.2)
-    ok, miss = B._judge(2.0, ">=", 4.0)
+    ok, miss = B.judge(2.0, ">=", 4.0)
     assert not ok and miss == pytest.approx(1.0)
-    assert B._judge(5.0, ">=", 4.0) == (True, 0.0)
+    assert B.judge(5.0, ">=", 4.0) == (True, 0.0)
 
 
 def test_sdpa_twin_shares_weights_and_agrees(odd):
     hf = odd.hf_model
-    twin = B._sdpa_twin(hf)
+    twin = B.sdpa_twin(hf)
     assert twin.config._attn_implementation == "sdpa" and hf.config._attn_implementation == "eager"
     assert twin.transformer.h[0].attn.c_attn.weight.data_ptr() == hf.transformer.h[0].attn.c_attn.weight.data_ptr()
     ids = torch.randint(0, hf.config.vocab_size, (1, 40), generator=torch.Generator().manual_seed(3))
@@ -168,10 +169,10 @@ def test_sdpa_twin_shares_weights_and_agrees(odd):
 
 
 def test_cli_rejects_bad_arguments(tmp_path, capsys):
-    assert B.cli(["--lengths", "12,x"]) == 2
+    assert bench_cli(["--lengths", "12,x"]) == 2
     assert "--lengths" in capsys.readouterr().err
-    assert B.cli(["--repeats", "0"]) == 2
-    assert B.cli(["--model", str(tmp_path / "missing"), "--quick", "--no-memory"]) == 1
+    assert bench_cli(["--repeats", "0"]) == 2
+    assert bench_cli(["--model", str(tmp_path / "missing"), "--quick", "--no-memory"]) == 1
     assert "not found" in capsys.readouterr().err
 
 
@@ -190,7 +191,7 @@ def test_transformer_lens_that_cannot_build_is_skipped_with_the_reason(odd, monk
     fake.model_bridge = bridge_mod
     monkeypatch.setitem(sys.modules, "transformer_lens", fake)
     monkeypatch.setitem(sys.modules, "transformer_lens.model_bridge", bridge_mod)
-    model, info = B._transformer_lens(odd)
+    model, info = B.transformer_lens_bridge(odd)
     assert model is None and info["status"] == "skipped"
     assert "hf_model" in info["reason"]
 
@@ -198,7 +199,7 @@ def test_transformer_lens_that_cannot_build_is_skipped_with_the_reason(odd, monk
 def test_transformer_lens_bridge_is_the_same_model(odd):
     """TransformerLens 4's bridge around the same HF model: an independent check of attnkit's numbers."""
     pytest.importorskip("transformer_lens.model_bridge")
-    model, info = B._transformer_lens(odd)
+    model, info = B.transformer_lens_bridge(odd)
     assert info["status"] == "measured", info
     assert info["logits_max_abs_vs_attnkit"] <= 1e-4
     ids = torch.tensor([odd.encode("The animal didn't cross the street because it was too tired.")])

@@ -1,6 +1,7 @@
 """Corpus runs (attnkit.corpus): local and Ray engines, resume, bad documents, the CLI's checks."""
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 from pathlib import Path
@@ -10,8 +11,10 @@ import pandas as pd
 import pytest
 import torch
 
+import attnkit
 from attnkit import corpus as C
 from attnkit.tolerances import CORPUS_ATOL
+from attnkit.corpus import analyses as CA
 
 WINDOW = 16
 KW = dict(model="attnkit-tiny", analyses=("heads", "entropy", "ablation-loss"), window=WINDOW, batch=4,
@@ -163,14 +166,14 @@ def test_resume_after_interrupted_run(corpus_file, local_run, tmp_path):
 
 def test_failing_document_is_recorded_and_the_run_goes_on(corpus_file, tiny, tmp_path, monkeypatch):
     bad = tiny.encode(BAD_TEXT)[:WINDOW]
-    real = C.ablation_loss
+    real = CA.ablation_loss
 
     def flaky(weights, ids, spec):
         if list(ids) == bad:
             raise RuntimeError("boom on this window")
         return real(weights, ids, spec)
 
-    monkeypatch.setattr(C, "ablation_loss", flaky)
+    monkeypatch.setattr(CA, "ablation_loss", flaky)
     out = tmp_path / "out"
     rep = C.run_corpus(corpus_file, out, **{**KW, "bootstrap": 0})
     res = C.load_result(out)
@@ -228,7 +231,7 @@ def test_cli_refuses_bad_input_before_any_work(args, message, corpus_file, tmp_p
     def no_model(*a, **k):
         raise AssertionError("the model was loaded before the input was checked")
 
-    monkeypatch.setattr(C, "ShardWorker", no_model)
+    monkeypatch.setattr("attnkit.corpus.engines.ShardWorker", no_model)
     monkeypatch.setattr("attnkit.loading.load", no_model)
     out = tmp_path / "out"
     base = {"--model": "attnkit-tiny", "--input": str(corpus_file), "--out": str(out)}
@@ -273,12 +276,12 @@ def test_local_engine_needs_no_ray_and_ray_engine_says_how_to_get_it(corpus_file
             f"r = run_corpus({str(corpus_file)!r}, {str(tmp_path / 'out')!r}, 'attnkit-tiny', 'heads', window=8, "
             "max_docs=2, bootstrap=0)\n"
             "assert r.processed_docs == 2, r\n")
-    env = {**__import__("os").environ, "PYTHONPATH": str(Path(C.__file__).parents[1]), "HF_HUB_OFFLINE": "1"}
+    env = {**__import__("os").environ, "PYTHONPATH": str(Path(attnkit.__file__).parents[1]), "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
 
-    real = C.importlib.util.find_spec
-    monkeypatch.setattr(C.importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
     from attnkit.cli import main
 
     assert main(["corpus", "--model", "attnkit-tiny", "--input", str(corpus_file), "--out", str(tmp_path / "o2"),

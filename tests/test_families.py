@@ -350,8 +350,8 @@ def test_verify_cli_with_generation(family_model, shape, tmp_path, capsys):
 
 def test_bench_family_pieces(family_model):
     """The family bench's KV-cache bytes (GQA vs full-head) and its SDPA twin of a Llama-style model."""
-    from attnkit.bench import _sdpa_twin
-    from attnkit.bench_families import kv_cache_bytes
+    from attnkit.dev.bench import kv_cache_bytes
+    from attnkit.dev.bench import sdpa_twin as _sdpa_twin
 
     m = family_model("smollm2-135m")
     kv = kv_cache_bytes(m.weights, 8, 4)

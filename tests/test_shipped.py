@@ -51,7 +51,7 @@ def test_shipped_model_has_previous_token_and_induction_heads():
     """Measured exactly as `python -m attnkit heads --model attnkit-tiny` does (see MODEL_CARD.md)."""
     from attnkit.metrics import _DEFAULT_TEXT, head_table
     from attnkit.prompts import truncate
-    from attnkit.train import HEAD_TARGETS
+    from attnkit.dev.train import HEAD_TARGETS
 
     m = load(SHIPPED_MODEL, "cpu")
     assert m.config.n_ctx == 1024                      # GPT-2's context length

@@ -232,7 +232,7 @@ def test_gpt2_small_shape_at_full_context(small):
 
 def test_long_bench_rows_quick():
     """bench --long on a tiny stand-in: memory probes in fresh processes, ratios with targets."""
-    from attnkit import bench_streaming as BS
+    from attnkit.dev.bench import long_context as BS
 
     r = BS.long_section([64], repeats=1, quick=True, log=lambda s: None, variants=("streaming",))
     checks = {row["check"]: row for row in r["rows"]}

@@ -1,4 +1,4 @@
-"""attnkit.train: end-to-end tiny run, HF loadability, exact tokenizer round-trips."""
+"""attnkit.dev.train (train-default): end-to-end tiny run, HF loadability, exact tokenizer round-trips."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,9 +9,11 @@ pytest.importorskip("torch")
 pytest.importorskip("tokenizers")
 transformers = pytest.importorskip("transformers")
 
-from attnkit import train  # noqa: E402
+import attnkit  # noqa: E402
+from attnkit.cli.train_default import cli as train_cli  # noqa: E402
+from attnkit.dev import train  # noqa: E402
 
-SHIPPED = Path(train.__file__).resolve().parent / "models" / "attnkit-tiny"
+SHIPPED = Path(attnkit.__file__).resolve().parent / "models" / "attnkit-tiny"
 SAMPLES = [
     "Attention lets every token look at its context.",
     "注意力机制让每个词看见上下文",
@@ -69,7 +71,7 @@ def test_tiny_training_run_end_to_end(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(TINY_CORPUS, encoding="utf-8")
     out = tmp_path / "model"
-    rc = train.cli(["--tiny-test", "--corpus-file", str(corpus), "--out", str(out), "--seed", "3"])
+    rc = train_cli(["--tiny-test", "--corpus-file", str(corpus), "--out", str(out), "--seed", "3"])
     assert rc == 0
     check_folder(out)
     card = (out / "MODEL_CARD.md").read_text(encoding="utf-8")
@@ -84,7 +86,7 @@ def test_tiny_training_is_reproducible(tmp_path):
     weights = []
     for run in ("a", "b"):
         out = tmp_path / run
-        assert train.cli(["--tiny-test", "--corpus-file", str(corpus), "--out", str(out)]) == 0
+        assert train_cli(["--tiny-test", "--corpus-file", str(corpus), "--out", str(out)]) == 0
         weights.append(load_file(str(out / "model.safetensors")))
     assert weights[0].keys() == weights[1].keys()
     for k in weights[0]:
@@ -121,14 +123,14 @@ def test_time_boxed_run_is_reproduced_by_its_recorded_command(tmp_path):
              "--n-positions", "16", "--vocab-size", "300", "--batch", "2", "--eval-every", "1000",
              "--warmup", "5"]
     first = tmp_path / "first"
-    assert train.cli(flags + ["--out", str(first), "--minutes", "0.03"]) == 0
+    assert train_cli(flags + ["--out", str(first), "--minutes", "0.03"]) == 0
     card = (first / "MODEL_CARD.md").read_text(encoding="utf-8")
     cmd = next(line for line in card.splitlines() if line.startswith("python -m attnkit train-default"))
     argv = shlex.split(cmd)[4:]
     assert "--minutes" not in argv and "--schedule" in argv and "--decay-start" in argv
     second = tmp_path / "second"
     argv[argv.index("--out") + 1] = str(second)
-    assert train.cli(argv) == 0
+    assert train_cli(argv) == 0
     a, b = load_file(str(first / "model.safetensors")), load_file(str(second / "model.safetensors"))
     assert all((a[k] == b[k]).all() for k in a)
 
@@ -157,8 +159,8 @@ def test_second_stage_continues_the_first(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(TINY_CORPUS, encoding="utf-8")
     first, second = tmp_path / "s1", tmp_path / "s2"
-    assert train.cli(["--tiny-test", "--corpus-file", str(corpus), "--out", str(first)]) == 0
-    assert train.cli(["--tiny-test", "--corpus-file", str(corpus), "--out", str(second),
+    assert train_cli(["--tiny-test", "--corpus-file", str(corpus), "--out", str(first)]) == 0
+    assert train_cli(["--tiny-test", "--corpus-file", str(corpus), "--out", str(second),
                       "--init-from", str(first)]) == 0
     log = json.loads((second / "training_log.json").read_text(encoding="utf-8"))
     assert len(log["stages"]) == 2 and log["tokens_seen"] == sum(s["tokens_seen"] for s in log["stages"])
@@ -203,7 +205,7 @@ def test_time_boxed_long_phase_is_reproduced(tmp_path):
              "--eval-every", "1000", "--warmup", "5", "--text-repeat", "0.25", "--random-repeat", "0.25",
              "--pos-shift", "0.5", "--long-frac", "0.9"]
     first = tmp_path / "first"
-    assert train.cli(flags + ["--out", str(first), "--minutes", "0.05"]) == 0
+    assert train_cli(flags + ["--out", str(first), "--minutes", "0.05"]) == 0
     card = (first / "MODEL_CARD.md").read_text(encoding="utf-8")
     cmd = next(line for line in card.splitlines() if line.startswith("python -m attnkit train-default"))
     argv = shlex.split(cmd)[4:]
@@ -211,7 +213,7 @@ def test_time_boxed_long_phase_is_reproduced(tmp_path):
     assert "Training data mixture" in card and "bits/byte" in card
     second = tmp_path / "second"
     argv[argv.index("--out") + 1] = str(second)
-    assert train.cli(argv) == 0
+    assert train_cli(argv) == 0
     a, b = load_file(str(first / "model.safetensors")), load_file(str(second / "model.safetensors"))
     assert all((a[k] == b[k]).all() for k in a)
 
@@ -246,19 +248,19 @@ def test_pos_init_is_used_and_recorded_through_stages_and_card_only_rewrites_the
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(TINY_CORPUS, encoding="utf-8")
     first, second = tmp_path / "s1", tmp_path / "s2"
-    assert train.cli(["--tiny-test", "--corpus-file", str(corpus), "--out", str(first), "--pos-init", "sinusoid",
+    assert train_cli(["--tiny-test", "--corpus-file", str(corpus), "--out", str(first), "--pos-init", "sinusoid",
                       "--steps", "1", "--lr", "1e-9"]) == 0
     wpe = load_file(str(first / "model.safetensors"))["transformer.wpe.weight"]
     ref = train.sinusoid_positions(wpe.shape[0], wpe.shape[1])
     assert (wpe - ref).abs().max() < 1e-6                                  # one tiny step away from the codes
-    assert train.cli(["--tiny-test", "--corpus-file", str(corpus), "--out", str(second),
+    assert train_cli(["--tiny-test", "--corpus-file", str(corpus), "--out", str(second),
                       "--init-from", str(first)]) == 0
     log = json.loads((second / "training_log.json").read_text(encoding="utf-8"))
     assert log["pos_init"] == "sinusoid"
     card = second / "MODEL_CARD.md"
     assert "initialised as sin/cos codes" in card.read_text(encoding="utf-8")
     card.write_text("stale", encoding="utf-8")
-    assert train.cli(["--out", str(second), "--card-only"]) == 0
+    assert train_cli(["--out", str(second), "--card-only"]) == 0
     text = card.read_text(encoding="utf-8")
     assert "Targets this model was trained for" in text and "| previous-token | ≥ 0.7 |" in text
     best = json.loads((second / "training_log.json").read_text(encoding="utf-8"))["best_heads"]
@@ -267,7 +269,7 @@ def test_pos_init_is_used_and_recorded_through_stages_and_card_only_rewrites_the
 
 def test_card_only_refuses_a_folder_without_a_training_log(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
-        train.cli(["--out", str(tmp_path), "--card-only"])
+        train_cli(["--out", str(tmp_path), "--card-only"])
     assert e.value.code == 2 and "training_log.json" in capsys.readouterr().err   # bad input: exit 2, one line
 
 
@@ -276,9 +278,9 @@ def test_formation_text_counts_every_stage():
             "stages": [{"steps": 600}, {"steps": 900}],
             "history": [{"step": 1, "best_induction": 0.02}, {"step": 200, "best_induction": 0.05},
                         {"step": 400, "best_induction": 0.2}, {"step": 600, "best_induction": 0.7}]}
-    text = train._formation_text(info)
+    text = train.formation_text(info)
     # 600 steps of stage 1 come first; 16 x 128 tokens a step
     assert "0.1 at step 1,000 (~2.0M tokens)" in text and "0.5 at step 1,200 (~2.5M tokens)" in text
     assert "below 0.1 up to step 800" in text
     info["history"] = [{"step": 1, "best_induction": 0.02}]
-    assert train._formation_text(info) == ""
+    assert train.formation_text(info) == ""

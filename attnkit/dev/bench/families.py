@@ -2,7 +2,7 @@
 
 SmolLM2-135M's full shape (30 layers, d_model 576, 9 query heads, 3 key/value heads, d_head 64, SwiGLU
 1536, vocabulary 49152, tied) with random weights, saved with ``save_pretrained`` and read back through
-:func:`attnkit.loading.load`. The same interleaved timing as :mod:`attnkit.bench`:
+:func:`attnkit.loading.load`. The same interleaved timing as :mod:`attnkit.dev.bench`:
 
     1  run(capture=["pattern"])    vs  HF eager, output_attentions=True        target ≤ 1.10
     2  run() capturing nothing     vs  HF SDPA                                 target ≤ 1.25
@@ -13,19 +13,21 @@ SmolLM2-135M's full shape (30 layers, d_model 576, 9 query heads, 3 key/value he
 """
 from __future__ import annotations
 
-import argparse
 import gc
-import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
+from transformers import AutoConfig, AutoModelForCausalLM
+from transformers.utils import logging as hf_logging
 
-from . import bench as B
+from ...loading import load
+from ...model import generate
+from .common import byte_tokenizer, machine_info, random_ids, sdpa_twin
+from .sections import forward_section, generation_section
 
-__all__ = ["SHAPES", "make_family_checkpoint", "bench_family", "format_family", "cli"]
+__all__ = ["SHAPES", "make_family_checkpoint", "bench_family", "format_family"]
 
 #: Full shapes of real checkpoints (their config.json values); only the weights are random.
 SHAPES = {
@@ -37,25 +39,20 @@ SHAPES = {
 
 
 def make_family_checkpoint(folder: Path, shape: str = "smollm2-135m", seed: int = 0) -> Path:
-    from transformers import AutoConfig, AutoModelForCausalLM
-    from transformers.utils import logging as hf_logging
-
     hf_logging.disable_progress_bar()
     model_type, kw = SHAPES[shape]
     torch.manual_seed(seed)
     AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **kw)).save_pretrained(
         folder, safe_serialization=True)
-    B._byte_tokenizer(folder)
+    byte_tokenizer(folder)
     return folder
 
 
 def kv_cache_bytes(weights, n_prompt: int, n_new: int) -> dict:
     """Bytes of attnkit's filled KV cache after greedy-decoding ``n_new`` tokens, and of the same cache
     with one key/value head per query head."""
-    from .model import generate
-
     cfg = weights.config
-    ids = B._ids(cfg.d_vocab, n_prompt, weights.device, seed=3)
+    ids = random_ids(cfg.d_vocab, n_prompt, weights.device, seed=3)
     g = generate(weights, ids, n_new, use_cache=True)
     got = g.cache.nbytes()
     per_token = 2 * cfg.n_layers * cfg.kv_heads * cfg.d_head * weights.dtype.itemsize
@@ -68,18 +65,14 @@ def kv_cache_bytes(weights, n_prompt: int, n_new: int) -> dict:
 
 
 def bench_family(shape: str = "smollm2-135m", *, T: int = 256, repeats: int = 3, gen_prompt: int = 64,
-                 gen_new: int = 32, threads: int | None = None, log=print) -> dict:
+                 gen_new: int = 32, threads: int | None = None, log=lambda s: None) -> dict:
     """Checks 1–4 on ``shape`` at one length ``T`` on the CPU; JSON-ready."""
-    from transformers.utils import logging as hf_logging
-
-    from .loading import load
-
     hf_logging.set_verbosity_error()
     threads_before = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
     started = time.time()
-    res = {"machine": B.machine_info([torch.device("cpu")]), "shape": shape,
+    res = {"machine": machine_info([torch.device("cpu")]), "shape": shape,
            "settings": {"T": T, "repeats": repeats, "warmup_rounds": 1, "interleaved": True, "statistic": "median",
                         "generation": {"prompt_tokens": gen_prompt, "new_tokens": gen_new}},
            "results": []}
@@ -92,13 +85,13 @@ def bench_family(shape: str = "smollm2-135m", *, T: int = 256, repeats: int = 3,
             res["model"] = {"name": f"random-weight {shape} (full shape)", "n_layers": c.n_layers,
                             "n_heads": c.n_heads, "n_kv_heads": c.kv_heads, "d_model": c.d_model,
                             "d_head": c.d_head, "d_mlp": c.d_mlp, "d_vocab": c.d_vocab}
-            hf_sdpa = B._sdpa_twin(loaded.hf_model)
+            hf_sdpa = sdpa_twin(loaded.hf_model)
             log(f"[bench] forward T={T} …")
-            rows, checks = B.forward_section(loaded, hf_sdpa, T, repeats, 1)
+            rows, checks = forward_section(loaded, hf_sdpa, T, repeats, 1)
             res["results"] += rows
             res["correctness"] = checks
             log(f"[bench] generation {gen_prompt}+{gen_new} …")
-            rows, info = B.generation_section(loaded, hf_sdpa, gen_prompt, gen_new, repeats, 1)
+            rows, info = generation_section(loaded, hf_sdpa, gen_prompt, gen_new, repeats, 1)
             res["results"] += rows
             res["generation"] = info
             res["kv_cache"] = kv_cache_bytes(loaded.weights, gen_prompt, gen_new)
@@ -134,20 +127,3 @@ def format_family(res: dict) -> str:
                f"{res['summary']['wall_seconds']:.0f} s")
     return "\n".join(out)
 
-
-def cli(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m attnkit bench --family", description=__doc__.split("\n\n")[0])
-    p.add_argument("--family", default="smollm2-135m", choices=sorted(SHAPES))
-    p.add_argument("--T", type=int, default=256)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--gen-prompt", type=int, default=64)
-    p.add_argument("--gen-new", type=int, default=32)
-    p.add_argument("--threads", type=int)
-    p.add_argument("--json", dest="json_out", metavar="OUT")
-    a = p.parse_args(argv)
-    res = bench_family(a.family, T=a.T, repeats=a.repeats, gen_prompt=a.gen_prompt, gen_new=a.gen_new,
-                       threads=a.threads, log=lambda s: print(s, file=sys.stderr, flush=True))
-    print(format_family(res))
-    if a.json_out:
-        Path(a.json_out).write_text(json.dumps(res, indent=1, default=str), encoding="utf-8")
-    return 0

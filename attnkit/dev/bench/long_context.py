@@ -23,6 +23,14 @@ import time
 from pathlib import Path
 
 import torch
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers.utils import logging as hf_logging
+
+from ...families import FAMILIES
+from ...loading import load
+from ...model import run
+from ...streaming import stream_stats
+from .common import ROOT, byte_tokenizer, interleaved, judge, random_ids, ratio_row, reset_peak_rss, side, vm_hwm_bytes
 
 __all__ = ["make_long_checkpoint", "long_probe", "long_section", "LONG_TARGETS"]
 
@@ -34,12 +42,9 @@ LONG_TARGETS = {
 }
 SMOL = dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
             num_key_value_heads=3, vocab_size=49152, tie_word_embeddings=True, rope_theta=100000.0)
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _has_llama() -> bool:
-    from .families import FAMILIES
-
     return "llama" in FAMILIES
 
 
@@ -48,10 +53,6 @@ def make_long_checkpoint(folder: Path, n_ctx: int, quick: bool = False, seed: in
     """SmolLM2-135M's shape with random weights saved into ``folder``: (folder, description).
     ``layers`` keeps only that many of its 30 layers (every layer costs the same: time ratios per layer
     are the model's; the per-position results grow by 6·4·H·T bytes per layer)."""
-    from transformers.utils import logging as hf_logging
-
-    from .bench import _byte_tokenizer
-
     hf_logging.disable_progress_bar()
     torch.manual_seed(seed)
     small = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
@@ -59,16 +60,12 @@ def make_long_checkpoint(folder: Path, n_ctx: int, quick: bool = False, seed: in
     if layers:
         small["num_hidden_layers"] = int(layers)
     if _has_llama():
-        from transformers import LlamaConfig, LlamaForCausalLM
-
         cfg = LlamaConfig(**{**SMOL, **small}, max_position_embeddings=n_ctx)
         LlamaForCausalLM(cfg).save_pretrained(folder, safe_serialization=True)
         desc = "random-weight SmolLM2-135M shape (Llama: rotary, GQA 9/3 heads)"
         if layers:
             desc += f", first {layers} of 30 layers"
     else:
-        from transformers import GPT2Config, GPT2LMHeadModel
-
         s = {**SMOL, **small}
         cfg = GPT2Config(n_layer=s["num_hidden_layers"], n_head=s["num_attention_heads"], n_embd=s["hidden_size"],
                          n_inner=s["intermediate_size"], vocab_size=s["vocab_size"], n_positions=n_ctx)
@@ -78,7 +75,7 @@ def make_long_checkpoint(folder: Path, n_ctx: int, quick: bool = False, seed: in
                 "or rotary")
         if quick:
             desc = "random-weight GPT-2 tiny (2 layers, d_model 64)"
-    _byte_tokenizer(folder)
+    byte_tokenizer(folder)
     return folder, desc
 
 
@@ -91,9 +88,6 @@ def _vm_rss() -> int:
 
 
 def _variants(w, ids):
-    from .model import run
-    from .streaming import stream_stats
-
     class _Stop(Exception):
         pass
 
@@ -116,9 +110,6 @@ def _variants(w, ids):
 def long_probe(source: str, T: int, variant: str, threads: int | None = None) -> dict:
     """In a fresh process: RSS of the loaded weights, then the peak rise during one call of ``variant``
     (peak reset after a short warm-up with the same code path)."""
-    from .bench import _ids, _reset_peak_rss, _vm_hwm_bytes
-    from .loading import load
-
     if threads:
         torch.set_num_threads(threads)
     loaded = load(source, "cpu")
@@ -128,15 +119,15 @@ def long_probe(source: str, T: int, variant: str, threads: int | None = None) ->
     weights_bytes = sum(t.numel() * t.element_size() for t in
                         {id(t): t for t in _tensors(w)}.values())
     with torch.inference_mode():
-        _variants(w, _ids(w.config.d_vocab, min(T, 256), "cpu", seed=1))[variant]()    # warm-up, small T
-        ids = _ids(w.config.d_vocab, T, "cpu", seed=T)
+        _variants(w, random_ids(w.config.d_vocab, min(T, 256), "cpu", seed=1))[variant]()    # warm-up, small T
+        ids = random_ids(w.config.d_vocab, T, "cpu", seed=T)
         fn = _variants(w, ids)[variant]
         gc.collect()
-        base = _reset_peak_rss()
+        base = reset_peak_rss()
         t0 = time.perf_counter()
         fn()
         seconds = time.perf_counter() - t0
-        peak = _vm_hwm_bytes()
+        peak = vm_hwm_bytes()
     return {"variant": variant, "T": T, "weights_bytes": weights_bytes, "rss_before_bytes": base,
             "peak_rise_bytes": None if base is None else max(0, peak - base), "seconds_single_call": seconds,
             "method": "VmHWM after clear_refs reset, fresh process"}
@@ -149,7 +140,7 @@ def _tensors(w):
 
 
 def _probe_subprocess(source: str, T: int, variant: str, threads: int | None) -> dict:
-    code = ("import json, sys; from attnkit.bench_streaming import long_probe; "
+    code = ("import json, sys; from attnkit.dev.bench.long_context import long_probe; "
             "print('@@' + json.dumps(long_probe(*json.loads(sys.argv[1]))))")
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -163,12 +154,9 @@ def _probe_subprocess(source: str, T: int, variant: str, threads: int | None) ->
 
 
 def long_section(lengths=(8192,), repeats: int = 2, threads: int | None = None, quick: bool = False,
-                 memory: bool = True, log=print, layers: int | None = None, variants=None,
+                 memory: bool = True, log=lambda s: None, layers: int | None = None, variants=None,
                  timing: bool = True) -> dict:
     """Time (interleaved, in this process) and peak memory (fresh processes) at each T; rows as in bench."""
-    from .bench import _ids, _row, _side, interleaved
-    from .loading import load
-
     out = {"rows": [], "probes": [], "model": None}
     n_ctx = max(lengths)
     with tempfile.TemporaryDirectory(prefix="attnkit-long-") as tmp:
@@ -188,7 +176,7 @@ def long_section(lengths=(8192,), repeats: int = 2, threads: int | None = None, 
                         "device": "cpu", "T": T, "a": {"name": "streaming peak rise (GB)", "median_s": gb},
                         "b": {"name": "1 GB", "median_s": 1.0}, "ratio": gb, "target": None, "op": None,
                         "pass": None, "miss_by": None}
-                _judge(mrow, "streaming_peak_rise_gb")
+                _judge_long(mrow, "streaming_peak_rise_gb")
                 out["rows"].append(mrow)
             if not timing:
                 continue
@@ -196,23 +184,21 @@ def long_section(lengths=(8192,), repeats: int = 2, threads: int | None = None, 
             loaded = load(source, "cpu")
             w = loaded.weights
             with torch.inference_mode():
-                fns = _variants(w, _ids(w.config.d_vocab, T, "cpu", seed=T))
+                fns = _variants(w, random_ids(w.config.d_vocab, T, "cpu", seed=T))
                 t = interleaved(fns, repeats, warmup=0, warm_fns=None)
             del loaded, w, fns
             gc.collect()
-            s = {k: _side(k, v) for k, v in t.items()}
-            row = _row("streaming_vs_forward", "cpu", T, s["streaming"], s["forward"], target=False)
-            _judge(row, "streaming_vs_forward")
+            s = {k: side(k, v) for k, v in t.items()}
+            row = ratio_row("streaming_vs_forward", "cpu", T, s["streaming"], s["forward"], target=False)
+            _judge_long(row, "streaming_vs_forward")
             out["rows"].append(row)
-            out["rows"].append(_row("streaming_vs_forward_no_logits", "cpu", T, s["streaming"],
-                                    s["forward_no_logits"], target=False,
-                                    label="streaming entropy / forward stopped before the unembedding"))
+            out["rows"].append(ratio_row("streaming_vs_forward_no_logits", "cpu", T, s["streaming"],
+                                         s["forward_no_logits"], target=False,
+                                         label="streaming entropy / forward stopped before the unembedding"))
     return out
 
 
-def _judge(row: dict, check: str):
-    from .bench import _judge as judge
-
+def _judge_long(row: dict, check: str):
     _, op, value = LONG_TARGETS[check]
     ok, miss = judge(row["ratio"], op, value)
     row.update(target=value, op=op, **{"pass": ok, "miss_by": miss})

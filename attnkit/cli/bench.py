@@ -1,0 +1,105 @@
+"""``python -m attnkit bench``: attnkit against HuggingFace as ratios with targets (the bench itself is
+:mod:`attnkit.dev.bench`); ``--family SHAPE`` runs it on a Llama-style shape, ``--long T,…`` adds the
+long-context streaming figures."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ..dev import bench as B
+from ..loading import LoadError
+from . import args as T
+
+
+def _log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _parser():
+    p = T.Parser(prog="python -m attnkit bench", description=B.__doc__.split("\n\n")[0])
+    p.add_argument("--model", type=T.utf8_text, help="model name or folder (default: random-weight GPT-2 small shape)")
+    p.add_argument("--json", dest="json_out", metavar="OUT", type=T.writable_path, help="write every figure and raw timing here")
+    p.add_argument("--lengths", help="comma-separated sequence lengths (default 128,512,1024)")
+    p.add_argument("--repeats", type=int, help="timed runs per measurement (default 5)")
+    p.add_argument("--quick", action="store_true", help="tiny model, T 16/32, 2 repeats: a few seconds")
+    p.add_argument("--device", action="append", type=T.device, help="cpu / cuda (repeatable; default cpu, plus cuda if present)")
+    p.add_argument("--threads", type=T.positive_int, help="torch.set_num_threads before measuring")
+    p.add_argument("--gen-new", type=T.positive_int, help="generated tokens (default 128)")
+    p.add_argument("--no-memory", action="store_true", help="skip the memory section (it starts subprocesses)")
+    p.add_argument("--long", metavar="T,…", help="also the long-context streaming figures at these lengths "
+                   "(e.g. 8192,32768; SmolLM2-135M's shape, random weights; minutes per length)")
+    p.add_argument("--long-layers", type=T.positive_int, help="with --long: keep only this many of the 30 layers (faster; "
+                   "time ratios are per layer)")
+    return p
+
+
+def _family_parser():
+    p = T.Parser(prog="python -m attnkit bench --family", description=B.families.__doc__.split("\n\n")[0])
+    p.add_argument("--family", default="smollm2-135m", choices=sorted(B.SHAPES))
+    p.add_argument("--T", type=T.int_at_least(2), default=256, help="sequence length (default 256)")
+    p.add_argument("--repeats", type=T.positive_int, default=3)
+    p.add_argument("--gen-prompt", type=T.positive_int, default=64)
+    p.add_argument("--gen-new", type=T.positive_int, default=32)
+    p.add_argument("--threads", type=T.positive_int)
+    p.add_argument("--json", dest="json_out", metavar="OUT", type=T.writable_path)
+    return p
+
+
+def family_cli(argv) -> int:
+    """``--family SHAPE``: checks 1–3 and the KV cache's bytes on a Llama-style shape."""
+    a = _family_parser().parse_args(argv)
+    res = B.bench_family(a.family, T=a.T, repeats=a.repeats, gen_prompt=a.gen_prompt, gen_new=a.gen_new,
+                         threads=a.threads, log=_log)
+    print(B.format_family(res))
+    if a.json_out:
+        Path(a.json_out).write_text(json.dumps(res, indent=1, default=str), encoding="utf-8")
+    return 0
+
+
+def _lengths(text):
+    """--lengths as a list of integers ≥ 2 (ValueError otherwise), or None."""
+    lengths = [int(x) for x in text.split(",") if x.strip()] if text else None
+    if lengths is not None and (not lengths or min(lengths) < 2):
+        raise ValueError
+    return lengths
+
+
+def _add_long(res: dict, a) -> None:
+    """--long: the long-context rows into ``res``, its summary recounted."""
+    long = B.long_section([int(x) for x in a.long.split(",") if x.strip()], repeats=a.repeats or 2,
+                          threads=a.threads, quick=a.quick, memory=not a.no_memory, layers=a.long_layers, log=_log)
+    res["long"] = long
+    res["results"] += long["rows"]
+    res["summary"].update(B.judged_summary(res["results"]))
+
+
+def cli(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if any(x == "--family" or x.startswith("--family=") for x in argv):
+        return family_cli(argv)
+    a = _parser().parse_args(argv)
+    try:
+        lengths = _lengths(a.lengths)
+    except ValueError:
+        print("attnkit bench: --lengths takes comma-separated integers ≥ 2, e.g. 128,512,1024", file=sys.stderr)
+        return 2
+    if a.repeats is not None and a.repeats < 1:
+        print("attnkit bench: --repeats must be ≥ 1", file=sys.stderr)
+        return 2
+    try:
+        res = B.bench(a.model, lengths=lengths, repeats=a.repeats, quick=a.quick,
+                      devices=list(dict.fromkeys(a.device)) if a.device else None,
+                      threads=a.threads, gen_new=a.gen_new, memory=not a.no_memory, log=_log)
+    except LoadError as e:
+        print(f"attnkit bench: {e}", file=sys.stderr)
+        return 1
+    if a.long:
+        _add_long(res, a)
+    print(B.format_table(res))
+    if a.long:
+        print(B.format_long(res["long"]))
+    if a.json_out:
+        Path(a.json_out).write_text(json.dumps(res, indent=1, default=str), encoding="utf-8")
+        print(f"\nwrote {a.json_out}")
+    return 0

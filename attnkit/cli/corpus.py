@@ -1,0 +1,134 @@
+"""``python -m attnkit corpus``: head statistics, entropy curves and ablation losses over a corpus,
+locally or on Ray (the library is :mod:`attnkit.corpus`)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+from .. import corpus as C
+from ..dev.bench.corpus import bench
+from ..loading import LoadError, default_model
+from ..prompts import MAX_PROMPT_CHARS as MAX_CHARS
+from . import args as T
+
+PROG = "attnkit corpus"
+
+
+def _parser():
+    p = T.Parser(
+        prog="python -m attnkit corpus",
+        description="Head statistics, entropy curves and ablation losses over a corpus, locally or on Ray.",
+        epilog="analyses: " + "; ".join(f"{k}: {a.help}" for k, a in C.ANALYSES.items()))
+    p.add_argument("--model", default=None, type=T.utf8_text,
+                   help="hub name, attnkit-tiny or a local folder (default: as verify)")
+    p.add_argument("--input", type=T.utf8_text,
+                   help=".jsonl (one document per line), .txt/.md (one document) or a folder of them")
+    p.add_argument("--field", default="text", help="field of a .jsonl object holding the document (default text)")
+    p.add_argument("--analyses", default=",".join(C.ANALYSES), help="comma-separated: " + ", ".join(C.ANALYSES))
+    p.add_argument("--ablation", action="append", default=None, metavar="SPEC",
+                   help="an ablation for ablation-loss (repeatable; default: " + ", ".join(C.DEFAULT_ABLATIONS) + ")")
+    p.add_argument("--out", type=T.writable_dir, help="result folder (created; a rerun resumes it)")
+    p.add_argument("--engine", default="local", choices=sorted(C.ENGINES))
+    p.add_argument("--address", default=None, help="Ray cluster: auto or HOST:PORT (default: start Ray here)")
+    p.add_argument("--workers", type=T.positive_int, default=None, help="Ray actors (default: as many as the cluster holds)")
+    p.add_argument("--gpus-per-worker", type=float, default=0.0, help="> 0 runs each actor's model on a GPU")
+    # --window, --batch, --shard-docs and --threads are checked by corpus.settings_for (one message for
+    # the library and the command line)
+    p.add_argument("--window", type=int, default=None, help="tokens per window (default: the model's context)")
+    p.add_argument("--batch", type=int, default=4, help="windows of equal length per forward pass (default 4)")
+    p.add_argument("--shard-docs", type=int, default=C.SHARD_DOCS, help=f"documents per shard (default {C.SHARD_DOCS})")
+    p.add_argument("--max-docs", type=T.positive_int, default=None, help="use only the first N documents")
+    p.add_argument("--device", default="cpu", type=T.device, help="cpu, cuda, mps or auto (local engine; default cpu)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads per worker = CPUs per Ray actor (default 1; the numbers depend on it "
+                        "in the last float bits, so a resumed run must use the same)")
+    p.add_argument("--bootstrap", type=T.nonneg_int, default=1000,
+                   help="bootstrap resamples for the intervals (default 1000)")
+    p.add_argument("--bench", action="store_true", help="measure documents/second: local, then Ray with --workers")
+    p.add_argument("--bench-docs", type=T.positive_int, default=48)
+    p.add_argument("--json", dest="json_out", default=None, type=T.writable_path,
+                   help="(--bench) write the measurements here")
+    return p
+
+
+def _note(text: str) -> None:
+    print(f"{PROG}: {text}", file=sys.stderr, flush=True)
+
+
+def _check(a) -> list:
+    """Every check that needs no model (CorpusError); the ablations to run."""
+    if a.gpus_per_worker < 0:
+        raise C.CorpusError("--gpus-per-worker must not be negative")
+    if not a.input or not a.out:
+        raise C.CorpusError("--input and --out are required")
+    if a.engine == "ray" and importlib.util.find_spec("ray") is None:
+        raise C.CorpusError("--engine ray needs Ray: pip install ray (the local engine does not)")
+    if a.engine == "local" and (a.address or a.workers or a.gpus_per_worker):
+        raise C.CorpusError("--address, --workers and --gpus-per-worker are for --engine ray")
+    ablations = a.ablation if a.ablation is not None else C.DEFAULT_ABLATIONS
+    C.settings_for(a.model or "?", a.analyses, a.window, a.batch, a.shard_docs, ablations, a.field, a.device, a.threads)
+    C.read_inputs(a.input, a.field, a.max_docs)          # a missing or unusable input: stop before any work
+    return list(ablations)
+
+
+def _run(a) -> C.RunReport:
+    ablations = _check(a)
+    model = a.model
+    if model is None:
+        model, notice = default_model()
+        if notice:
+            print(notice, file=sys.stderr)
+    return C.run_corpus(a.input, a.out, model, a.analyses, engine=a.engine, address=a.address, window=a.window,
+                        batch=a.batch, shard_docs=a.shard_docs, ablations=ablations, field=a.field,
+                        device=a.device, threads=a.threads, workers=a.workers, gpus_per_worker=a.gpus_per_worker,
+                        max_docs=a.max_docs, bootstrap=a.bootstrap, progress=C.Progress(), log=_note)
+
+
+def cli(argv=None) -> int:
+    a = _parser().parse_args(argv)
+    try:
+        if a.bench:
+            res = bench(model=a.model or "attnkit-tiny", docs=a.bench_docs, window=a.window or 128,
+                        workers=a.workers or 2, batch=a.batch, log=lambda s: print(s, flush=True))
+            if a.json_out:
+                Path(a.json_out).write_text(json.dumps(res, indent=1), encoding="utf-8")
+            return 0
+        rep = _run(a)
+    except (C.CorpusError, LoadError) as e:    # bad input, or a model that will not load (here or in an actor)
+        _note(str(e))
+        return 2
+    except Exception as e:       # noqa: BLE001 - the run stopped part-way: say so in one line
+        msg = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+        _note(f"the run stopped: {type(e).__name__}{': ' + msg if msg else ''}; "
+              "finished shards are kept, rerun to resume")
+        return 1
+    print_summary(rep, C.load_result(a.out))
+    return 0
+
+
+def print_summary(rep: C.RunReport, res: C.CorpusResult):
+    i = res.info
+    d = i["documents"]
+    print(f"{rep.out}: {d['finished']}/{d['total']} documents ({d['ok']} ok, {d['short']} short, {d['error']} "
+          f"error), {i['windows']} windows, {i['tokens']:,} tokens; {rep.skipped_shards}/{rep.shards} shards resumed; "
+          f"{rep.processed_docs} documents in {rep.seconds:.1f} s ({rep.docs_per_s:.2f} docs/s, engine {rep.engine})")
+    lvl = int(round(i["interval"]["level"] * 100))
+    if res.heads is not None:
+        for stat in ("previous-token", "first-token", "induction"):
+            top = res.heads[res.heads["stat"] == stat].nlargest(3, "mean")
+            print(f"  top heads by {stat}: " + ", ".join(
+                f"{r.label} {r.mean:.3f} [{r.lo:.3f}, {r.hi:.3f}]" for r in top.itertuples()) + f" ({lvl}% interval)")
+    if res.ablation is not None:
+        for r in res.ablation.itertuples():
+            print(f"  {r.ablation:<16} {r.nats:.4f} nats/token [{r.lo:.4f}, {r.hi:.4f}]"
+                  + ("" if r.ablation == "baseline" else f"  increase {r.increase:+.4f} [{r.increase_lo:+.4f}, {r.increase_hi:+.4f}]"))
+    cut = res.documents[res.documents["chars_cut"] > 0]
+    if len(cut):
+        print(f"  {len(cut)} document(s) longer than {MAX_CHARS:,} characters: only their first {MAX_CHARS:,} "
+              "were used (as on the Entropy page); split them into several documents to use all")
+    for r in res.errors.head(5).itertuples():
+        print(f"  {r.status}: {r.doc_id} ({r.stage}): {r.error}")
+    if len(res.errors) > 5:
+        print(f"  … {len(res.errors) - 5} more in {rep.out}/documents (status != ok)")

@@ -1,0 +1,104 @@
+"""``python -m attnkit train-default``: retrain the shipped attnkit-tiny model (the training itself is
+:mod:`attnkit.dev.train`; its docstring describes the corpus and the pipeline)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..dev import train as TR
+from . import args as T
+
+
+def _parser() -> T.Parser:
+    p = T.Parser(prog="python -m attnkit train-default", description=TR.__doc__.split("\n")[0])
+    p.add_argument("--out", default=str(TR.DEFAULT_OUT), type=T.writable_dir, help="output folder (default: the shipped model)")
+    p.add_argument("--steps", type=T.positive_int, default=1800, help="optimizer steps (default 1800)")
+    p.add_argument("--minutes", type=T.positive_float, default=None,
+                   help="time-boxed run (implies --schedule wsd): constant LR until 80%% of the time, "
+                        "then a linear decay sized to the measured speed; stops at the limit. "
+                        "The card records the equivalent --steps/--decay-start/--stop-after")
+    p.add_argument("--schedule", choices=["cosine", "wsd"], default="cosine",
+                   help="cosine: warmup + cosine decay; wsd: warmup, constant, linear decay")
+    p.add_argument("--decay-start", type=T.nonneg_int, default=None, help="wsd: step the decay starts (default 80%%)")
+    p.add_argument("--stop-after", type=T.positive_int, default=None,
+                   help="stop after this many steps; the LR schedule is still planned for --steps")
+    p.add_argument("--init-from", default=None,
+                   help="continue training the model in this folder (a later stage; its tokenizer is retrained "
+                        "identically from the same corpus and seed and must match)")
+    p.add_argument("--corpus-limit", type=T.positive_int, default=None, help="max characters of corpus")
+    p.add_argument("--corpus-file", default=None, type=T.existing_nonempty_text_file, help="train on this text file instead of Debian text")
+    p.add_argument("--seed", type=T.nonneg_int, default=1234)
+    p.add_argument("--threads", type=T.positive_int, default=1, help="torch CPU threads")
+    p.add_argument("--batch", type=T.positive_int, default=16)
+    p.add_argument("--lr", type=T.positive_float, default=2e-3)
+    p.add_argument("--warmup", type=T.nonneg_int, default=100)
+    p.add_argument("--weight-decay", type=float, default=0.1)
+    p.add_argument("--vocab-size", type=T.positive_int, default=8192)
+    p.add_argument("--n-layer", type=T.positive_int, default=4)
+    p.add_argument("--n-head", type=T.positive_int, default=8)
+    p.add_argument("--n-embd", type=T.positive_int, default=256)
+    p.add_argument("--n-positions", type=T.int_at_least(2), default=256)
+    p.add_argument("--eval-every", type=T.positive_int, default=100)
+    p.add_argument("--train-block", type=T.int_at_least(2), default=None,
+                   help="training window (default: --n-positions); windows of --n-positions from --long-start on")
+    p.add_argument("--long-start", type=T.nonneg_int, default=None,
+                   help="from this step on, train on --n-positions windows (batch scaled to keep tokens/step)")
+    p.add_argument("--long-frac", type=T.positive_float, default=0.9,
+                   help="with --minutes and --train-block: switch to long windows at this fraction of the time")
+    p.add_argument("--text-repeat", type=float, default=0.0,
+                   help="share of training rows that are a span of natural text repeated (induction-friendly)")
+    p.add_argument("--random-repeat", type=float, default=0.0,
+                   help="share of training rows that are a span of random tokens repeated")
+    p.add_argument("--pos-shift", type=float, default=0.0,
+                   help="share of natural short rows placed at a random position offset (trains later positions)")
+    p.add_argument("--pos-init", choices=["gpt2", "sinusoid"], default="gpt2",
+                   help="position embeddings at initialisation: GPT-2's N(0, 0.02), or sinusoids of the same "
+                        "per-dimension scale (neighbouring positions start out similar; still learned)")
+    p.add_argument("--bf16", action="store_true", help="bfloat16 autocast for the training forward pass "
+                   "(weights, optimizer and evaluation stay float32)")
+    p.add_argument("--compare-with", default=None,
+                   help="also measure this (older) model folder's bits per byte on the new validation text")
+    p.add_argument("--tiny-test", action="store_true",
+                   help="tiny model/corpus/steps for a seconds-long end-to-end test")
+    p.add_argument("--card-only", action="store_true",
+                   help="re-measure the heads of the model in --out and rewrite its MODEL_CARD.md from its "
+                        "training_log.json (no training)")
+    p.add_argument("--score-only", action="store_true",
+                   help="only print head scores of the model already in --out")
+    return p
+
+
+def parse_args(argv):
+    """The flags, checked (exit 2 with one line on a bad one); ``--tiny-test`` shrinks every size."""
+    p = _parser()
+    a = p.parse_args(argv)
+    if a.card_only and not (Path(a.out) / "training_log.json").is_file():
+        p.error(f"--card-only: {a.out} has no training_log.json (not a folder written by train-default)")
+    if a.tiny_test:
+        a.n_layer, a.n_head, a.n_embd, a.n_positions = 2, 2, 32, 32
+        a.vocab_size = min(a.vocab_size, 400)
+        a.steps, a.batch, a.warmup, a.eval_every = min(a.steps, 6), 4, 2, 3
+        a.corpus_limit = a.corpus_limit or 200_000
+        a.minutes = None
+    return a
+
+
+def _log(text: str) -> None:
+    print(text, flush=True)
+
+
+def cli(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    a = parse_args(argv)
+    if a.card_only:   # re-measure the heads and rewrite MODEL_CARD.md from the saved training log
+        print(f"rewrote {TR.rewrite_card(Path(a.out), a.threads, log=_log)}")
+        return 0
+    if a.score_only:
+        print(TR.probe_saved(Path(a.out), a.seed, a.threads))
+        return 0
+    try:
+        TR.train(TR.Options.of(a), argv, log=_log)
+    except TR.TrainError as e:
+        print(f"attnkit train-default: {e}", file=sys.stderr)
+        return 1
+    return 0
