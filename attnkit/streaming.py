@@ -38,11 +38,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .metrics import STATISTICS, normalise, visible_keys
 from .model import PATTERN_POINTS, Composed, Intervention, as_ids, run
 
 __all__ = [
     "StreamStats", "Pooled", "stream_stats", "streamable", "pattern_rows", "focus_window", "rows_from_qk",
-    "visible_counts", "pool_size", "qk_points", "doc_curves", "BLOCK",
+    "visible_counts", "pool_size", "qk_points", "BLOCK",
 ]
 
 #: default tile side (queries and keys); the pooling block size is rounded into it
@@ -119,26 +120,17 @@ class StreamStats:
     @property
     def normalised(self) -> torch.Tensor:
         """H_i / ln(n_i), n_i = keys visible to query i; NaN where n_i = 1 (one key, no spread)."""
-        n = self.visible.double()[:, None, None, :]
-        h = self.entropy.double() / torch.log(n)
-        return torch.where(n > 1, h, torch.full_like(h, math.nan)).float()
+        return normalise(self.entropy, self.visible[:, None, None, :]).float()
 
     def head_scores(self) -> dict[str, torch.Tensor]:
-        """Per-head means [L, B, H], defined as :func:`attnkit.metrics.head_scores` defines them
-        (without the duplicate-token score, which needs the tokens' equality matrix); 'induction' is
-        the mean over i ≥ offset of a_{i, i−offset+1} as in :func:`attnkit.metrics.induction_scores`."""
-        T = self.T
-        later = slice(1, None)
+        """Per-head means [L, B, H] of every statistic in :data:`attnkit.metrics.STATISTICS` that has a
+        streaming form (duplicate-token needs the tokens' equality matrix; induction a known repeat)."""
         nan = torch.full(self.entropy.shape[:-1], math.nan)
-        out = {
-            "mean entropy": torch.nanmean(self.normalised[..., later], -1) if T > 1 else nan,
-            "previous-token": self.previous[..., later].mean(-1) if T > 1 else nan,
-            "first-token": self.first_token[..., later].mean(-1) if T > 1 else nan,
-            "self": self.self_mass[..., later].mean(-1) if T > 1 else nan,
-            "mean distance": self.distance.mean(-1),
-        }
-        if self.induction is not None and self.induction_offset is not None and self.induction_offset < T:
-            out["induction"] = self.induction[..., self.induction_offset:].mean(-1)
+        out = {}
+        for name, stat in STATISTICS.items():
+            v = stat.streamed(self)
+            if v is not None:
+                out[name] = v if self.T > 1 else nan.clone()
         return out
 
 
@@ -180,12 +172,6 @@ def _hidden(q0: int, q1: int, k0: int, k1: int, window: int | None, device) -> t
     if window is not None:
         h |= j <= i - window
     return h
-
-
-def visible_keys(T: int, window: int | None) -> torch.Tensor:
-    """[T] number of keys query i sees: i + 1, capped at w with a window."""
-    n = torch.arange(1, T + 1)
-    return n if window is None else n.clamp(max=window)
 
 
 def pool_size(T: int, px: int) -> int:
@@ -443,7 +429,7 @@ def stream_stats(weights, ids, *, intervention=None, induction_offset: int | Non
     lossv = None
     if loss:
         lossv = _chunked_loss(weights, final["x"], ids, loss_chunk)
-    visible = torch.stack([visible_keys(T, cfg.window(l)) for l in range(L)])
+    visible = torch.stack([visible_keys(T, cfg.window(l)).long() for l in range(L)])
     o = st.out
     return StreamStats(entropy=o["entropy"], first_token=o["first_token"], previous=o["previous"],
                        self_mass=o["self_mass"], distance=o["distance"], lse=o["lse"], visible=visible,
@@ -528,12 +514,3 @@ def focus_window(weights, ids, layer: int, head: int, q0: int, q1: int, k0: int,
     p = pattern_rows(weights, ids, layer, range(q0, q1), heads=[head], intervention=intervention,
                      cols=slice(k0, k1))
     return p[0, 0].cpu().numpy()
-
-
-def doc_curves(weights, ids, intervention=None, loss: bool = True, progress=None, block: int = BLOCK):
-    """:class:`attnkit.entropy.DocCurves` (entropy, first-token mass [B, L, H, T], loss) from one streaming
-    pass: what :func:`attnkit.entropy.entropy_profile` gives, at any length the model takes."""
-    from .entropy import DocCurves
-
-    st = stream_stats(weights, ids, intervention=intervention, loss=loss, progress=progress, block=block)
-    return DocCurves(entropy=st.entropy.transpose(0, 1), first_token=st.first_token.transpose(0, 1), loss=st.loss)

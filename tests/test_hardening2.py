@@ -415,7 +415,7 @@ def test_lone_surrogate_in_the_prompt_box_is_shown(odd_dir):
 
 
 def test_cli_reports_a_deep_jsonl_without_traceback(tmp_path, capsys):
-    from attnkit.ablations import cli
+    from attnkit.cli.ablate import cli
 
     f = tmp_path / "deep.jsonl"
     f.write_text("[" * 50_000 + "]" * 50_000 + "\n")

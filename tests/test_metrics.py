@@ -87,7 +87,7 @@ def test_induction_scores_tl_recipe(odd, monkeypatch):
         seen["ids"] = ids
         return FakeTrace()
 
-    monkeypatch.setattr(model, "run", fake_run)
+    monkeypatch.setattr(metrics, "run", fake_run)          # metrics imports run at its top
     sc = metrics.induction_scores_tl(odd.weights, bos_id=7, n=n, batch=2)
     assert (seen["ids"][:, 0] == 7).all() and (seen["ids"][:, 1:n + 1] == seen["ids"][:, n + 1:]).all()
     assert float(sc[0, 0]) == pytest.approx(n / (n + 2))     # 2 of the n + 2 diagonal cells precede the repeat

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from attnkit import patching as P
+from attnkit.cli.patch import cli as patch_cli
 from helpers import apptest
 
 CLEAN = "The animal didn't cross the street because it was too tired."
@@ -155,17 +156,17 @@ def test_patch_many_mean_and_spread(odd, pair):
 
 def test_cli_json(odd_dir, tmp_path, capsys):
     out = tmp_path / "patch.json"
-    rc = P.cli(["--model", str(odd_dir), "--clean", CLEAN, "--corrupt", CORRUPT, "--answer", "it",
+    rc = patch_cli(["--model", str(odd_dir), "--clean", CLEAN, "--corrupt", CORRUPT, "--answer", "it",
                 "--distractor", "the", "--target", "z", "--json", str(out)])
     assert rc == 0
     res = json.loads(out.read_text())
     assert res["dims"] == ["layer", "head"] and len(res["normalised"]) == 3 and len(res["normalised"][0]) == 6
     assert res["answer"] == " it"
-    rc = P.cli(["--model", str(odd_dir), "--clean", CLEAN, "--corrupt", CORRUPT, "--answer", "it",
+    rc = patch_cli(["--model", str(odd_dir), "--clean", CLEAN, "--corrupt", CORRUPT, "--answer", "it",
                 "--distractor", "the", "--target", "resid", "--per-position", "--json", str(out)])
     assert rc == 0 and json.loads(out.read_text())["dims"] == ["layer", "position"]
     capsys.readouterr()
-    rc = P.cli(["--model", str(odd_dir), "--clean", CLEAN, "--corrupt", "The animal", "--answer", "it",
+    rc = patch_cli(["--model", str(odd_dir), "--clean", CLEAN, "--corrupt", "The animal", "--answer", "it",
                 "--distractor", "the"])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "same length" in err
@@ -174,7 +175,7 @@ def test_cli_json(odd_dir, tmp_path, capsys):
 def test_main_registry_has_patch_and_attribute():
     from attnkit.cli import COMMANDS
 
-    assert COMMANDS["patch"][0] == "attnkit.patching" and COMMANDS["attribute"][0] == "attnkit.attribution"
+    assert COMMANDS["patch"][0] == "attnkit.cli.patch" and COMMANDS["attribute"][0] == "attnkit.cli.attribute"
 
 
 def test_page_renders_every_section(odd_dir):
