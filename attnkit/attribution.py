@@ -30,7 +30,7 @@ import torch
 from . import attention as A
 from .model import norm, run
 from .patching import printable_token
-from .weights import Weights
+from .weights import Weights, head_name
 
 __all__ = ["DLA", "direct_logit_attribution", "Contributions", "contributions", "graph_edges",
            "Lens", "logit_lens", "lens_logits", "HeadVocab", "head_vocab", "cli"]
@@ -57,7 +57,7 @@ def _through_norm(weights: Weights, parts: torch.Tensor, sigma: torch.Tensor) ->
 
 @dataclass
 class DLA:
-    labels: list[str]                 # "embed", "pos_embed", "L3.H7", "L3 b_O", "L3 mlp", "final norm bias", "b_U"
+    labels: list[str]                 # "embed", "pos_embed", "L3H7", "L3 b_O", "L3 mlp", "final norm bias", "b_U"
     kinds: list[str]                  # embed / pos_embed / head / attn_bias / mlp / norm_bias / unembed_bias
     layers: list                      # layer of each part (None for global parts)
     heads: list                       # head of each part (None unless a head)
@@ -117,7 +117,7 @@ def direct_logit_attribution(weights: Weights, ids, answer: int, distractor: int
     for l in range(L):
         ho = got[("head_out", l)]
         for h in range(cfg.n_heads):
-            add(f"L{l}.H{h}", "head", l, h, ho[h])
+            add(head_name(l, h), "head", l, h, ho[h])
         if weights.layers[l].b_O is not None:
             add(f"L{l} b_O", "attn_bias", l, None, weights.layers[l].b_O)
         add(f"L{l} mlp", "mlp", l, None, got[("mlp_out", l)])

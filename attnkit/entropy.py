@@ -147,7 +147,7 @@ class DocCurves:
         return self.entropy / b[:, None, :].float()
 
 
-def _window(windows, layer: int) -> int | None:
+def _window(windows, layer: int) -> int | None:  # noqa: E704
     return None if windows is None else windows[layer]
 
 

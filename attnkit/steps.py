@@ -26,7 +26,7 @@ import torch
 from . import attention as A
 from . import model as M
 from .model import KVCache, as_ids, generate, run
-from .weights import GPT2Weights, ModelConfig
+from .weights import Weights, ModelConfig
 
 __all__ = [
     "HeadSteps", "head_steps", "trace_differences", "key_frame", "vector_frame", "heads_frame",
@@ -90,7 +90,7 @@ class HeadSteps:
 
 
 @torch.inference_mode()
-def head_steps(weights: GPT2Weights, ids, layer: int, head: int, query: int,
+def head_steps(weights: Weights, ids, layer: int, head: int, query: int,
                resid_pre: torch.Tensor | None = None) -> HeadSteps:
     """Compute the steps of ``head`` in ``layer`` for query position ``query``.
 
@@ -299,7 +299,7 @@ class KVDemo:
 
 
 @torch.inference_mode()
-def kv_cache_demo(weights: GPT2Weights, ids, n_new: int, *, check_rows: bool = True) -> KVDemo:
+def kv_cache_demo(weights: Weights, ids, n_new: int, *, check_rows: bool = True) -> KVDemo:
     """Greedy-generate ``n_new`` tokens with and without the KV cache and account for both.
 
     Step s (0-based) predicts the token at position T+s from the T+s tokens so far. With the cache,
@@ -379,7 +379,7 @@ def symmetry_stats(S: torch.Tensor) -> dict[str, float]:
 
 
 @torch.inference_mode()
-def xx_vs_qk(weights: GPT2Weights, ids, layer: int, head: int,
+def xx_vs_qk(weights: Weights, ids, layer: int, head: int,
              resid_pre: torch.Tensor | None = None) -> dict:
     """The seed's X·Xᵀ argument on a real prompt: x̂·x̂ᵀ (x̂ = ln_1 of the layer input) beside the
     head's raw q·kᵀ (no scale, no mask), with :func:`symmetry_stats` of each."""

@@ -31,6 +31,7 @@ Memory per layer: O(block²·H) for the tiles plus O(H·T) for the per-position 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
@@ -388,8 +389,6 @@ def stream_stats(weights, ids, *, intervention=None, induction_offset: int | Non
                       each row's lse (:meth:`_Layer.fused`; ``fused_dtype=torch.float64`` for exactness);
                       windowed or pooled layers, other devices, or ``fused=False`` use the block loop.
     """
-    import time
-
     t0 = time.perf_counter()
     cfg = weights.config
     ids = as_ids(ids, weights.device)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..patching import DIRECTIONS, TARGET_LABELS, TARGETS, patch, printable_token
+from ..weights import head_name
 from . import args as cli_args
 from .pair import add_pair_args, load_pair, write_json
 
@@ -37,7 +38,7 @@ def cli(argv=None) -> int:
     df = res.frame(toks).sort_values("normalised", ascending=False, key=lambda s: s.abs(), na_position="last")
     print("  largest effects (normalised: corrupted 0, clean 1):")
     for _, r in df.head(10).iterrows():
-        where = f"L{int(r['layer'])}" + (f".H{int(r['head'])}" if "head" in r else "") + \
+        where = (head_name(int(r["layer"]), int(r["head"])) if "head" in r else f"L{int(r['layer'])}") + \
                 (f" pos {int(r['position'])} {printable_token(r['token'])}" if "position" in r else "")
         print(f"    {where:<28} {r['normalised']:+.4f}  (logit diff {r['logit_diff']:+.4f})")
     if a.json_out:
