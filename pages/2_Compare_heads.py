@@ -5,7 +5,8 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from attnkit import compare, metrics, ui
+from attnkit import app as ui
+from attnkit import compare, metrics
 from attnkit.charts import heatmaps as hm
 
 CAPTURE = ("pattern", "scores")        # the same capture as the Heatmaps page: one cached run serves both

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from attnkit import entropy as E
-from attnkit import ui
+from attnkit import app as ui
 from attnkit.charts import entropy as C
 
 

@@ -3,7 +3,7 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from attnkit import ui
+from attnkit import app as ui
 from attnkit import verify as V
 from attnkit.charts import verify as C
 

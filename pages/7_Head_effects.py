@@ -9,7 +9,7 @@ import streamlit as st
 from attnkit import attribution as AT
 from attnkit import patching as P
 from attnkit import prompts as PR
-from attnkit import ui
+from attnkit import app as ui
 from attnkit.charts import effects as E
 
 EXAMPLES = {
@@ -174,7 +174,7 @@ def one_pair():
             st.caption(ui.plain(n))
         differ = [i for i in range(T) if pair.clean[i] != pair.corrupt[i]]
         st.caption(f"{T} tokens; the prompts differ at position(s) "
-                   + ui.plain(", ".join(f"{i} ({ui.visible(toks_clean[i])} → {ui.visible(toks_corrupt[i])})"
+                   + ui.plain(", ".join(f"{i} ({ui.show_spaces(toks_clean[i])} → {ui.show_spaces(toks_corrupt[i])})"
                                         for i in differ[:8]) or "none") + ".")
     key = (ctx.model_name, ctx.device, tuple(pair.clean), tuple(pair.corrupt), pair.answer, pair.distractor, pos)
     meta = ui.meta_for(ctx, clean=pair_text("he_clean"), corrupted=pair_text("he_corrupt"),

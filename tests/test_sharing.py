@@ -3,7 +3,8 @@ and the library pieces moved out of the Compare page."""
 import numpy as np
 import torch
 
-from attnkit import compare, ui
+from attnkit import app as ui
+from attnkit import compare
 from attnkit.model import run
 from helpers import apptest
 

@@ -63,7 +63,7 @@ def test_shipped_model_has_previous_token_and_induction_heads():
 
 
 def test_default_prompt_words_are_single_tokens():
-    from attnkit.ui import DEFAULT_PROMPT
+    from attnkit.app import DEFAULT_PROMPT
 
     m = load(SHIPPED_MODEL, "cpu")
     assert DEFAULT_PROMPT == "The animal didn't cross the street because it was too tired."
