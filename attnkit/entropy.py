@@ -147,7 +147,7 @@ class DocCurves:
         return self.entropy / b[:, None, :].float()
 
 
-def _window(windows, layer: int) -> int | None:  # noqa: E704
+def _window(windows, layer: int) -> int | None:
     return None if windows is None else windows[layer]
 
 
@@ -359,22 +359,18 @@ class Summary:
             "loss_nats_per_token": round(self.loss, digits) if math.isfinite(self.loss) else None,
             "loss_by_position": r(self.loss_by_position),
             "slope": r(self.slope), "intercept": r(self.intercept), "r2": r(self.r2),
-            "layer_mean": {
-                "entropy": r(self.mean["entropy"][:, H]), "entropy_std": r(self.std["entropy"][:, H]),
-                "normalised": r(self.normalised("mean")[:, H]),
-                "first_token": r(self.mean["first_token"][:, H]),
-                "first_token_std": r(self.std["first_token"][:, H]),
-            },
+            "layer_mean": self._curves(H, r),
         }
         if per_head:
-            out["per_head"] = {
-                "entropy": r(self.mean["entropy"][:, heads]), "entropy_std": r(self.std["entropy"][:, heads]),
-                "normalised": r(self.normalised("mean")[:, heads]),
-                "first_token": r(self.mean["first_token"][:, heads]),
-                "first_token_std": r(self.std["first_token"][:, heads]),
-            }
+            out["per_head"] = self._curves(heads, r)
         out.update(self.extra)
         return out
+
+    def _curves(self, h, r) -> dict:
+        """Mean and std curves of the heads ``h`` (an index or a slice of the head axis), rounded by ``r``."""
+        return {"entropy": r(self.mean["entropy"][:, h]), "entropy_std": r(self.std["entropy"][:, h]),
+                "normalised": r(self.normalised("mean")[:, h]), "first_token": r(self.mean["first_token"][:, h]),
+                "first_token_std": r(self.std["first_token"][:, h])}
 
 
 def _rounded(a, digits):
