@@ -23,12 +23,20 @@ import torch
 from .weights import head_name
 
 __all__ = [
-    "head_name", "head_label", "parse_head", "js_divergence_rows", "js_distance", "distance_matrix", "sample_rows",
+    "head_name", "head_label", "markdown_table", "parse_head", "js_divergence_rows", "js_distance", "distance_matrix", "sample_rows",
     "similarity_order", "rank_heads_for_pair", "mean_scores", "scores_frame", "find_token",
     "Similarity", "head_similarity", "SIMILARITY_BUDGET",
 ]
 
 _LN2 = math.log(2.0)
+
+
+def markdown_table(df: pd.DataFrame) -> str:
+    """A data frame as a Markdown table, floats to 3 decimals (the ``heads`` command, the model card)."""
+    cell = (lambda v: f"{v:.3f}" if isinstance(v, float) else str(v))  # noqa: E731
+    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(lines)
 
 
 #: the old name of :func:`attnkit.weights.head_name`, kept while attnkit.corpus imports it

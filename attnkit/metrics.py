@@ -11,7 +11,9 @@ import math
 import pandas as pd
 import torch
 
+from .compare import markdown_table
 from .model import run
+from .prompts import SAMPLE_TEXT
 
 __all__ = [
     "entropy", "normalised_entropy", "normalise", "visible_keys", "first_token_mass", "diagonal_mass", "head_scores",
@@ -295,3 +297,9 @@ def head_table(weights, ids, induction_n: int = 50, bos_id: int | None = None):
                 row["induction (TL recipe)"] = float(tl[l, h])
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+#: Old names that attnkit.corpus and attnkit.train still import (their owners move them to prompts.SAMPLE_TEXT and
+#: compare.markdown_table); remove with those imports.
+_DEFAULT_TEXT = SAMPLE_TEXT
+_markdown = markdown_table

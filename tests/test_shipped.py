@@ -49,7 +49,7 @@ MARGIN = 0.03     # the shipped model clears issue 14's targets by at least this
 
 def test_shipped_model_has_previous_token_and_induction_heads():
     """Measured exactly as `python -m attnkit heads --model attnkit-tiny` does (see MODEL_CARD.md)."""
-    from attnkit.cli.heads import DEFAULT_TEXT as _DEFAULT_TEXT
+    from attnkit.prompts import SAMPLE_TEXT as _DEFAULT_TEXT
     from attnkit.metrics import head_table
     from attnkit.prompts import truncate
     from attnkit.train import HEAD_TARGETS

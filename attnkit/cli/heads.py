@@ -5,21 +5,12 @@ import sys
 from pathlib import Path
 
 from ..loading import LoadError, load
+from ..compare import markdown_table
 from ..metrics import STATISTICS, head_table
-from ..prompts import PromptError, decode_text, truncate
+from ..prompts import SAMPLE_TEXT, PromptError, decode_text, truncate
 from . import args as cli_args
 
 PROG = "attnkit heads"
-
-#: the text scored when no --text-file is given
-DEFAULT_TEXT = (
-    "The animal didn't cross the street because it was too tired. Python is a programming language that "
-    "lets you work quickly and integrate systems more effectively. The quick brown fox jumps over the lazy "
-    "dog. A list is a mutable sequence; a tuple is an immutable sequence. When the interpreter reads a "
-    "module, it executes the statements in it, and the names it defines become attributes of the module. "
-    "Debian is a free operating system, developed by thousands of volunteers. "
-) * 3
-
 
 def _parser() -> cli_args.Parser:
     p = cli_args.Parser(prog="python -m attnkit heads", description="per-head attention scores")
@@ -34,19 +25,11 @@ def _parser() -> cli_args.Parser:
     return p
 
 
-def markdown(df) -> str:
-    """A data frame as a Markdown table, floats to 3 decimals."""
-    cell = (lambda v: f"{v:.3f}" if isinstance(v, float) else str(v))  # noqa: E731
-    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
-    return "\n".join(lines)
-
-
 def cli(argv=None) -> int:
     a = _parser().parse_args(argv)
     try:
         m = load(a.model, a.device)
-        text = decode_text(Path(a.text_file).read_bytes(), a.text_file) if a.text_file else DEFAULT_TEXT
+        text = decode_text(Path(a.text_file).read_bytes(), a.text_file) if a.text_file else SAMPLE_TEXT
     except (LoadError, PromptError, OSError) as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
@@ -65,5 +48,5 @@ def cli(argv=None) -> int:
     for stat in show:
         best = df.nlargest(a.top, stat)[["layer", "head", stat]]
         print(f"\nbest heads by {stat}:")
-        print(markdown(best) if a.markdown else best.to_string(index=False, float_format="%.3f"))
+        print(markdown_table(best) if a.markdown else best.to_string(index=False, float_format="%.3f"))
     return 0
