@@ -1,5 +1,6 @@
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -196,3 +197,25 @@ def test_a_registered_statistic_is_in_the_compare_overview(toy_statistic, odd_di
     assert not at.exception and not at.error
     assert toy_statistic in at.selectbox(key="cmp_stat").options
     assert any("a_i0 + a_ii" in c.value for c in at.caption)
+
+
+def test_entropy_summaries_use_the_window_too(tmp_path):
+    """The Entropy page's numbers (entropy.profile_documents -> Summary.normalised, DocCurves.normalised) divide
+    by the same ln(min(i + 1, w)) as metrics.normalised_entropy."""
+    from helpers import make_family_checkpoint
+
+    from attnkit import entropy as E
+    from attnkit.loading import load
+    from attnkit.model import run
+
+    shape, overrides = WINDOWED["gpt-neo"]
+    m = load(str(make_family_checkpoint(tmp_path / "neo", shape, **overrides)), "cpu")
+    ids = torch.randint(0, 400, (30,), generator=torch.Generator().manual_seed(2))
+    want = normalised_entropy(run(m.weights, ids, capture=["pattern"]).stack("pattern")[:, 0].double(),
+                              window=m.config.windows)                                  # [L, H, T]
+    s = E.profile_documents(m.weights, [ids.tolist()])
+    H = m.config.n_heads
+    np.testing.assert_allclose(s.normalised()[:, :H, 1:], want[..., 1:].numpy(), rtol=0, atol=1e-5)
+    curves = E.entropy_profile(m.weights, ids)
+    torch.testing.assert_close(curves.normalised[0, :, :, 1:].double(), want[..., 1:], rtol=0, atol=1e-5)
+    assert s.layer_bound(1)[-1] == pytest.approx(math.log(8)) and s.layer_bound(0)[-1] == pytest.approx(math.log(30))

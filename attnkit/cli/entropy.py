@@ -80,14 +80,18 @@ def cli(argv=None) -> int:
     text = _read_text(a.text_file)
     if text is None:
         return 2
+    try:
+        if a.log_base is not None:
+            LogLengthScaling(a.log_base, clamp=not a.no_clamp)          # a bad base: refused before loading
+    except ValueError as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return 2
     m = load_for_cli(a.model, a.device, PROG)
     if m is None:
         return 2
     window = min(a.window or m.config.n_ctx, m.config.n_ctx)
     try:
         docs, info = documents(m.encode, [text], window, split=True, max_docs=a.max_docs)
-        if a.log_base is not None:
-            LogLengthScaling(a.log_base, clamp=not a.no_clamp)          # a bad base: refused before the work
     except ValueError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
