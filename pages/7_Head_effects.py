@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from attnkit import attribution as AT
+from attnkit import compare
 from attnkit import patching as P
 from attnkit import prompts as PR
 from attnkit import app as ui
@@ -87,7 +88,7 @@ def _open_heatmap():
     ev = st.session_state.get("he_map")
     try:
         cell = ev["selection"]["pick"][0]["cell"]
-        layer, head = (int(x) for x in str(cell).split("."))
+        layer, head = compare.parse_head(cell)
     except (KeyError, IndexError, TypeError, ValueError):
         return
     st.session_state.update(hm_layer=layer, hm_head=head, hm_view="One head", ak_source="Type",
@@ -260,11 +261,11 @@ def attribution_sections(pair, pos, labels, toks_clean, toks_corrupt, T, meta):
         st.altair_chart(hmap, width="content")
         ui.download_buttons(hdf, hmap, f"dla_heads_{which}", meta | {"run": which}, key="he_dlah")
     # a head's promoted / suppressed tokens: a click on a head's bar, or the select box
-    names = [f"{l}.{h}" for l in range(L) for h in range(H)]
+    names = [compare.head_name(l, h) for l in range(L) for h in range(H)]
     try:
         clicked = ev["selection"]["part"][0]["part"]
-        if clicked.startswith("L") and ".H" in clicked:
-            cl = clicked[1:].replace(".H", ".")
+        if clicked in names:                  # a head's bar (the others are embed, L3 mlp, …)
+            cl = clicked
             if cl != st.session_state.get("he_last_bar"):
                 st.session_state["he_last_bar"] = cl
                 st.session_state["he_head"] = cl
@@ -275,7 +276,7 @@ def attribution_sections(pair, pos, labels, toks_clean, toks_corrupt, T, meta):
         st.session_state["he_head"] = names[best]
     head_name = st.selectbox("Head: the tokens it promotes and suppresses", names, key="he_head",
                              help="Click a head's bar above, or pick one here.")
-    hl, hh = (int(x) for x in head_name.split("."))
+    hl, hh = compare.parse_head(head_name)
     hv = vocab(ctx.model_name, ctx.device, tuple(ids), pos)
     tdf = hv.frame(hl, hh, decode)
     tch = E.head_tokens_chart(tdf, title=f"Head {head_name} at {labels[pos]}: direct effect on each token's logit")

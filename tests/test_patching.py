@@ -190,7 +190,7 @@ def test_page_renders_every_section(odd_dir):
     at.radio(key="he_lp_target").set_value("MLP output").run()
     at.radio(key="he_direction").set_value("noise").run()
     at.radio(key="he_dla_run").set_value("corrupted").run()
-    at.selectbox(key="he_head").set_value("2.5").run()
+    at.selectbox(key="he_head").set_value("L2H5").run()
     at.slider(key="he_thresh").set_value(0.3).run()
     assert not at.exception and not at.error
 
