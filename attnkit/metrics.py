@@ -3,6 +3,12 @@
 Patterns are ``[..., T, S]`` (query rows, key columns), usually a layer's
 ``[B, H, T, T]`` or all layers stacked ``[L, B, H, T, T]`` from ``Trace.stack('pattern')``.
 Every score is a fraction of attention mass in [0, 1] unless said otherwise.
+
+The per-head statistics form a registry (:data:`STATISTICS`): one :class:`HeadStatistic` subclass each,
+holding its full-pattern form and its streaming form (:mod:`attnkit.streaming`), added with ``@register``.
+:func:`head_scores`, ``StreamStats.head_scores``, Compare's overview and the ``heads`` command read it.
+Normalised entropy divides by ln n_i, n_i the keys query i can see: i + 1, or min(i + 1, w) under a
+sliding window of w keys — in both forms.
 """
 from __future__ import annotations
 
