@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 import sys
 
-from .. import prompts
+from .. import loading, prompts
 from ..ablations import REGISTRY, AblationError, get_kind, parse_spec
 from ..ablations.base import fmt_num
 from ..ablations.hull import HULL_ITERS
 from ..ablations.measure import check_available, head_sweep, jsonable, layer_sweep, measure
-from ..loading import load_for_cli
 from . import args as cli_args
 
 PROG = "attnkit ablate"
@@ -62,7 +61,7 @@ def _inputs(a):
     except (OSError, prompts.PromptError, AblationError) as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return None
-    m = load_for_cli(a.model, a.device, PROG)
+    m = loading.load_for_cli(a.model, a.device, PROG)
     if m is None:
         return None
     cfg = m.config

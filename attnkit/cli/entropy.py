@@ -7,9 +7,8 @@ import time
 
 import numpy as np
 
-from .. import prompts
+from .. import loading, prompts
 from ..entropy import CLAIM, LogLengthScaling, Summary, claim_check, documents, profile_documents
-from ..loading import load_for_cli
 from . import args as cli_args
 
 PROG = "attnkit entropy"
@@ -86,7 +85,7 @@ def cli(argv=None) -> int:
     except ValueError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
-    m = load_for_cli(a.model, a.device, PROG)
+    m = loading.load_for_cli(a.model, a.device, PROG)
     if m is None:
         return 2
     window = min(a.window or m.config.n_ctx, m.config.n_ctx)

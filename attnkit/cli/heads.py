@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..loading import LoadError, load
+from .. import loading
 from ..compare import markdown_table
 from ..metrics import STATISTICS, head_table
 from ..prompts import SAMPLE_TEXT, PromptError, decode_text, truncate
@@ -28,9 +28,9 @@ def _parser() -> cli_args.Parser:
 def cli(argv=None) -> int:
     a = _parser().parse_args(argv)
     try:
-        m = load(a.model, a.device)
+        m = loading.load(a.model, a.device)
         text = decode_text(Path(a.text_file).read_bytes(), a.text_file) if a.text_file else SAMPLE_TEXT
-    except (LoadError, PromptError, OSError) as e:
+    except (loading.LoadError, PromptError, OSError) as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
     ids, dropped = truncate(m.encode(text), m.config.n_ctx)

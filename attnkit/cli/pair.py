@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ..loading import load_for_cli
+from .. import loading
 from ..patching import PatchError, make_pair
 from . import args as cli_args
 
@@ -26,7 +26,7 @@ def add_pair_args(p: cli_args.Parser) -> None:
 
 def load_pair(a, prog: str):
     """(model, pair) from parsed CLI args, or None after one line on stderr."""
-    m = load_for_cli(a.model, a.device, prog)
+    m = loading.load_for_cli(a.model, a.device, prog)
     if m is None:
         return None
     try:
