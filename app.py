@@ -5,7 +5,7 @@ then the chosen page, whose body runs under ``ui.guard`` (an error is one line, 
 """
 import streamlit as st
 
-from attnkit import ui
+from attnkit import app as ui
 
 ui.run_frame([
     st.Page("pages/0_Home.py", title="Home", icon="🏠", default=True),

@@ -8,8 +8,8 @@ import importlib
 __version__ = "0.2.0"
 
 _EXPORTS = {
-    "Weights": "weights", "GPT2Weights": "weights", "LayerWeights": "weights", "ModelConfig": "weights",
-    "extract": "weights", "param_counts": "weights", "attention_weight_count": "weights",
+    "Weights": "weights", "LayerWeights": "weights", "ModelConfig": "weights",
+    "extract": "weights", "head_name": "weights", "param_counts": "weights", "attention_weight_count": "weights",
     "HOOK_POINTS": "model", "Intervention": "model", "compose": "model", "KVCache": "model", "Trace": "model",
     "generate": "model", "run": "model",
 }

@@ -24,11 +24,13 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import torch
 
 from . import attention as A
 from .model import norm, run
-from .weights import Weights
+from .patching import printable_token
+from .weights import Weights, head_name
 
 __all__ = ["DLA", "direct_logit_attribution", "Contributions", "contributions", "graph_edges",
            "Lens", "logit_lens", "lens_logits", "HeadVocab", "head_vocab", "cli"]
@@ -55,7 +57,7 @@ def _through_norm(weights: Weights, parts: torch.Tensor, sigma: torch.Tensor) ->
 
 @dataclass
 class DLA:
-    labels: list[str]                 # "embed", "pos_embed", "L3.H7", "L3 b_O", "L3 mlp", "final norm bias", "b_U"
+    labels: list[str]                 # "embed", "pos_embed", "L3H7", "L3 b_O", "L3 mlp", "final norm bias", "b_U"
     kinds: list[str]                  # embed / pos_embed / head / attn_bias / mlp / norm_bias / unembed_bias
     layers: list                      # layer of each part (None for global parts)
     heads: list                       # head of each part (None unless a head)
@@ -79,8 +81,6 @@ class DLA:
         return out
 
     def frame(self):
-        import pandas as pd
-
         return pd.DataFrame({"part": self.labels, "kind": self.kinds,
                              "layer": pd.array(self.layers, dtype="Int64"),
                              "head": pd.array(self.heads, dtype="Int64"), "logit_diff": self.values})
@@ -117,7 +117,7 @@ def direct_logit_attribution(weights: Weights, ids, answer: int, distractor: int
     for l in range(L):
         ho = got[("head_out", l)]
         for h in range(cfg.n_heads):
-            add(f"L{l}.H{h}", "head", l, h, ho[h])
+            add(head_name(l, h), "head", l, h, ho[h])
         if weights.layers[l].b_O is not None:
             add(f"L{l} b_O", "attn_bias", l, None, weights.layers[l].b_O)
         add(f"L{l} mlp", "mlp", l, None, got[("mlp_out", l)])
@@ -184,8 +184,6 @@ def graph_edges(con: Contributions, threshold: float, tokens: list[str] | None =
     stream at that position before ``layer`` (layer = L: after the last block); an edge from
     (l, j) to (l + 1, i) is attention (summed over heads, with the largest head named) or the residual
     stream itself (j = i), kept when its share is ≥ ``threshold``."""
-    import pandas as pd
-
     L, H, T, _ = con.heads.shape
     tot = con.edges
     rows = []
@@ -230,14 +228,10 @@ class Lens:
 
     def frame(self, tokens: list[str], decode) -> "object":
         """Long table: row, layer index, position, token, top token, its probability, answer rank/prob."""
-        import pandas as pd
-
-        from .patching import visible
-
         R, T, k = self.top_ids.shape
         dec = decode
-        decode = (lambda t: visible(dec(t)))          # noqa: E731
-        tokens = [visible(t) for t in tokens]
+        decode = (lambda t: printable_token(dec(t)))          # noqa: E731
+        tokens = [printable_token(t) for t in tokens]
         recs = []
         for r in range(R):
             for p in range(T):
@@ -282,12 +276,8 @@ class HeadVocab:
     pos: int
 
     def frame(self, layer: int, head: int, decode):
-        import pandas as pd
-
-        from .patching import visible
-
         dec = decode
-        decode = (lambda t: visible(dec(t)))          # noqa: E731
+        decode = (lambda t: printable_token(dec(t)))          # noqa: E731
         up = [{"direction": "promoted", "rank": r + 1, "token": decode(int(t)), "token_id": int(t), "logit": float(v)}
               for r, (t, v) in enumerate(zip(self.promoted_ids[layer, head], self.promoted[layer, head]))]
         down = [{"direction": "suppressed", "rank": r + 1, "token": decode(int(t)), "token_id": int(t),
@@ -315,54 +305,3 @@ def head_vocab(weights: Weights, ids, pos: int = -1, k: int = 10) -> HeadVocab:
         v, i = (-d).topk(k, -1)
         si.append(i.cpu().numpy()), sv.append((-v).cpu().numpy())
     return HeadVocab(np.stack(pi), np.stack(pv), np.stack(si), np.stack(sv), pos)
-
-
-# ----------------------------------------------------------------------------- CLI
-
-def cli(argv=None) -> int:
-    from .cli import args as C
-    from .patching import _common_args, _write_json, load_pair, visible
-
-    prog = "attnkit attribute"
-    p = C.Parser(prog="python -m attnkit attribute",
-                                description="Direct logit attribution of logit(answer) − logit(distractor) on the "
-                                            "clean prompt (and the corrupted one), plus the logit lens.")
-    _common_args(p)
-    p.add_argument("--top", type=C.positive_int, default=15, help="parts listed (default 15)")
-    a = p.parse_args(argv)
-    got = load_pair(a, prog)
-    if got is None:
-        return 2
-    m, pair = got
-    out = {"model": m.name, "answer": pair.answer_token, "answer_id": pair.answer,
-           "distractor": pair.distractor_token, "distractor_id": pair.distractor, "position_read": pair.pos,
-           "notes": pair.notes}
-    print(f"{m.name} · direct logit attribution of logit({pair.answer_token!r}) − logit({pair.distractor_token!r}) "
-          f"at position {pair.pos}")
-    for n in pair.notes:
-        print(f"  note: {n}")
-    for which, ids in (("clean", pair.clean), ("corrupt", pair.corrupt)):
-        dla = direct_logit_attribution(m.weights, ids, pair.answer, pair.distractor, pair.pos)
-        print(f"  {which}: actual {dla.actual:+.4f} = sum of parts {dla.total:+.4f}")
-        order = np.argsort(-np.abs(dla.values))[: a.top]
-        for i in order:
-            print(f"    {dla.labels[i]:<18} {dla.values[i]:+.4f}")
-        lens = logit_lens(m.weights, ids, pair.answer, k=3)
-        toks = m.token_strs(ids)
-        ranks = lens.answer_rank[:, pair.pos]
-        print(f"    logit lens at {visible(toks[pair.pos])}: answer rank by layer " +
-              " ".join(f"{r}" for r in ranks))
-        out[which] = {"text": a.clean if which == "clean" else a.corrupt, "tokens": toks,
-                      "actual_logit_diff": dla.actual, "sum_of_parts": dla.total,
-                      "parts": [{"part": lab, "kind": k, "layer": l, "head": h, "logit_diff": float(v)}
-                                for lab, k, l, h, v in zip(dla.labels, dla.kinds, dla.layers, dla.heads, dla.values)],
-                      "logit_lens": {"rows": lens.rows,
-                                     "answer_rank": lens.answer_rank[:, pair.pos].tolist(),
-                                     "answer_prob": [float(x) if math.isfinite(x) else None
-                                                     for x in lens.answer_prob[:, pair.pos]],
-                                     "top_token": [m.token_strs([int(t)])[0] for t in lens.top_ids[:, pair.pos, 0]]}}
-    if a.json_out:
-        if not _write_json(a.json_out, out, prog):
-            return 1
-        print(f"wrote {a.json_out}")
-    return 0

@@ -20,8 +20,10 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .weights import head_name
+
 __all__ = [
-    "head_label", "parse_head", "js_divergence_rows", "js_distance", "distance_matrix", "sample_rows",
+    "head_name", "head_label", "markdown_table", "parse_head", "js_divergence_rows", "js_distance", "distance_matrix", "sample_rows",
     "similarity_order", "rank_heads_for_pair", "mean_scores", "scores_frame", "find_token",
     "Similarity", "head_similarity", "SIMILARITY_BUDGET",
 ]
@@ -29,9 +31,16 @@ __all__ = [
 _LN2 = math.log(2.0)
 
 
-def head_label(layer: int, head: int) -> str:
-    """'L3H5', the name heads go by on the pages (both 0-based; "3.5" read like a number)."""
-    return f"L{layer}H{head}"
+def markdown_table(df: pd.DataFrame) -> str:
+    """A data frame as a Markdown table, floats to 3 decimals (the ``heads`` command, the model card)."""
+    cell = (lambda v: f"{v:.3f}" if isinstance(v, float) else str(v))  # noqa: E731
+    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+#: the old name of :func:`attnkit.weights.head_name`, kept while attnkit.corpus imports it
+head_label = head_name
 
 
 _HEAD_RE = re.compile(r"^(?:[Ll](\d+)[Hh](\d+)|(\d+)\.(\d+))$")
@@ -155,7 +164,7 @@ def rank_heads_for_pair(patterns: torch.Tensor, query: int, key: int) -> pd.Data
     w = row[:, :, key]                                           # [L, H]
     rank = (row > w.unsqueeze(-1)).sum(-1) + 1
     df = pd.DataFrame({
-        "head": [head_label(l, h) for l in range(L) for h in range(H)],
+        "head": [head_name(l, h) for l in range(L) for h in range(H)],
         "layer": np.repeat(np.arange(L), H),
         "head_index": np.tile(np.arange(H), L),
         "weight": w.reshape(-1).double().numpy(),
@@ -190,7 +199,7 @@ def scores_frame(values: torch.Tensor, stat: str = "value") -> pd.DataFrame:
     v = torch.as_tensor(values).double().cpu()
     L, H = v.shape
     return pd.DataFrame({
-        "head": [head_label(l, h) for l in range(L) for h in range(H)],
+        "head": [head_name(l, h) for l in range(L) for h in range(H)],
         "layer": np.repeat(np.arange(L), H),
         "head_index": np.tile(np.arange(H), L),
         stat: v.reshape(-1).numpy(),
@@ -266,5 +275,5 @@ def head_similarity(pattern_of, heads: list[tuple[int, int]], T: int, *, budget:
         p = pattern_of(l)
         stack.append(p[h][rows.to(p.device), :keys].detach().cpu())
     dist = distance_matrix(torch.stack(stack), torch.arange(len(rows)), progress=progress).numpy()
-    return Similarity(heads=list(heads), names=[head_label(l, h) for l, h in heads], distance=dist,
+    return Similarity(heads=list(heads), names=[head_name(l, h) for l, h in heads], distance=dist,
                       order=similarity_order(dist), rows=[int(r) for r in rows], n_rows_total=T - 1)

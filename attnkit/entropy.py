@@ -19,29 +19,29 @@ come from :mod:`attnkit.metrics` (``entropy``, ``first_token_mass``); this modul
 * :class:`LogLengthScaling`: the log-length intervention (multiply query i's scores by log_b(i+1)),
   and the next-token loss with and without it.
 
-The normalised entropy H_i / ln(i+1) of a document equals :func:`attnkit.metrics.normalised_entropy`;
-since ln(i+1) is the same for every document, the mean (and the spread) of the normalised curve is
-the mean (spread) of H_i divided by ln(i+1), so only H_i is accumulated.
+The normalised entropy H_i / ln(n_i) of a document (n_i = i + 1 visible keys, min(i + 1, w) on a layer with
+a sliding window w) equals :func:`attnkit.metrics.normalised_entropy`; since n_i is the same for every
+document, the mean (and the spread) of the normalised curve is the mean (spread) of H_i divided by ln(n_i),
+so only H_i is accumulated.
 """
 from __future__ import annotations
 
-import json
 import math
-import sys
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 import torch
 import torch.nn.functional as F
 
 from . import metrics as M
 from . import prompts as P
 from .model import Intervention, as_ids, run
+from .streaming import BLOCK, stream_stats, streamable
 
 __all__ = [
     "LogLengthScaling", "QueryScaling", "DocCurves", "entropy_profile", "uniform_bound", "Aggregate", "Summary",
-    "fit_slopes", "documents", "profile_documents", "claim_check", "slope_interval", "sample_positions", "cli",
+    "fit_slopes", "documents", "profile_documents", "claim_check", "slope_interval", "sample_positions", "doc_curves",
 ]
 
 
@@ -136,21 +136,26 @@ class DocCurves:
     entropy: torch.Tensor        # [B, L, H, T] nats
     first_token: torch.Tensor    # [B, L, H, T] a_i0
     loss: torch.Tensor | None    # [B, T − 1] next-token cross-entropy (nats) at positions 0 … T − 2
+    windows: tuple | None = None  # per layer: None (causal) or the sliding window w (config.windows)
 
     @property
     def normalised(self) -> torch.Tensor:
-        """H_i / ln(i+1), NaN at position 0 (equal to metrics.normalised_entropy of the patterns)."""
-        return self.entropy / uniform_bound(self.entropy.shape[-1], self.entropy.device).float()
+        """H_i / ln(n_i), n_i = i + 1 visible keys (min(i + 1, w) under a window), NaN at position 0 (equal to
+        metrics.normalised_entropy of the patterns)."""
+        L, T = self.entropy.shape[1], self.entropy.shape[-1]
+        b = torch.stack([uniform_bound(T, self.entropy.device, _window(self.windows, l)) for l in range(L)])
+        return self.entropy / b[:, None, :].float()
 
 
-def uniform_bound(T: int, device=None) -> torch.Tensor:
-    """ln(i+1) for i = 0 … T − 1: the entropy of uniform attention over the visible keys (float64).
+def _window(windows, layer: int) -> int | None:
+    return None if windows is None else windows[layer]
 
-    Position 0 is returned as 0 (one key); dividing by it gives NaN/inf, so it is set to NaN here.
-    """
-    b = torch.log(torch.arange(1, T + 1, device=device, dtype=torch.float64))
-    b[0] = math.nan
-    return b
+
+def uniform_bound(T: int, device=None, window: int | None = None) -> torch.Tensor:
+    """ln(n_i) for i = 0 … T − 1, n_i = min(i + 1, w) visible keys: the entropy of uniform attention over the
+    visible keys (float64). Where n_i = 1 (position 0) it would be 0; dividing by it gives NaN/inf, so it is NaN."""
+    b = torch.log(M.visible_keys(T, window, device=device))
+    return torch.where(b > 0, b, torch.full_like(b, math.nan))
 
 
 def entropy_profile(weights, ids, intervention: Intervention | None = None, loss: bool = False) -> DocCurves:
@@ -169,7 +174,16 @@ def entropy_profile(weights, ids, intervention: Intervention | None = None, loss
                                reduction="none").view(B, T - 1)
     else:
         loss = logits.new_zeros(B, 0)
-    return DocCurves(entropy=torch.stack(rec.entropy, 1), first_token=torch.stack(rec.first, 1), loss=loss)
+    return DocCurves(entropy=torch.stack(rec.entropy, 1), first_token=torch.stack(rec.first, 1), loss=loss,
+                     windows=weights.config.windows)
+
+
+def doc_curves(weights, ids, intervention=None, loss: bool = True, progress=None, block: int = BLOCK) -> DocCurves:
+    """:class:`DocCurves` (entropy, first-token mass [B, L, H, T], loss) from one streaming pass
+    (:func:`attnkit.streaming.stream_stats`): what :func:`entropy_profile` gives, at any length the model takes."""
+    st = stream_stats(weights, ids, intervention=intervention, loss=loss, progress=progress, block=block)
+    return DocCurves(entropy=st.entropy.transpose(0, 1), first_token=st.first_token.transpose(0, 1), loss=st.loss,
+                     windows=weights.config.windows)
 
 
 # ----------------------------------------------------------------------------- averaging over documents
@@ -181,7 +195,8 @@ class Aggregate:
 
     QUANTITIES = ("entropy", "first_token")
 
-    def __init__(self):
+    def __init__(self, windows: tuple | None = None):
+        self.windows = windows          # per layer: None or the sliding window (for the normalised view)
         self.n_docs = 0
         self.shape: tuple[int, int] | None = None
         self.count = np.zeros(0)
@@ -254,6 +269,7 @@ class Aggregate:
             loss_count=self.loss_count[: int((self.loss_count > 0).sum())].copy(),
             loss=float(self.loss_sum.sum() / total) if total else math.nan,
             slope=slope, intercept=intercept, r2=r2, extra={"doc_slopes": [float(v) for v in self.doc_slopes]},
+            windows=self.windows,
         )
 
 
@@ -302,6 +318,7 @@ class Summary:
     intercept: np.ndarray              # [L, H]
     r2: np.ndarray                     # [L, H]
     extra: dict = field(default_factory=dict)
+    windows: tuple | None = None       # per layer: None (causal) or the sliding window w
 
     @property
     def T(self) -> int:
@@ -317,13 +334,17 @@ class Summary:
 
     @property
     def bound(self) -> np.ndarray:
-        """ln(i+1), the uniform-attention entropy (0 at position 0)."""
+        """ln(i+1), the uniform-attention entropy of a causal layer (0 at position 0)."""
         return np.log(np.arange(1, self.T + 1, dtype=np.float64))
 
+    def layer_bound(self, layer: int) -> np.ndarray:
+        """ln(n_i) of one layer, n_i = min(i + 1, w) under its window (0 at position 0)."""
+        return np.log(M.visible_keys(self.T, _window(self.windows, layer)).numpy())
+
     def normalised(self, which: str = "mean") -> np.ndarray:
-        """Mean (or std) of H_i / ln(i+1) [L, H+1, T], NaN at position 0."""
-        b = uniform_bound(self.T).numpy()
-        return getattr(self, which)["entropy"] / b
+        """Mean (or std) of H_i / ln(n_i) [L, H+1, T] (n_i visible keys of each layer), NaN at position 0."""
+        b = np.stack([uniform_bound(self.T, window=_window(self.windows, l)).numpy() for l in range(self.n_layers)])
+        return getattr(self, which)["entropy"] / b[:, None, :]
 
     def to_dict(self, per_head: bool = True, digits: int = 6) -> dict:
         r = lambda a: _rounded(a, digits)  # noqa: E731
@@ -334,25 +355,22 @@ class Summary:
             "positions": self.T,
             "count": self.count.astype(int).tolist(),
             "uniform_bound": r(self.bound),
+            **({"windows": list(self.windows)} if self.windows is not None and any(self.windows) else {}),
             "loss_nats_per_token": round(self.loss, digits) if math.isfinite(self.loss) else None,
             "loss_by_position": r(self.loss_by_position),
             "slope": r(self.slope), "intercept": r(self.intercept), "r2": r(self.r2),
-            "layer_mean": {
-                "entropy": r(self.mean["entropy"][:, H]), "entropy_std": r(self.std["entropy"][:, H]),
-                "normalised": r(self.normalised("mean")[:, H]),
-                "first_token": r(self.mean["first_token"][:, H]),
-                "first_token_std": r(self.std["first_token"][:, H]),
-            },
+            "layer_mean": self._curves(H, r),
         }
         if per_head:
-            out["per_head"] = {
-                "entropy": r(self.mean["entropy"][:, heads]), "entropy_std": r(self.std["entropy"][:, heads]),
-                "normalised": r(self.normalised("mean")[:, heads]),
-                "first_token": r(self.mean["first_token"][:, heads]),
-                "first_token_std": r(self.std["first_token"][:, heads]),
-            }
+            out["per_head"] = self._curves(heads, r)
         out.update(self.extra)
         return out
+
+    def _curves(self, h, r) -> dict:
+        """Mean and std curves of the heads ``h`` (an index or a slice of the head axis), rounded by ``r``."""
+        return {"entropy": r(self.mean["entropy"][:, h]), "entropy_std": r(self.std["entropy"][:, h]),
+                "normalised": r(self.normalised("mean")[:, h]), "first_token": r(self.mean["first_token"][:, h]),
+                "first_token_std": r(self.std["first_token"][:, h])}
 
 
 def _rounded(a, digits):
@@ -401,17 +419,15 @@ def profile_documents(weights, docs, intervention: Intervention | None = None, b
     ``streaming`` ("auto": whenever the intervention allows it) computes the curves block-wise with
     :func:`attnkit.streaming.doc_curves` — the same numbers (to float rounding) without a T × T pattern,
     which long-context models need."""
-    from . import streaming as S
-
     profile = entropy_profile
     if streaming:
         try:
-            S.streamable(intervention)
-            profile = S.doc_curves
+            streamable(intervention)
+            profile = doc_curves
         except ValueError:
             if streaming != "auto":
                 raise
-    agg = Aggregate()
+    agg = Aggregate(weights.config.windows)
     order = sorted(range(len(docs)), key=lambda k: -len(docs[k]))
     done = 0
     k = 0
@@ -508,85 +524,6 @@ def sample_positions(T: int, max_points: int = 240, head: int = 48) -> np.ndarra
     return np.unique(np.concatenate([np.arange(head), rest, [T - 1]]))
 
 
-# ----------------------------------------------------------------------------- CLI
-
-def cli(argv=None) -> int:
-    from .cli import args as T
-    from .loading import load_for_cli
-
-    p = T.Parser(prog="python -m attnkit entropy",
-                                description="Attention entropy against context length, per layer, head and position.")
-    p.add_argument("--model", default=None, type=T.utf8_text, help="hub name, attnkit-tiny or a local folder (default: gpt2 if "
-                                                 "reachable, else the shipped model)")
-    p.add_argument("--device", default="cpu", type=T.device, help="cpu, cuda, mps or auto (default: cpu)")
-    p.add_argument("--text-file", required=True, type=T.existing_nonempty_text_file, help="UTF-8 text, split into windows of --window tokens")
-    p.add_argument("--window", type=T.int_at_least(2), default=None, help="window length in tokens (default: the model's context)")
-    p.add_argument("--max-docs", type=T.positive_int, default=None, help="use at most this many windows")
-    p.add_argument("--batch", type=T.positive_int, default=4, help="windows per forward pass (default 4)")
-    p.add_argument("--log-base", type=float, default=None,
-                   help="also run the log-length intervention: scores × log_b(i+1) with this base b > 1")
-    p.add_argument("--no-clamp", action="store_true",
-                   help="use log_b(i+1) as is (flattens positions < b); default max(1, log_b(i+1))")
-    p.add_argument("--json", dest="json_out", default=None, type=T.writable_path,
-                   help="write all the numbers as JSON here")
-    a = p.parse_args(argv)
-    try:
-        with open(a.text_file, "rb") as f:
-            text = P.decode_text(f.read(), a.text_file)
-        P.check_text(text)
-    except OSError as e:
-        print(f"attnkit entropy: cannot read {a.text_file}: {e.strerror}", file=sys.stderr)
-        return 2
-    except P.PromptError as e:
-        print(f"attnkit entropy: {e}", file=sys.stderr)
-        return 2
-    m = load_for_cli(a.model, a.device, "attnkit entropy")
-    if m is None:
-        return 2
-    a.model = m.name
-    window = min(a.window or m.config.n_ctx, m.config.n_ctx)
-    try:
-        docs, info = documents(m.encode, [text], window, split=True, max_docs=a.max_docs)
-        iv = LogLengthScaling(a.log_base, clamp=not a.no_clamp) if a.log_base is not None else None
-    except ValueError as e:
-        print(f"attnkit entropy: {e}", file=sys.stderr)
-        return 2
-    if not docs:
-        print("attnkit entropy: the text has fewer than 2 tokens: there is nothing to attend over", file=sys.stderr)
-        return 2
-    t0 = time.perf_counter()
-    s = profile_documents(m.weights, docs, batch=a.batch)
-    seconds = time.perf_counter() - t0
-    verdict, why = claim_check(s)
-    H = s.n_heads
-    print(f"{a.model}: {len(docs)} window(s) of ≤ {window} tokens ({sum(map(len, docs)):,} tokens), "
-          f"{seconds:.1f} s; next-token loss {s.loss:.4f} nats/token")
-    print(f"{'layer':>5}  {'H at last pos':>13}  {'bound ln T':>10}  {'normalised':>10}  {'mean slope':>10}  "
-          f"{'first-token':>11}")
-    for l in range(s.n_layers):
-        print(f"{l:>5}  {s.mean['entropy'][l, H, -1]:>13.3f}  {s.bound[-1]:>10.3f}  "
-              f"{s.normalised()[l, H, -1]:>10.3f}  {np.nanmean(s.slope[l]):>10.3f}  "
-              f"{s.mean['first_token'][l, H, -1]:>11.3f}")
-    print(f"seed's claim (entropy rises with context length): {verdict}. {why}")
-    out = {"model": a.model, "text_file": a.text_file, "window": window, "documents": info,
-           "tokens": int(sum(map(len, docs))), "seconds": round(seconds, 3), "claim": CLAIM,
-           "verdict": verdict, "verdict_detail": why, "entropy_unit": "nats",
-           "axes": {"per_head": "[layer][head][position]", "layer_mean": "[layer][position]"},
-           **s.to_dict()}
-    if iv is not None:
-        s2 = profile_documents(m.weights, docs, iv, batch=a.batch)
-        print(f"log-length scaling ({iv.describe()}): loss {s2.loss:.4f} vs {s.loss:.4f} nats/token "
-              f"({s2.loss - s.loss:+.4f}); head-mean entropy at the last position per layer: "
-              + ", ".join(f"{s2.mean['entropy'][l, H, -1]:.2f}" for l in range(s2.n_layers)))
-        out["log_length"] = {"base": a.log_base, "clamp": not a.no_clamp, "formula": iv.describe(),
-                             "loss_change": round(s2.loss - s.loss, 6), **s2.to_dict()}
-    if a.json_out:
-        with open(a.json_out, "w", encoding="utf-8") as f:
-            json.dump(out, f)
-        print(f"wrote {a.json_out}")
-    return 0
-
-
 # ----------------------------------------------------------------------------- tables for charts and exports
 
 def curve_frame(s: Summary, quantity: str = "entropy", head: int | None = None, layers=None,
@@ -594,8 +531,6 @@ def curve_frame(s: Summary, quantity: str = "entropy", head: int | None = None, 
     """Long table of one curve per layer: layer, position i, n = i + 1, mean, std, lo/hi (mean ± std,
     clipped to the possible range), docs, bound (ln n for entropy). ``head`` None = mean over heads.
     At most ``max_points`` positions per layer (see :func:`sample_positions`)."""
-    import pandas as pd
-
     h = s.n_heads if head is None else int(head)
     layers = range(s.n_layers) if layers is None else layers
     pos = sample_positions(s.T, max_points)
@@ -609,6 +544,8 @@ def curve_frame(s: Summary, quantity: str = "entropy", head: int | None = None, 
         top = s.bound if quantity == "entropy" else np.ones(s.T)
     frames = []
     for l in layers:
+        if quantity == "entropy" and not normalised:
+            top = s.layer_bound(l)
         m, sd = mean[l, h, pos], std[l, h, pos]
         frames.append(pd.DataFrame({
             "layer": l, "position": pos, "n": pos + 1, "mean": m, "std": sd,
@@ -620,8 +557,6 @@ def curve_frame(s: Summary, quantity: str = "entropy", head: int | None = None, 
 
 def slope_frame(s: Summary):
     """One row per (layer, head): slope of H against ln(i+1), intercept, r²."""
-    import pandas as pd
-
     L, H = s.slope.shape
     return pd.DataFrame({
         "layer": np.repeat(np.arange(L), H), "head": np.tile(np.arange(H), L),
@@ -631,8 +566,6 @@ def slope_frame(s: Summary):
 
 def compare_frame(base: Summary, scaled: Summary, head: int | None = None, layers=None, max_points: int = 240):
     """Entropy curves of the unmodified model and of the intervention, side by side (variant column)."""
-    import pandas as pd
-
     a = curve_frame(base, head=head, layers=layers, max_points=max_points).assign(variant="unmodified")
     b = curve_frame(scaled, head=head, layers=layers, max_points=max_points).assign(variant="log-length")
     return pd.concat([a, b], ignore_index=True)
@@ -641,8 +574,6 @@ def compare_frame(base: Summary, scaled: Summary, head: int | None = None, layer
 def loss_frame(base: Summary, scaled: Summary | None = None):
     """Next-token loss by position, in bins n ∈ [2^k, 2^(k+1)) of n = i + 1 (token-weighted means):
     columns bin, n_from, unmodified, (log-length, change = log-length − unmodified), tokens."""
-    import pandas as pd
-
     def binned(s: Summary):
         n = np.arange(1, s.loss_by_position.shape[0] + 1)
         k = np.floor(np.log2(n)).astype(int)

@@ -3,28 +3,29 @@
 Patterns are ``[..., T, S]`` (query rows, key columns), usually a layer's
 ``[B, H, T, T]`` or all layers stacked ``[L, B, H, T, T]`` from ``Trace.stack('pattern')``.
 Every score is a fraction of attention mass in [0, 1] unless said otherwise.
+
+The per-head statistics form a registry (:data:`STATISTICS`): one :class:`HeadStatistic` subclass each,
+holding its full-pattern form and its streaming form (:mod:`attnkit.streaming`), added with ``@register``.
+:func:`head_scores`, ``StreamStats.head_scores``, Compare's overview and the ``heads`` command read it.
+Normalised entropy divides by ln n_i, n_i the keys query i can see: i + 1, or min(i + 1, w) under a
+sliding window of w keys — in both forms.
 """
 from __future__ import annotations
 
 import math
 
+import pandas as pd
 import torch
 
-__all__ = [
-    "entropy", "normalised_entropy", "first_token_mass", "diagonal_mass", "head_scores",
-    "induction_scores", "induction_on_text", "HEAD_STATS", "repeated_random_tokens", "induction_scores_tl",
-]
+from .compare import markdown_table
+from .model import run
+from .prompts import SAMPLE_TEXT
 
-#: The head statistics offered by :func:`head_scores`, with a short description.
-HEAD_STATS = {
-    "mean entropy": "mean over query positions i ≥ 1 of −Σ_j a_ij·ln a_ij, divided by ln(i+1) (1 = uniform)",
-    "previous-token": "mean attention of position i on i−1",
-    "first-token": "mean attention on position 0 (the sink), over i ≥ 1",
-    "self": "mean attention of position i on itself, over i ≥ 1",
-    "mean distance": "mean over i of Σ_j a_ij·(i−j), in tokens",
-    "duplicate-token": "mean attention on earlier copies of the current token (positions that have one)",
-    "induction": "mean attention on the token after an earlier copy of the current token (A B … A → B)",
-}
+__all__ = [
+    "entropy", "normalised_entropy", "normalise", "visible_keys", "first_token_mass", "diagonal_mass", "head_scores",
+    "induction_scores", "induction_on_text", "HEAD_STATS", "STATISTICS", "HeadStatistic", "register",
+    "repeated_random_tokens", "induction_scores_tl", "head_table",
+]
 
 
 def entropy(pattern: torch.Tensor) -> torch.Tensor:
@@ -33,15 +34,39 @@ def entropy(pattern: torch.Tensor) -> torch.Tensor:
     return -torch.special.xlogy(p, p).sum(-1)
 
 
-def normalised_entropy(pattern: torch.Tensor) -> torch.Tensor:
-    """H_i / ln(n_i) with n_i = visible keys of query i (i+1 under the causal mask without cache).
+def visible_keys(T: int, window: int | None = None, S: int | None = None, device=None) -> torch.Tensor:
+    """[T] keys visible to the T queries at absolute positions S − T … S − 1: n_i = i + 1 under the causal
+    mask, min(i + 1, w) under a sliding window of w keys (float64)."""
+    S = T if S is None else S
+    n = torch.arange(S - T + 1, S + 1, device=device, dtype=torch.float64)
+    return n if window is None else n.clamp(max=float(window))
 
-    1 means uniform over the visible keys, 0 one-hot. Position 0 (one key, no spread) is NaN.
-    """
-    T, S = pattern.shape[-2:]
-    n = torch.arange(S - T + 1, S + 1, device=pattern.device, dtype=torch.float64)
-    h = entropy(pattern).double() / torch.log(n)
-    return torch.where(n > 1, h, torch.full_like(h, math.nan)).to(pattern.dtype if pattern.is_floating_point() else torch.float32)
+
+def _visible_for(shape, window, device) -> torch.Tensor:
+    """Visible keys per query, broadcastable to a pattern's ``[..., T]``: ``window`` is None (causal), one w for
+    every layer, or one entry per layer along the pattern's first axis (stacked layers)."""
+    T, S = shape[-2:]
+    if window is None or isinstance(window, int):
+        return visible_keys(T, window, S, device)
+    rows = [visible_keys(T, w, S, device) for w in window]
+    if len(rows) != shape[0]:
+        raise ValueError(f"{len(rows)} windows for {shape[0]} stacked layers")
+    return torch.stack(rows).view(len(rows), *([1] * (len(shape) - 3)), T)
+
+
+def normalise(h: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+    """H_i / ln(n_i) (n_i = visible keys of query i; the entropy of uniform attention over them is ln n_i):
+    1 means uniform over the visible keys, 0 one-hot; NaN where n_i = 1 (one key, no spread). float64."""
+    n = visible.double()
+    out = h.double() / torch.log(n)
+    return torch.where(n > 1, out, torch.full_like(out, math.nan))
+
+
+def normalised_entropy(pattern: torch.Tensor, window=None) -> torch.Tensor:
+    """H_i / ln(n_i), n_i = keys visible to query i: i + 1 under the causal mask, min(i + 1, w) under a sliding
+    window w (``window``: None, an int, or one per layer of stacked patterns). Position 0 is NaN."""
+    h = normalise(entropy(pattern), _visible_for(pattern.shape, window, pattern.device))
+    return h.to(pattern.dtype if pattern.is_floating_point() else torch.float32)
 
 
 def first_token_mass(pattern: torch.Tensor) -> torch.Tensor:
@@ -80,33 +105,155 @@ def induction_on_text(pattern: torch.Tensor, ids) -> torch.Tensor:
     return _mean_rows(mass, target.any(-1))
 
 
-def head_scores(pattern: torch.Tensor, ids=None) -> dict[str, torch.Tensor]:
-    """Every statistic of :data:`HEAD_STATS` for patterns ``[..., T, T]`` -> tensors ``[...]``.
+# ----------------------------------------------------------------------------- the registry
+
+class HeadStatistic:
+    """One per-head statistic, in both of its forms (a new statistic is a subclass plus ``@register``):
+
+    ``full(p, ids, visible)``: from patterns p ``[..., T, T]`` (float32), the tokens ``ids`` ([T] tensor, or
+    None) and the visible keys per query (broadcastable to ``[..., T]``) -> ``[...]``; T ≥ 2.
+    ``streamed(st)``: the same number from a :class:`attnkit.streaming.StreamStats` (its per-position
+    ``[L, B, H, T]`` fields) -> ``[L, B, H]``, or None when a streaming pass cannot give it.
+
+    name:         the key in :func:`head_scores` (a column of Compare's overview, the corpus' heads table)
+    description:  one line, with its formula
+    ranked:       the ``heads`` command lists the best heads by it (a fraction where more = more of a kind)
+    needs_ids:    needs the tokens (NaN without them)
+    """
+
+    name: str = ""
+    description: str = ""
+    ranked: bool = True
+    needs_ids: bool = False
+
+    def full(self, p: torch.Tensor, ids: torch.Tensor | None, visible: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError          # pragma: no cover - abstract
+
+    def streamed(self, st) -> torch.Tensor | None:
+        return None
+
+
+#: name -> statistic, in the order shown
+STATISTICS: dict[str, HeadStatistic] = {}
+#: name -> description (the registry's table of contents)
+HEAD_STATS: dict[str, str] = {}
+
+
+def register(cls: type[HeadStatistic]) -> type[HeadStatistic]:
+    """Class decorator: add a statistic to :data:`STATISTICS` (and so to head_scores, Compare, the CLI)."""
+    inst = cls()
+    STATISTICS[inst.name] = inst
+    HEAD_STATS[inst.name] = inst.description
+    return cls
+
+
+@register
+class MeanEntropy(HeadStatistic):
+    name = "mean entropy"
+    description = ("mean over query positions i ≥ 1 of −Σ_j a_ij·ln a_ij divided by ln n_i, n_i = visible keys "
+                   "(i+1, or min(i+1, w) under a sliding window w; 1 = uniform)")
+    ranked = False
+
+    def full(self, p, ids, visible):
+        return torch.nanmean(normalise(entropy(p), visible).float()[..., 1:], -1)
+
+    def streamed(self, st):
+        return torch.nanmean(st.normalised[..., 1:], -1)
+
+
+@register
+class PreviousToken(HeadStatistic):
+    name = "previous-token"
+    description = "mean attention of position i on i−1"
+
+    def full(self, p, ids, visible):
+        return diagonal_mass(p, -1).mean(-1)
+
+    def streamed(self, st):
+        return st.previous[..., 1:].mean(-1)
+
+
+@register
+class FirstToken(HeadStatistic):
+    name = "first-token"
+    description = "mean attention on position 0 (the sink), over i ≥ 1"
+
+    def full(self, p, ids, visible):
+        return first_token_mass(p)[..., 1:].mean(-1)
+
+    def streamed(self, st):
+        return st.first_token[..., 1:].mean(-1)
+
+
+@register
+class SelfMass(HeadStatistic):
+    name = "self"
+    description = "mean attention of position i on itself, over i ≥ 1"
+
+    def full(self, p, ids, visible):
+        return diagonal_mass(p, 0)[..., 1:].mean(-1)
+
+    def streamed(self, st):
+        return st.self_mass[..., 1:].mean(-1)
+
+
+@register
+class MeanDistance(HeadStatistic):
+    name = "mean distance"
+    description = "mean over i of Σ_j a_ij·(i−j), in tokens"
+    ranked = False
+
+    def full(self, p, ids, visible):
+        T = p.shape[-1]
+        i = torch.arange(T, device=p.device)
+        return (p * (i[:, None] - i[None, :]).clamp(min=0).to(p.dtype)).sum(-1).mean(-1)
+
+    def streamed(self, st):
+        return st.distance.mean(-1)
+
+
+@register
+class DuplicateToken(HeadStatistic):
+    name = "duplicate-token"
+    description = "mean attention on earlier copies of the current token (positions that have one)"
+    needs_ids = True
+
+    def full(self, p, ids, visible):
+        same = _same_token(ids)
+        return _mean_rows((p * same.to(p.dtype)).sum(-1), same.any(-1))
+
+
+@register
+class Induction(HeadStatistic):
+    name = "induction"
+    description = "mean attention on the token after an earlier copy of the current token (A B … A → B)"
+    needs_ids = True
+
+    def full(self, p, ids, visible):
+        return induction_on_text(p, ids)
+
+    def streamed(self, st):
+        """On a known repeat (token i repeats token i − n): mean over i ≥ n of a_{i, i−n+1}, as
+        :func:`induction_scores` (equal to the full form when the first copy holds no repeated token)."""
+        n = st.induction_offset
+        if st.induction is None or n is None or n >= st.T:
+            return None
+        return st.induction[..., n:].mean(-1)
+
+
+def head_scores(pattern: torch.Tensor, ids=None, window=None) -> dict[str, torch.Tensor]:
+    """Every statistic of :data:`STATISTICS` for patterns ``[..., T, T]`` -> tensors ``[...]``.
 
     ``ids`` (the tokens) are needed for duplicate-token and induction; without them those are NaN.
+    ``window``: the layer's sliding window (None: causal), or one per layer of stacked ``[L, …, T, T]`` patterns.
     """
     T = pattern.shape[-1]
     p = pattern.float()
-    later = torch.arange(T, device=p.device) >= 1
-    out = {
-        "mean entropy": torch.nanmean(normalised_entropy(p)[..., 1:], -1) if T > 1 else _nan(p),
-        "previous-token": diagonal_mass(p, -1).mean(-1) if T > 1 else _nan(p),
-        "first-token": _mean_rows(first_token_mass(p), later),
-        "self": _mean_rows(diagonal_mass(p, 0), later),
-        "mean distance": (p * (torch.arange(T, device=p.device)[:, None] - torch.arange(T, device=p.device)[None, :])
-                          .clamp(min=0).to(p.dtype)).sum(-1).mean(-1),
-    }
-    if ids is not None:
-        same = _same_token(torch.as_tensor(ids, device=p.device))
-        out["duplicate-token"] = _mean_rows((p * same.to(p.dtype)).sum(-1), same.any(-1))
-        out["induction"] = induction_on_text(p, ids)
-    else:
-        out["duplicate-token"] = out["induction"] = _nan(p)
-    return out
-
-
-def _nan(p: torch.Tensor) -> torch.Tensor:
-    return torch.full(p.shape[:-2], math.nan, device=p.device)
+    tokens = None if ids is None else torch.as_tensor(ids, device=p.device).reshape(-1)
+    visible = _visible_for(p.shape, window, p.device)
+    nan = torch.full(p.shape[:-2], math.nan, device=p.device)
+    return {name: nan.clone() if T < 2 or (s.needs_ids and tokens is None) else s.full(p, tokens, visible)
+            for name, s in STATISTICS.items()}
 
 
 def repeated_random_tokens(n: int, vocab: int, seed: int = 0, batch: int = 4, low: int = 0) -> torch.Tensor:
@@ -119,8 +266,6 @@ def repeated_random_tokens(n: int, vocab: int, seed: int = 0, batch: int = 4, lo
 def induction_scores(weights, n: int = 50, batch: int = 4, seed: int = 0) -> torch.Tensor:
     """[L, H] induction score: on repeated random tokens, mean attention from position i in the
     second half to i − n + 1 (the token that followed the first copy of token i)."""
-    from .model import run
-
     n = min(n, weights.config.n_ctx // 2)
     ids = repeated_random_tokens(n, weights.config.d_vocab, seed=seed, batch=batch).to(weights.device)
     pats = run(weights, ids, capture=["pattern"]).stack("pattern")      # [L, B, H, 2n, 2n]
@@ -133,8 +278,6 @@ def induction_scores_tl(weights, bos_id: int, n: int = 50, batch: int = 10, seed
     token, then n random tokens, then the same n again; the mean over the batch and over the *whole*
     diagonal at offset −(n − 1), a_{i, i−n+1} for i = n−1 … 2n (2 of its n + 2 cells lie before the
     repeat, so a perfect head scores n/(n + 2))."""
-    from .model import run
-
     n = min(n, (weights.config.n_ctx - 1) // 2)
     half = repeated_random_tokens(n, weights.config.d_vocab, seed=seed, batch=batch)
     ids = torch.cat([torch.full((batch, 1), int(bos_id), dtype=half.dtype), half], dim=1).to(weights.device)
@@ -145,12 +288,8 @@ def induction_scores_tl(weights, bos_id: int, n: int = 50, batch: int = 10, seed
 def head_table(weights, ids, induction_n: int = 50, bos_id: int | None = None):
     """Per-head scores as rows (layer, head, stat…): on ``ids`` plus induction on repeated random tokens
     (and, given the model's ``bos_id``, by TransformerLens's recipe too)."""
-    import pandas as pd
-
-    from .model import run
-
     pats = run(weights, ids, capture=["pattern"]).stack("pattern")[:, 0]        # [L, H, T, T]
-    scores = head_scores(pats, ids)
+    scores = head_scores(pats, ids, window=weights.config.windows)
     ind = induction_scores(weights, n=induction_n)
     tl = None if bos_id is None else induction_scores_tl(weights, bos_id, n=induction_n)
     L, H = ind.shape
@@ -166,60 +305,7 @@ def head_table(weights, ids, induction_n: int = 50, bos_id: int | None = None):
     return pd.DataFrame(rows)
 
 
-def cli(argv=None) -> int:
-    """``python -m attnkit heads --model M [--text-file F] [--markdown]``: per-head scores."""
-    import sys
-    from pathlib import Path
-
-    from .cli import args as T
-    from .loading import LoadError, load
-    from .prompts import PromptError, decode_text, truncate
-
-    p = T.Parser(prog="python -m attnkit heads", description="per-head attention scores")
-    p.add_argument("--model", default="attnkit-tiny", type=T.utf8_text)
-    p.add_argument("--device", default="cpu", type=T.device)
-    p.add_argument("--text-file", default=None, type=T.existing_nonempty_text_file,
-                   help="UTF-8 text (default: a built-in English paragraph)")
-    p.add_argument("--induction-n", type=T.positive_int, default=50, help="length of the random half that is repeated")
-    p.add_argument("--top", type=T.positive_int, default=5, help="show the best heads per score")
-    p.add_argument("--markdown", action="store_true", help="print Markdown tables")
-    a = p.parse_args(argv)
-    try:
-        m = load(a.model, a.device)
-        text = decode_text(Path(a.text_file).read_bytes(), a.text_file) if a.text_file else _DEFAULT_TEXT
-    except (LoadError, PromptError, OSError) as e:
-        print(f"attnkit heads: {e}", file=sys.stderr)
-        return 2
-    ids, dropped = truncate(m.encode(text), m.config.n_ctx)
-    bos = getattr(m.tokenizer, "bos_token_id", None) if getattr(m, "tokenizer", None) is not None else None
-    df = head_table(m.weights, ids, a.induction_n, bos_id=bos)
-    n_used = min(a.induction_n, m.config.n_ctx // 2)          # what induction_scores can fit in the context
-    shrunk = (f" (--induction-n {a.induction_n} shrunk to {n_used}: twice it must fit the context of "
-              f"{m.config.n_ctx})") if n_used != a.induction_n else ""
-    print(f"model {a.model}: {len(ids)} tokens of text" + (f" ({dropped} dropped)" if dropped else "")
-          + f"; induction on {n_used} random tokens repeated twice (4 sequences){shrunk}"
-          + ("" if bos is None else f"; TL recipe: BOS (id {bos}) + the same, 10 sequences, whole diagonal"))
-    show = ["previous-token", "first-token", "self", "duplicate-token", "induction", "induction (random repeats)"]
-    if bos is not None:
-        show.append("induction (TL recipe)")
-    for stat in show:
-        best = df.nlargest(a.top, stat)[["layer", "head", stat]]
-        print(f"\nbest heads by {stat}:")
-        print(_markdown(best) if a.markdown else best.to_string(index=False, float_format="%.3f"))
-    return 0
-
-
-def _markdown(df) -> str:
-    fmt = [lambda v: f"{v:.3f}" if isinstance(v, float) else str(v)]
-    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
-    lines += ["| " + " | ".join(fmt[0](v) for v in row) + " |" for row in df.itertuples(index=False)]
-    return "\n".join(lines)
-
-
-_DEFAULT_TEXT = (
-    "The animal didn't cross the street because it was too tired. Python is a programming language that "
-    "lets you work quickly and integrate systems more effectively. The quick brown fox jumps over the lazy "
-    "dog. A list is a mutable sequence; a tuple is an immutable sequence. When the interpreter reads a "
-    "module, it executes the statements in it, and the names it defines become attributes of the module. "
-    "Debian is a free operating system, developed by thousands of volunteers. "
-) * 3
+#: Old names that attnkit.corpus and attnkit.train still import (their owners move them to prompts.SAMPLE_TEXT and
+#: compare.markdown_table); remove with those imports.
+_DEFAULT_TEXT = SAMPLE_TEXT
+_markdown = markdown_table

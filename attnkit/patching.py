@@ -28,22 +28,20 @@ only the answer's and the distractor's unembedding rows are multiplied at the en
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import math
-import sys
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+import pandas as pd
 import torch
 
 from .model import run
 from .weights import Weights
 
 __all__ = ["TARGETS", "DIRECTIONS", "PatchError", "Pair", "PatchResult", "resolve_token", "make_pair",
-           "side_by_side", "two_token_weights", "logit_diffs", "patch", "patch_many", "visible", "cli"]
+           "side_by_side", "two_token_weights", "logit_diffs", "patch", "patch_many", "printable_token"]
 
 TARGETS = ("z", "resid", "attn", "mlp")
 DIRECTIONS = ("denoise", "noise")
@@ -63,7 +61,7 @@ class PatchError(ValueError):
         self.table = table
 
 
-def visible(tok: str) -> str:
+def printable_token(tok: str) -> str:
     """A token with its spaces and line breaks visible (as the pages show them); other control
     characters as \\xNN (they cannot go into an SVG/PNG export)."""
     tok = tok.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥")
@@ -120,8 +118,8 @@ def side_by_side(clean_toks: list[str], corrupt_toks: list[str]) -> list[dict]:
     n = max(len(clean_toks), len(corrupt_toks))
     rows = []
     for i in range(n):
-        a = visible(clean_toks[i]) if i < len(clean_toks) else ""
-        b = visible(corrupt_toks[i]) if i < len(corrupt_toks) else ""
+        a = printable_token(clean_toks[i]) if i < len(clean_toks) else ""
+        b = printable_token(corrupt_toks[i]) if i < len(corrupt_toks) else ""
         rows.append({"position": i, "clean": a, "corrupted": b, "same": a == b})
     return rows
 
@@ -146,8 +144,8 @@ def make_pair(model, clean: str, corrupt: str, answer: str, distractor: str, pos
         first = next((r["position"] for r in table if not r["same"]), min(len(ct), len(kt)))
         raise PatchError(
             f"the clean prompt has {len(c_ids)} tokens and the corrupted one {len(k_ids)}: they must be the same "
-            f"length (first difference at position {first}). clean: {'|'.join(visible(t) for t in ct)}  "
-            f"corrupted: {'|'.join(visible(t) for t in kt)}", table)
+            f"length (first difference at position {first}). clean: {'|'.join(printable_token(t) for t in ct)}  "
+            f"corrupted: {'|'.join(printable_token(t) for t in kt)}", table)
     a, a_tok, a_note = resolve_token(model, answer, "answer")
     d, d_tok, d_note = resolve_token(model, distractor, "distractor")
     if a == d:
@@ -201,8 +199,6 @@ class PatchResult:
 
     def frame(self, tokens: list[str] | None = None):
         """Long table: one row per patched activation (layer[, head][, position], logit_diff, normalised)."""
-        import pandas as pd
-
         idx = np.indices(self.raw.shape).reshape(len(self.raw.shape), -1)
         df = pd.DataFrame({d: idx[i] for i, d in enumerate(self.dims)})
         if "position" in df and tokens is not None:
@@ -328,87 +324,3 @@ def patch_many(weights: Weights, pairs: list[Pair], target: str = "z", *, per_po
         mean = np.nanmean(stack, 0) if np.isfinite(stack).any() else np.full(stack.shape[1:], np.nan)
         std = np.nanstd(stack, 0) if np.isfinite(stack).any() else np.full(stack.shape[1:], np.nan)
     return {"mean": mean, "std": std, "n": len(pairs), "per_pair": stack}
-
-
-# ----------------------------------------------------------------------------- CLI
-
-def _common_args(p: argparse.ArgumentParser):
-    from .cli import args as C
-
-    p.add_argument("--model", default=None, help="hub name, attnkit-tiny or a local folder (default: as verify)")
-    p.add_argument("--device", default="cpu", type=C.device)
-    p.add_argument("--clean", required=True, type=C.utf8_text, help="the clean prompt")
-    p.add_argument("--corrupt", required=True, type=C.utf8_text, help="the corrupted prompt (same number of tokens)")
-    p.add_argument("--answer", required=True, type=C.utf8_text,
-                   help="the answer token (e.g. ' Mary'; a word without a space is tried with one first)")
-    p.add_argument("--distractor", required=True, type=C.utf8_text, help="the distractor token (e.g. ' John')")
-    p.add_argument("--position", type=int, default=None,
-                   help="position whose logits are read (default: the last; negative counts from the end)")
-    p.add_argument("--json", dest="json_out", default=None, type=C.writable_path,
-                   help="write the results here as JSON")
-
-
-def load_pair(a, prog: str):
-    """(model, pair) from parsed CLI args, or None after one line on stderr."""
-    from .loading import load_for_cli
-
-    m = load_for_cli(a.model, a.device, prog)
-    if m is None:
-        return None
-    try:
-        return m, make_pair(m, a.clean, a.corrupt, a.answer, a.distractor, a.position)
-    except PatchError as e:
-        print(f"{prog}: {e}", file=sys.stderr)
-        return None
-
-
-def _write_json(path: str, obj: dict, prog: str) -> bool:
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=1, default=float)
-        return True
-    except OSError as e:
-        print(f"{prog}: cannot write {path}: {e.strerror or e}", file=sys.stderr)
-        return False
-
-
-def cli(argv=None) -> int:
-    from .cli.args import Parser
-
-    prog = "attnkit patch"
-    p = Parser(prog="python -m attnkit patch",
-                                description="Activation patching on a clean/corrupted prompt pair: the normalised "
-                                            "logit difference (corrupted 0, clean 1) for every patched activation.")
-    _common_args(p)
-    p.add_argument("--target", choices=TARGETS, default="z", help="z (heads), resid, attn or mlp (default z)")
-    p.add_argument("--per-position", action="store_true", help="patch each position separately")
-    p.add_argument("--direction", choices=DIRECTIONS, default="denoise",
-                   help="denoise: corrupted run, clean activation patched in (default); noise: the reverse")
-    a = p.parse_args(argv)
-    got = load_pair(a, prog)
-    if got is None:
-        return 2
-    m, pair = got
-    res = patch(m.weights, pair, a.target, per_position=a.per_position, direction=a.direction)
-    toks = m.token_strs(pair.corrupt if a.direction == "denoise" else pair.clean)
-    print(f"{m.name} · {TARGET_LABELS[a.target]} · {a.direction} · {pair.T} tokens · read at position "
-          f"{pair.pos} ({visible(toks[pair.pos])})")
-    for n in res.notes:
-        print(f"  note: {n}")
-    print(f"  logit diff  clean {res.clean_ld:+.4f}  corrupted {res.corrupt_ld:+.4f}  "
-          f"({res.n_runs} patched runs)")
-    df = res.frame(toks).sort_values("normalised", ascending=False, key=lambda s: s.abs(), na_position="last")
-    print("  largest effects (normalised: corrupted 0, clean 1):")
-    for _, r in df.head(10).iterrows():
-        where = f"L{int(r['layer'])}" + (f".H{int(r['head'])}" if "head" in r else "") + \
-                (f" pos {int(r['position'])} {visible(r['token'])}" if "position" in r else "")
-        print(f"    {where:<28} {r['normalised']:+.4f}  (logit diff {r['logit_diff']:+.4f})")
-    if a.json_out:
-        out = {"model": m.name, "clean": a.clean, "corrupt": a.corrupt, "answer": pair.answer_token,
-               "answer_id": pair.answer, "distractor": pair.distractor_token, "distractor_id": pair.distractor,
-               "tokens_clean": m.token_strs(pair.clean), "tokens_corrupt": m.token_strs(pair.corrupt),
-               **res.to_json()}
-        if not _write_json(a.json_out, out, prog):
-            return 1
-        print(f"wrote {a.json_out}")
-    return 0

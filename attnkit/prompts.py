@@ -20,7 +20,17 @@ from dataclasses import dataclass, field
 __all__ = [
     "PromptError", "Table", "MAX_UPLOAD_MB", "MAX_PROMPTS", "MAX_PROMPT_CHARS",
     "check_text", "cut_text", "replace_surrogates", "decode_text", "read_upload", "prompts_from", "truncate", "windows",
+    "SAMPLE_TEXT",
 ]
+
+#: A built-in English paragraph (the ``heads`` command's default text, the shipped model card's measurements).
+SAMPLE_TEXT = (
+    "The animal didn't cross the street because it was too tired. Python is a programming language that "
+    "lets you work quickly and integrate systems more effectively. The quick brown fox jumps over the lazy "
+    "dog. A list is a mutable sequence; a tuple is an immutable sequence. When the interpreter reads a "
+    "module, it executes the statements in it, and the names it defines become attributes of the module. "
+    "Debian is a free operating system, developed by thousands of volunteers. "
+) * 3
 
 MAX_UPLOAD_MB = 10            # keep equal to server.maxUploadSize in .streamlit/config.toml
 MAX_PROMPTS = 1000            # prompts taken from one upload

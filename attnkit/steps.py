@@ -26,7 +26,7 @@ import torch
 from . import attention as A
 from . import model as M
 from .model import KVCache, as_ids, generate, run
-from .weights import GPT2Weights, ModelConfig
+from .weights import Weights, ModelConfig
 
 __all__ = [
     "HeadSteps", "head_steps", "trace_differences", "key_frame", "vector_frame", "heads_frame",
@@ -90,15 +90,8 @@ class HeadSteps:
 
 
 @torch.inference_mode()
-def head_steps(weights: GPT2Weights, ids, layer: int, head: int, query: int,
-               resid_pre: torch.Tensor | None = None) -> HeadSteps:
-    """Compute the steps of ``head`` in ``layer`` for query position ``query``.
-
-    ``resid_pre``: the layer's input x [T, d] or [1, T, d] (e.g. ``trace["resid_pre", layer]``);
-    when omitted, the model is run up to that layer to get it.
-    """
-    cfg = weights.config
-    ids = as_ids(ids, weights.device)
+def _check_head_query(cfg: ModelConfig, ids: torch.Tensor, layer: int, head: int, query: int) -> int:
+    """T of one sequence ``ids`` [1, T]; ValueError when it is a batch or layer/head/query is out of range."""
     if ids.shape[0] != 1:
         raise ValueError("head_steps takes one sequence")
     T = ids.shape[1]
@@ -108,6 +101,19 @@ def head_steps(weights: GPT2Weights, ids, layer: int, head: int, query: int,
         raise ValueError(f"head {head} out of range 0..{cfg.n_heads - 1}")
     if not 0 <= query < T:
         raise ValueError(f"query position {query} out of range 0..{T - 1}")
+    return T
+
+
+def head_steps(weights: Weights, ids, layer: int, head: int, query: int,
+               resid_pre: torch.Tensor | None = None) -> HeadSteps:
+    """Compute the steps of ``head`` in ``layer`` for query position ``query``.
+
+    ``resid_pre``: the layer's input x [T, d] or [1, T, d] (e.g. ``trace["resid_pre", layer]``);
+    when omitted, the model is run up to that layer to get it.
+    """
+    cfg = weights.config
+    ids = as_ids(ids, weights.device)
+    T = _check_head_query(cfg, ids, layer, head, query)
     if resid_pre is None:
         resid_pre = run(weights, ids, capture=("resid_pre",), layers=[layer])["resid_pre", layer]
     x = resid_pre.reshape(1, T, cfg.d_model)[:, : query + 1]
@@ -299,7 +305,7 @@ class KVDemo:
 
 
 @torch.inference_mode()
-def kv_cache_demo(weights: GPT2Weights, ids, n_new: int, *, check_rows: bool = True) -> KVDemo:
+def kv_cache_demo(weights: Weights, ids, n_new: int, *, check_rows: bool = True) -> KVDemo:
     """Greedy-generate ``n_new`` tokens with and without the KV cache and account for both.
 
     Step s (0-based) predicts the token at position T+s from the T+s tokens so far. With the cache,
@@ -379,7 +385,7 @@ def symmetry_stats(S: torch.Tensor) -> dict[str, float]:
 
 
 @torch.inference_mode()
-def xx_vs_qk(weights: GPT2Weights, ids, layer: int, head: int,
+def xx_vs_qk(weights: Weights, ids, layer: int, head: int,
              resid_pre: torch.Tensor | None = None) -> dict:
     """The seed's X·Xᵀ argument on a real prompt: x̂·x̂ᵀ (x̂ = ln_1 of the layer input) beside the
     head's raw q·kᵀ (no scale, no mask), with :func:`symmetry_stats` of each."""

@@ -31,6 +31,7 @@ Memory per layer: O(block²·H) for the tiles plus O(H·T) for the per-position 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
@@ -38,11 +39,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .metrics import STATISTICS, normalise, visible_keys
 from .model import PATTERN_POINTS, Composed, Intervention, as_ids, run
 
 __all__ = [
     "StreamStats", "Pooled", "stream_stats", "streamable", "pattern_rows", "focus_window", "rows_from_qk",
-    "visible_counts", "pool_size", "qk_points", "doc_curves", "BLOCK",
+    "visible_counts", "pool_size", "qk_points", "BLOCK",
 ]
 
 #: default tile side (queries and keys); the pooling block size is rounded into it
@@ -119,26 +121,17 @@ class StreamStats:
     @property
     def normalised(self) -> torch.Tensor:
         """H_i / ln(n_i), n_i = keys visible to query i; NaN where n_i = 1 (one key, no spread)."""
-        n = self.visible.double()[:, None, None, :]
-        h = self.entropy.double() / torch.log(n)
-        return torch.where(n > 1, h, torch.full_like(h, math.nan)).float()
+        return normalise(self.entropy, self.visible[:, None, None, :]).float()
 
     def head_scores(self) -> dict[str, torch.Tensor]:
-        """Per-head means [L, B, H], defined as :func:`attnkit.metrics.head_scores` defines them
-        (without the duplicate-token score, which needs the tokens' equality matrix); 'induction' is
-        the mean over i ≥ offset of a_{i, i−offset+1} as in :func:`attnkit.metrics.induction_scores`."""
-        T = self.T
-        later = slice(1, None)
+        """Per-head means [L, B, H] of every statistic in :data:`attnkit.metrics.STATISTICS` that has a
+        streaming form (duplicate-token needs the tokens' equality matrix; induction a known repeat)."""
         nan = torch.full(self.entropy.shape[:-1], math.nan)
-        out = {
-            "mean entropy": torch.nanmean(self.normalised[..., later], -1) if T > 1 else nan,
-            "previous-token": self.previous[..., later].mean(-1) if T > 1 else nan,
-            "first-token": self.first_token[..., later].mean(-1) if T > 1 else nan,
-            "self": self.self_mass[..., later].mean(-1) if T > 1 else nan,
-            "mean distance": self.distance.mean(-1),
-        }
-        if self.induction is not None and self.induction_offset is not None and self.induction_offset < T:
-            out["induction"] = self.induction[..., self.induction_offset:].mean(-1)
+        out = {}
+        for name, stat in STATISTICS.items():
+            v = stat.streamed(self)
+            if v is not None:
+                out[name] = v if self.T > 1 else nan.clone()
         return out
 
 
@@ -180,12 +173,6 @@ def _hidden(q0: int, q1: int, k0: int, k1: int, window: int | None, device) -> t
     if window is not None:
         h |= j <= i - window
     return h
-
-
-def visible_keys(T: int, window: int | None) -> torch.Tensor:
-    """[T] number of keys query i sees: i + 1, capped at w with a window."""
-    n = torch.arange(1, T + 1)
-    return n if window is None else n.clamp(max=window)
 
 
 def pool_size(T: int, px: int) -> int:
@@ -285,69 +272,81 @@ class _Layer:
             q, k = q.float(), k.float()
         qg = q.view(B, Hkv, group, T, e)
         kt = k.transpose(-1, -2).unsqueeze(2)                     # [B, Hkv, 1, e, T]
-        bs = self.block
         pk = self.pool_k if l in self.pool_layers else None
         if pk is not None:
             R = -(-T // pk)
             pmax = torch.zeros(B, H, R, R, device=q.device)
             psum = torch.zeros(B, H, R, R, device=q.device)
-        out = self.out
-        for q0 in range(0, T, bs):
-            q1 = min(T, q0 + bs)
-            n = q1 - q0
-            qb = qg[:, :, :, q0:q1] * scale                       # [B, Hkv, G, n, e]
-            m = torch.full((B, Hkv, group, n), _NEG, device=q.device)
-            lsum = torch.zeros_like(m)
-            u = torch.zeros_like(m)
-            d = torch.zeros_like(m)
-            tg = self.targets(q0, q1)
-            raw = {name: torch.full_like(m, -math.inf) for name in tg}
-            rows = torch.arange(n, device=q.device)
-            pieces = []
-            k_start = 0 if window is None else max(0, q0 - window + 1) // bs * bs
-            for k0 in range(k_start, q1, bs):
-                k1 = min(q1, k0 + bs)
-                s = torch.matmul(qb, kt[..., k0:k1])              # [B, Hkv, G, n, nk]
-                hid = None
-                if k1 - 1 > q0 or (window is not None and k0 <= q1 - 1 - window):
-                    hid = _hidden(q0, q1, k0, k1, window, q.device)
-                    s.masked_fill_(hid, -math.inf)
-                for name, j in tg.items():
-                    sel = (j >= k0) & (j < k1)
-                    if bool(sel.any()):
-                        r = rows[sel]
-                        raw[name][..., r] = s[..., r, j[sel] - k0]
-                m_new = torch.maximum(m, s.amax(-1))
-                alpha = torch.exp(m - m_new)
-                s.sub_(m_new.unsqueeze(-1))                       # t = s − m' (−inf where hidden)
-                if pk is not None:
-                    pieces.append((k0, self._pool_cols(s, pk), m_new))
-                w = torch.exp(s)
-                if hid is not None:
-                    s.masked_fill_(hid, 0.0)
-                w_sum = w.sum(-1)
-                u = alpha * (u + (m - m_new) * lsum) + torch.linalg.vecdot(w, s)
-                # Σ e·(i − j) = (i − k0)·Σ e − Σ e·(j − k0): small numbers in each block
-                rel = torch.arange(k1 - k0, device=q.device, dtype=w.dtype)
-                d = alpha * d + (torch.arange(q0, q1, device=q.device) - k0).to(w.dtype) * w_sum - w @ rel
-                lsum = alpha * lsum + w_sum
-                m = m_new
-            lse = m + torch.log(lsum)
-            sl = (l, slice(None), slice(None), slice(q0, q1))
-            out["lse"][sl] = lse.view(B, H, n)
-            out["entropy"][sl] = (torch.log(lsum) - u / lsum).view(B, H, n)
-            out["distance"][sl] = (d / lsum).view(B, H, n)
-            for name, j in tg.items():
-                p = torch.exp(raw[name] - lse)
-                if name in ("previous", "induction"):
-                    p = torch.where(j >= 0, p, torch.full_like(p, math.nan))
-                out[name][sl] = p.view(B, H, n)
+        for q0 in range(0, T, self.block):
+            q1 = min(T, q0 + self.block)
+            lse, pieces = self._query_block(l, qg[:, :, :, q0:q1] * scale, kt, q0, q1, window, pk)
             if pk is not None:
-                self._pool_rows(pmax, psum, pieces, lse, q0, n, pk)
+                self._pool_rows(pmax, psum, pieces, lse, q0, q1 - q0, pk)
         if pk is not None:
             cnt = visible_counts(T, pk, window).to(q.device)
             mean = torch.where(cnt > 0, psum / cnt.clamp(min=1), torch.zeros_like(psum))
             self.pooled[l] = Pooled(k=pk, max=pmax.cpu(), mean=mean.cpu(), count=cnt.cpu())
+
+    def _query_block(self, l: int, qb: torch.Tensor, kt: torch.Tensor, q0: int, q1: int, window: int | None,
+                     pk: int | None):
+        """Queries q0 … q1 − 1 (``qb`` = scale·q, [B, Hkv, G, n, e]) against their visible key blocks with the
+        running log-sum-exp; writes the layer's per-position results; returns (lse, pooling pieces)."""
+        B, Hkv, group, n, _ = qb.shape
+        bs, dev = self.block, qb.device
+        m = torch.full((B, Hkv, group, n), _NEG, device=dev)
+        lsum = torch.zeros_like(m)
+        u = torch.zeros_like(m)
+        d = torch.zeros_like(m)
+        tg = self.targets(q0, q1)
+        raw = {name: torch.full_like(m, -math.inf) for name in tg}
+        rows = torch.arange(n, device=dev)
+        pieces = []
+        k_start = 0 if window is None else max(0, q0 - window + 1) // bs * bs
+        for k0 in range(k_start, q1, bs):
+            k1 = min(q1, k0 + bs)
+            s = torch.matmul(qb, kt[..., k0:k1])                  # [B, Hkv, G, n, nk]
+            hid = None
+            if k1 - 1 > q0 or (window is not None and k0 <= q1 - 1 - window):
+                hid = _hidden(q0, q1, k0, k1, window, dev)
+                s.masked_fill_(hid, -math.inf)
+            for name, j in tg.items():
+                sel = (j >= k0) & (j < k1)
+                if bool(sel.any()):
+                    r = rows[sel]
+                    raw[name][..., r] = s[..., r, j[sel] - k0]
+            m_new = torch.maximum(m, s.amax(-1))
+            alpha = torch.exp(m - m_new)
+            s.sub_(m_new.unsqueeze(-1))                           # t = s − m' (−inf where hidden)
+            if pk is not None:
+                pieces.append((k0, self._pool_cols(s, pk), m_new))
+            w = torch.exp(s)
+            if hid is not None:
+                s.masked_fill_(hid, 0.0)
+            w_sum = w.sum(-1)
+            u = alpha * (u + (m - m_new) * lsum) + torch.linalg.vecdot(w, s)
+            # Σ e·(i − j) = (i − k0)·Σ e − Σ e·(j − k0): small numbers in each block
+            rel = torch.arange(k1 - k0, device=dev, dtype=w.dtype)
+            d = alpha * d + (torch.arange(q0, q1, device=dev) - k0).to(w.dtype) * w_sum - w @ rel
+            lsum = alpha * lsum + w_sum
+            m = m_new
+        lse = m + torch.log(lsum)
+        self._write(l, q0, q1, lse, torch.log(lsum) - u / lsum, d / lsum, raw, tg)
+        return lse, pieces
+
+    def _write(self, l: int, q0: int, q1: int, lse, ent, dist, raw: dict, tg: dict) -> None:
+        """Store one query block's results ([B, Hkv, G, n] each) at layer l, positions q0 … q1 − 1."""
+        B = lse.shape[0]
+        shape = (B, -1, q1 - q0)
+        sl = (l, slice(None), slice(None), slice(q0, q1))
+        out = self.out
+        out["lse"][sl] = lse.reshape(shape)
+        out["entropy"][sl] = ent.reshape(shape)
+        out["distance"][sl] = dist.reshape(shape)
+        for name, j in tg.items():
+            p = torch.exp(raw[name] - lse)
+            if name in ("previous", "induction"):
+                p = torch.where(j >= 0, p, torch.full_like(p, math.nan))
+            out[name][sl] = p.reshape(shape)
 
     @staticmethod
     def _pool_cols(t: torch.Tensor, pk: int):
@@ -402,22 +401,33 @@ def stream_stats(weights, ids, *, intervention=None, induction_offset: int | Non
                       each row's lse (:meth:`_Layer.fused`; ``fused_dtype=torch.float64`` for exactness);
                       windowed or pooled layers, other devices, or ``fused=False`` use the block loop.
     """
-    import time
-
     t0 = time.perf_counter()
     cfg = weights.config
     ids = as_ids(ids, weights.device)
     B, T = ids.shape
     L, H = cfg.n_layers, cfg.n_heads
-    iv = streamable(intervention)
     pool_k = pool_size(T, pool) if pool else None
     pl = set(range(L)) if pool and pool_layers is None else set(pool_layers or ())
     st = _Layer(L, B, H, T, weights.device, int(block), induction_offset, pl, pool_k, fused=fused,
                 dtype=fused_dtype)
-    keep = set(keep_qk)
+    qk, final = _forward(weights, ids, streamable(intervention), st, set(keep_qk), progress)
+    lossv = _chunked_loss(weights, final, ids, loss_chunk) if loss else None
+    visible = torch.stack([visible_keys(T, cfg.window(l)).long() for l in range(L)])
+    o = st.out
+    return StreamStats(entropy=o["entropy"], first_token=o["first_token"], previous=o["previous"],
+                       self_mass=o["self_mass"], distance=o["distance"], lse=o["lse"], visible=visible,
+                       induction=o.get("induction"), induction_offset=induction_offset, pooled=st.pooled,
+                       loss=lossv, qk=qk, seconds=time.perf_counter() - t0)
+
+
+def _forward(weights, ids, iv, st: _Layer, keep: set, progress) -> tuple[dict, torch.Tensor]:
+    """The fused forward with ``st`` fed each layer's q and k as they are made, stopped at the final norm:
+    (layer -> (q, k) for the layers in ``keep``, the final normed stream)."""
+    cfg = weights.config
     qn, kn = qk_points(cfg)
     cur: dict = {}
     qk: dict = {}
+    final: dict = {}
 
     def grab_q(t, l):
         cur["q"] = t
@@ -428,9 +438,7 @@ def stream_stats(weights, ids, *, intervention=None, induction_offset: int | Non
             qk[l] = (q, t)
         st(l, q, t, cfg.attn_scale(l), cfg.window(l), cfg.group)
         if progress is not None:
-            progress(l + 1, L)
-
-    final: dict = {}
+            progress(l + 1, cfg.n_layers)
 
     def stop(x, _):
         final["x"] = x
@@ -440,15 +448,7 @@ def stream_stats(weights, ids, *, intervention=None, induction_offset: int | Non
         run(weights, ids, intervention=iv, hooks=[(qn, grab_q), (kn, grab_k), ("ln_final", stop)])
     except _Stop:
         pass
-    lossv = None
-    if loss:
-        lossv = _chunked_loss(weights, final["x"], ids, loss_chunk)
-    visible = torch.stack([visible_keys(T, cfg.window(l)) for l in range(L)])
-    o = st.out
-    return StreamStats(entropy=o["entropy"], first_token=o["first_token"], previous=o["previous"],
-                       self_mass=o["self_mass"], distance=o["distance"], lse=o["lse"], visible=visible,
-                       induction=o.get("induction"), induction_offset=induction_offset, pooled=st.pooled,
-                       loss=lossv, qk=qk, seconds=time.perf_counter() - t0)
+    return qk, final["x"]
 
 
 def _chunked_loss(weights, x: torch.Tensor, ids: torch.Tensor, chunk: int) -> torch.Tensor:
@@ -528,12 +528,3 @@ def focus_window(weights, ids, layer: int, head: int, q0: int, q1: int, k0: int,
     p = pattern_rows(weights, ids, layer, range(q0, q1), heads=[head], intervention=intervention,
                      cols=slice(k0, k1))
     return p[0, 0].cpu().numpy()
-
-
-def doc_curves(weights, ids, intervention=None, loss: bool = True, progress=None, block: int = BLOCK):
-    """:class:`attnkit.entropy.DocCurves` (entropy, first-token mass [B, L, H, T], loss) from one streaming
-    pass: what :func:`attnkit.entropy.entropy_profile` gives, at any length the model takes."""
-    from .entropy import DocCurves
-
-    st = stream_stats(weights, ids, intervention=intervention, loss=loss, progress=progress, block=block)
-    return DocCurves(entropy=st.entropy.transpose(0, 1), first_token=st.first_token.transpose(0, 1), loss=st.loss)

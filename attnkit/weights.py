@@ -17,126 +17,27 @@ plain GELU MLP; a Llama has RMSNorm (no bias), rotary positions, GQA and a gated
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-import torch
+from .families import family_for
+from .standard import LayerWeights, ModelConfig, Weights, head_name
 
 __all__ = [
     "ModelConfig",
     "LayerWeights",
     "Weights",
-    "GPT2Weights",
     "extract",
+    "config_from_hf",
+    "head_name",
     "param_counts",
     "attention_weight_count",
 ]
 
-
-@dataclass(frozen=True)
-class ModelConfig:
-    n_layers: int
-    n_heads: int
-    d_model: int
-    n_ctx: int
-    d_vocab: int
-    d_mlp: int
-    layer_norm_eps: float = 1e-5
-    act_fn: str = "gelu_new"
-    scale_attn_weights: bool = True          # divide scores by √d_head (GPT-2 always does; GPT-Neo does not)
-    scale_attn_by_inverse_layer_idx: bool = False  # extra 1/(layer+1), off in every OpenAI checkpoint
-    family: str = "gpt2"
-    n_kv_heads: int | None = None            # None: as many as n_heads (no grouped-query attention)
-    head_dim: int | None = None              # None: d_model / n_heads
-    norm: str = "layernorm"                  # "layernorm" (x−μ)/σ·w+b, or "rmsnorm" x/rms(x)·w
-    position: str = "learned"                # "learned" (a position table added to the embedding) or "rotary"
-    rotary_dim: int | None = None            # rotary: how many of each head's dims rotate (None: all)
-    mlp: str = "plain"                       # "plain" act(x·W_in+b)·W_out, or "gated" (act(x·W_gate)⊙x·W_in)·W_out
-    parallel: bool = False                   # attention and MLP both read resid_pre (GPT-NeoX, GPT-J)
-    windows: tuple | None = None             # per layer: None (global) or a local window w (keys i−w < j ≤ i)
-    embed_scale: float = 1.0                 # embeddings multiplied by this (1 for every family here)
-
-    @property
-    def d_head(self) -> int:
-        return self.head_dim or self.d_model // self.n_heads
-
-    @property
-    def kv_heads(self) -> int:
-        return self.n_kv_heads or self.n_heads
-
-    @property
-    def group(self) -> int:
-        """Query heads per key/value head (1 without grouped-query attention)."""
-        return self.n_heads // self.kv_heads
-
-    def window(self, layer: int) -> int | None:
-        return None if self.windows is None else self.windows[layer]
-
-    def attn_scale(self, layer: int) -> float:
-        """The factor the scores q·kᵀ are multiplied by in ``layer`` (1/√d_head for GPT-2)."""
-        scale = self.d_head ** -0.5 if self.scale_attn_weights else 1.0
-        if self.scale_attn_by_inverse_layer_idx:
-            scale /= float(layer + 1)
-        return scale
-
-    @classmethod
-    def from_hf(cls, cfg) -> "ModelConfig":
-        """The config of an HF model of any supported family (see :mod:`attnkit.families`)."""
-        from .families import family_for
-
-        return family_for(getattr(cfg, "model_type", None)).config(cfg)
-
-
-@dataclass
-class LayerWeights:
-    ln1_w: torch.Tensor          # [d_model]
-    ln1_b: torch.Tensor | None   # None for RMSNorm
-    W_Q: torch.Tensor            # [n_heads, d_model, d_head]
-    W_K: torch.Tensor            # [n_kv_heads, d_model, d_head]
-    W_V: torch.Tensor
-    b_Q: torch.Tensor | None     # [n_heads, d_head]
-    b_K: torch.Tensor | None     # [n_kv_heads, d_head]
-    b_V: torch.Tensor | None
-    W_O: torch.Tensor            # [n_heads, d_head, d_model]
-    b_O: torch.Tensor | None     # [d_model]
-    ln2_w: torch.Tensor
-    ln2_b: torch.Tensor | None
-    W_in: torch.Tensor           # [d_model, d_mlp]
-    b_in: torch.Tensor | None
-    W_out: torch.Tensor          # [d_mlp, d_model]
-    b_out: torch.Tensor | None
-    W_gate: torch.Tensor | None = None   # [d_model, d_mlp], gated MLPs only
-
-
-@dataclass
-class Weights:
-    config: ModelConfig
-    wte: torch.Tensor                  # [d_vocab, d_model] token embedding (W_E)
-    wpe: torch.Tensor | None           # [n_ctx, d_model] learned positions; None for rotary families
-    lnf_w: torch.Tensor
-    lnf_b: torch.Tensor | None
-    W_U: torch.Tensor                  # [d_vocab, d_model] unembedding (tied to wte in GPT-2)
-    layers: list[LayerWeights] = field(default_factory=list)
-    b_U: torch.Tensor | None = None    # [d_vocab]
-    inv_freq: torch.Tensor | None = None   # rotary: [rotary_dim / 2] angular frequencies θ_k
-    rope_attention_scale: float = 1.0      # rotary: cos and sin are multiplied by this (YaRN-style kinds)
-
-    @property
-    def device(self) -> torch.device:
-        return self.wte.device
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.wte.dtype
-
-
-#: The name used before other families existed (GPT-2's weights are the standard weights).
-GPT2Weights = Weights
+def config_from_hf(cfg) -> ModelConfig:
+    """The config of an HF model of any supported family (see :mod:`attnkit.families`)."""
+    return family_for(getattr(cfg, "model_type", None)).config(cfg)
 
 
 def extract(hf_model) -> Weights:
     """Convert a HuggingFace causal LM of any supported family into :class:`Weights` (views)."""
-    from .families import family_for
-
     return family_for(getattr(hf_model.config, "model_type", None)).convert(hf_model)
 
 

@@ -2,7 +2,7 @@
 import pandas as pd
 import streamlit as st
 
-from attnkit import ui
+from attnkit import app as ui
 from attnkit.weights import attention_weight_count, param_counts
 
 

@@ -5,7 +5,8 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from attnkit import compare, metrics, ui
+from attnkit import app as ui
+from attnkit import compare, metrics
 from attnkit.charts import heatmaps as hm
 from attnkit.charts import tokens as tk
 
@@ -273,7 +274,7 @@ else:
         for m, (l, h) in zip(mats, panels):
             row = {"layer": l, "head": h}
             if kind == "pattern":
-                sc = metrics.head_scores(torch.from_numpy(m), ids)         # m is already on the CPU
+                sc = metrics.head_scores(torch.from_numpy(m), ids, window=ctx.model.config.window(l))   # m: on the CPU
                 row.update({s: float(v) for s, v in sc.items()})
             else:
                 row.update({"max score": float(m[~masked_full].max()), "min score": float(m[~masked_full].min())})

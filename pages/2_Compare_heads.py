@@ -5,7 +5,8 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from attnkit import compare, metrics, ui
+from attnkit import app as ui
+from attnkit import compare, metrics
 from attnkit.charts import heatmaps as hm
 
 CAPTURE = ("pattern", "scores")        # the same capture as the Heatmaps page: one cached run serves both
@@ -30,7 +31,8 @@ labels = ui.token_labels(toks)
 def prompt_scores(model: str, device: str, ids: tuple, capture: tuple, _ctx) -> dict:
     """head_scores of every head on one prompt, {stat: [L, H] array}; keyed by (model, device, ids)."""
     tr = ui.trace(_ctx, capture=capture, ids=list(ids))
-    per_layer = [metrics.head_scores(tr["pattern", l][0], list(ids)) for l in range(L)]     # layer by layer:
+    per_layer = [metrics.head_scores(tr["pattern", l][0], list(ids), window=cfg.window(l))   # layer by layer:
+                 for l in range(L)]
     return {k: torch.stack([d[k] for d in per_layer]).double().cpu().numpy() for k in per_layer[0]}  # no [L,H,T,T] copy
 
 

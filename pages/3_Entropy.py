@@ -6,8 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from attnkit import entropy as E
-from attnkit import streaming as S
-from attnkit import ui
+from attnkit import app as ui
 from attnkit.charts import entropy as C
 
 
@@ -31,7 +30,8 @@ st.markdown(
     "attention therefore spreads out (its entropy rises) and it gets harder to single out the tokens that "
     "matter — one reason long contexts and running past the training length are hard.\n\n"
     "**How it is measured here:** for query position *i* the entropy is $H_i = -\\sum_{j \\le i} a_{ij} \\ln a_{ij}$ "
-    "(nats) over its n = i + 1 visible keys; uniform attention reaches the bound ln n. Under the causal mask query *i* sees "
+    "(nats) over its n visible keys (n = i + 1, or min(i + 1, w) on a layer with a sliding window of w keys); "
+    "uniform attention reaches the bound ln n, and the normalised entropy is H / ln n. Under the causal mask query *i* sees "
     "exactly the prefix it would see if the text ended there, so **one forward pass of T tokens gives the curve "
     "for every length up to T**. A head whose entropy grows like ln n (slope 1 against ln n) spreads out as the "
     "claim says; slope 0 means it keeps the same focus however long the context.\n\n"
@@ -79,7 +79,7 @@ def _doc(name: str, device: str, ids: tuple, base: float | None, clamp: bool, _p
     long-context model; ``_progress(layers_done, n_layers)`` (not part of the cache key) reports each layer."""
     m = ui.cached_model(name, device)
     iv = E.LogLengthScaling(base, clamp) if base else None
-    c = S.doc_curves(m.weights, list(ids), iv, loss=True, progress=_progress)
+    c = E.doc_curves(m.weights, list(ids), iv, loss=True, progress=_progress)
     return c.entropy[0].cpu().numpy(), c.first_token[0].cpu().numpy(), c.loss[0].cpu().numpy()
 
 
@@ -90,7 +90,7 @@ def summary(base: float | None = None, clamp: bool = True, label: str = "Measuri
     memo = st.session_state.setdefault("_ent_memo", {})
     if key in memo:
         return memo[key]
-    agg = E.Aggregate()
+    agg = E.Aggregate(ctx.model.config.windows)
     bar = st.progress(0.0, text=label)
     total = sum(map(len, docs))
     done = 0

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from attnkit import ablations as A
-from attnkit import ui
+from attnkit import app as ui
 from attnkit.charts import ablations as C
 
 ctx = ui.page("Ablations", "✂️")

@@ -6,7 +6,7 @@ import streamlit as st
 import torch
 
 from attnkit import steps as S
-from attnkit import ui
+from attnkit import app as ui
 from attnkit.charts import steps as C
 
 ctx = ui.page("Step by step", "🧮")
@@ -74,7 +74,7 @@ with tab_head:
     st.text(f"query token: {tokens[query]!r}")
 
     st.subheader("1 · x̂ = ln_1(x) for the tokens the query can see")
-    xdf = S.vector_frame(hs, "x_hat", [ui.visible(t) for t in tokens])
+    xdf = S.vector_frame(hs, "x_hat", [ui.show_spaces(t) for t in tokens])
     first = ["position", "token"] + [f"x_hat[{j}]" for j in range(min(S.COMPACT_DIMS, cfg.d_model))]
     compact = xdf[first].copy()
     compact["|x̂|"] = hs.x_hat.float().norm(dim=-1).cpu().numpy()
@@ -104,7 +104,7 @@ with tab_head:
         f";  M_j = 0 for j ≤ {query}, −∞ for j > {query};  a_j = exp(s_j + M_j) / Σ exp(s + M).")
     top_k = st.slider("Keys to list (largest weights first)", 1, n_vis, min(10, n_vis), key="st_topk") \
         if n_vis > 1 else 1
-    kdf = S.key_frame(hs, [ui.visible(t) for t in tokens], top_k=top_k)
+    kdf = S.key_frame(hs, [ui.show_spaces(t) for t in tokens], top_k=top_k)
     st.dataframe(kdf, hide_index=True, width="stretch",
                  column_config={c: st.column_config.NumberColumn(format="%.4f") for c in kdf.columns
                                 if c not in ("position", "token")})
@@ -127,7 +127,7 @@ with tab_head:
     st.caption(f"The mask row around the query: 0 on keys 0..{query}"
                + (f", −∞ on the {T - n_vis:,} future key(s) (all in the CSV), which softmax turns into weights of "
                   "exactly 0." if T > n_vis else "; the query is the last token, so no key lies in its future."))
-    st.altair_chart(C.weights_chart(S.key_frame(hs, [ui.visible(t) for t in tokens], dims=0), query,
+    st.altair_chart(C.weights_chart(S.key_frame(hs, [ui.show_spaces(t) for t in tokens], dims=0), query,
                                     f"softmax weights of query {query}"), width="stretch")
     m1, m2, m3 = st.columns(3)
     m1.metric("Σ weights", f"{hs.weight_sum:.7f}")

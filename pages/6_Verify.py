@@ -4,7 +4,7 @@ import streamlit as st
 import torch
 
 from attnkit import tolerances as TOL
-from attnkit import ui
+from attnkit import app as ui
 from attnkit import verify as V
 from attnkit.charts import verify as C
 

@@ -7,9 +7,10 @@ import pandas as pd
 import streamlit as st
 
 from attnkit import attribution as AT
+from attnkit import compare
 from attnkit import patching as P
 from attnkit import prompts as PR
-from attnkit import ui
+from attnkit import app as ui
 from attnkit.charts import effects as E
 
 EXAMPLES = {
@@ -87,7 +88,7 @@ def _open_heatmap():
     ev = st.session_state.get("he_map")
     try:
         cell = ev["selection"]["pick"][0]["cell"]
-        layer, head = (int(x) for x in str(cell).split("."))
+        layer, head = compare.parse_head(cell)
     except (KeyError, IndexError, TypeError, ValueError):
         return
     st.session_state.update(hm_layer=layer, hm_head=head, hm_view="One head", ak_source="Type",
@@ -174,7 +175,7 @@ def one_pair():
             st.caption(ui.plain(n))
         differ = [i for i in range(T) if pair.clean[i] != pair.corrupt[i]]
         st.caption(f"{T} tokens; the prompts differ at position(s) "
-                   + ui.plain(", ".join(f"{i} ({ui.visible(toks_clean[i])} → {ui.visible(toks_corrupt[i])})"
+                   + ui.plain(", ".join(f"{i} ({ui.show_spaces(toks_clean[i])} → {ui.show_spaces(toks_corrupt[i])})"
                                         for i in differ[:8]) or "none") + ".")
     key = (ctx.model_name, ctx.device, tuple(pair.clean), tuple(pair.corrupt), pair.answer, pair.distractor, pos)
     meta = ui.meta_for(ctx, clean=pair_text("he_clean"), corrupted=pair_text("he_corrupt"),
@@ -260,11 +261,11 @@ def attribution_sections(pair, pos, labels, toks_clean, toks_corrupt, T, meta):
         st.altair_chart(hmap, width="content")
         ui.download_buttons(hdf, hmap, f"dla_heads_{which}", meta | {"run": which}, key="he_dlah")
     # a head's promoted / suppressed tokens: a click on a head's bar, or the select box
-    names = [f"{l}.{h}" for l in range(L) for h in range(H)]
+    names = [compare.head_name(l, h) for l in range(L) for h in range(H)]
     try:
         clicked = ev["selection"]["part"][0]["part"]
-        if clicked.startswith("L") and ".H" in clicked:
-            cl = clicked[1:].replace(".H", ".")
+        if clicked in names:                  # a head's bar (the others are embed, L3 mlp, …)
+            cl = clicked
             if cl != st.session_state.get("he_last_bar"):
                 st.session_state["he_last_bar"] = cl
                 st.session_state["he_head"] = cl
@@ -275,7 +276,7 @@ def attribution_sections(pair, pos, labels, toks_clean, toks_corrupt, T, meta):
         st.session_state["he_head"] = names[best]
     head_name = st.selectbox("Head: the tokens it promotes and suppresses", names, key="he_head",
                              help="Click a head's bar above, or pick one here.")
-    hl, hh = (int(x) for x in head_name.split("."))
+    hl, hh = compare.parse_head(head_name)
     hv = vocab(ctx.model_name, ctx.device, tuple(ids), pos)
     tdf = hv.frame(hl, hh, decode)
     tch = E.head_tokens_chart(tdf, title=f"Head {head_name} at {labels[pos]}: direct effect on each token's logit")

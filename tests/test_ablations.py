@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from attnkit import ablations as A
+from attnkit.cli.ablate import cli as ablate_cli
 from attnkit.model import Intervention, run
 from helpers import apptest
 
@@ -366,18 +367,18 @@ def test_cli_writes_json_and_says_what_it_dropped(odd_dir, tmp_path, capsys):
     f = tmp_path / "text.txt"
     f.write_text(TEXT, encoding="utf-8")
     out = tmp_path / "out.json"
-    rc = A.cli(["--model", str(odd_dir), "--text-file", str(f), "--intervention", "no-scale", "--layers", "0,1",
+    rc = ablate_cli(["--model", str(odd_dir), "--text-file", str(f), "--intervention", "no-scale", "--layers", "0,1",
                 "--sweep", "--json", str(out)])
     assert rc == 0
     data = json.loads(out.read_text(encoding="utf-8"))
     assert data["measure"]["spec"] == "no-scale@0,1" and data["measure"]["verdict"]["status"] in A.STATUSES
     assert len(data["layer_sweep"]) == 4
     assert "verdict" in capsys.readouterr().out
-    rc = A.cli(["--model", str(odd_dir), "--text-file", str(f), "--intervention", "zero-head:L9H0"])
+    rc = ablate_cli(["--model", str(odd_dir), "--text-file", str(f), "--intervention", "zero-head:L9H0"])
     assert rc == 2 and "does not exist" in capsys.readouterr().err
     long = tmp_path / "long.txt"
     long.write_text(TEXT * 30, encoding="utf-8")
-    rc = A.cli(["--model", str(odd_dir), "--text-file", str(long), "--intervention", "no-mask", "--layers", "0"])
+    rc = ablate_cli(["--model", str(odd_dir), "--text-file", str(long), "--intervention", "no-mask", "--layers", "0"])
     n = len(__import__("attnkit.loading", fromlist=["load"]).load(str(odd_dir), "cpu").encode(TEXT * 30))
     assert rc == 0 and f"{n - 256:,} token(s) beyond the context of 256 were dropped" in capsys.readouterr().err
 
@@ -386,9 +387,9 @@ def test_cli_refuses_bad_input_before_loading_the_model(tmp_path, capsys):
     f = tmp_path / "text.txt"
     f.write_text(TEXT, encoding="utf-8")
     missing = str(tmp_path / "no-such-model")                          # never reached: the spec is checked first
-    assert A.cli(["--model", missing, "--text-file", str(f), "--intervention", "v=y"]) == 2
+    assert ablate_cli(["--model", missing, "--text-file", str(f), "--intervention", "v=y"]) == 2
     assert "unknown intervention" in capsys.readouterr().err
-    assert A.cli(["--model", missing, "--text-file", str(tmp_path / "none.txt"), "--intervention", "v=x"]) == 2
+    assert ablate_cli(["--model", missing, "--text-file", str(tmp_path / "none.txt"), "--intervention", "v=x"]) == 2
 
 
 def test_page_runs_every_intervention_and_the_sweeps(odd_dir):

@@ -7,6 +7,7 @@ import numpy as np
 import torch
 
 from attnkit import attribution as AT
+from attnkit.cli.attribute import cli as attribute_cli
 from attnkit.model import run
 
 TEXT = "The animal didn't cross the street because it was too tired."
@@ -77,7 +78,7 @@ def test_contributions_are_shares(odd):
 
 def test_attribute_cli_json(odd_dir, tmp_path, capsys):
     out = tmp_path / "attr.json"
-    rc = AT.cli(["--model", str(odd_dir), "--clean", TEXT, "--corrupt", TEXT.replace(".", "!"),
+    rc = attribute_cli(["--model", str(odd_dir), "--clean", TEXT, "--corrupt", TEXT.replace(".", "!"),
                  "--answer", " it", "--distractor", " the", "--json", str(out)])
     assert rc == 0
     res = json.loads(out.read_text())
@@ -86,7 +87,7 @@ def test_attribute_cli_json(odd_dir, tmp_path, capsys):
         assert abs(sum(p["logit_diff"] for p in r["parts"]) - r["actual_logit_diff"]) <= 1e-4
         assert len(r["logit_lens"]["answer_rank"]) == 4
     capsys.readouterr()
-    rc = AT.cli(["--model", str(odd_dir), "--clean", TEXT, "--corrupt", TEXT, "--answer", "zebra",
+    rc = attribute_cli(["--model", str(odd_dir), "--clean", TEXT, "--corrupt", TEXT, "--answer", "zebra",
                  "--distractor", " the"])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "single token" in err

@@ -117,7 +117,7 @@ def test_mean_scores_ignores_nan():
 
 
 def test_labels_and_find_token():
-    assert compare.head_label(3, 11) == "L3H11"
+    assert compare.head_name(3, 11) == "L3H11"
     assert compare.parse_head("L3H11") == compare.parse_head("3.11") == compare.parse_head(" l3h11 ") == (3, 11)
     for bad in ["3", "a.b", "1.2.3", "-1.2", "L3", "H3L1", "L-1H2"]:
         with pytest.raises(ValueError):

@@ -169,7 +169,7 @@ def unescaped_markdown_calls(src: str, where: str = "") -> list[str]:
 
 
 def dashboard_sources() -> list[Path]:
-    return [ROOT / "app.py", ROOT / "attnkit" / "ui.py", *sorted((ROOT / "pages").glob("*.py"))]
+    return [ROOT / "app.py", *sorted((ROOT / "attnkit" / "app").glob("*.py")), *sorted((ROOT / "pages").glob("*.py"))]
 
 
 def test_no_st_call_shows_unescaped_user_text():
@@ -202,7 +202,7 @@ st.caption(n)  # internal text: notes written by attnkit
 
 def test_plain_renders_literally():
     md = pytest.importorskip("markdown_it")
-    from attnkit.ui import plain
+    from attnkit.app import plain
 
     for text in (HOSTILE, "# heading", "1. item", "- item", "> quote", "a\nb\n\n---", "www.example.com",
                  "mail a@b.example", "`code` ~~s~~ _i_ &amp; \\*", "C:\\Users\\x", "<script>alert(1)</script>"):
@@ -226,7 +226,7 @@ def test_hostile_file_name_and_folder_are_shown_literally(odd_dir):
     name = HOSTILE + ".txt"
     at = apptest("app.py", odd_dir, ak_source="Upload", ak_upload_data=(name, b"\x00\x01binary")).run()
     assert not at.exception
-    from attnkit.ui import plain
+    from attnkit.app import plain
 
     shown = messages(at)
     assert any(plain(name) in m for m in shown), shown
@@ -415,7 +415,7 @@ def test_lone_surrogate_in_the_prompt_box_is_shown(odd_dir):
 
 
 def test_cli_reports_a_deep_jsonl_without_traceback(tmp_path, capsys):
-    from attnkit.ablations import cli
+    from attnkit.cli.ablate import cli
 
     f = tmp_path / "deep.jsonl"
     f.write_text("[" * 50_000 + "]" * 50_000 + "\n")
@@ -432,7 +432,7 @@ def test_csv_exports_neutralise_formulas():
 
     import pandas as pd
 
-    from attnkit import ui
+    from attnkit import app as ui
 
     cells = ["=1+1", "+SUM(A1)", "-2+3", "@cmd", "\tx", "\rx", "plain", "'quoted", "a=b"]
     df = pd.DataFrame({"token": cells, "value": [-1.5] * len(cells)})
@@ -453,7 +453,7 @@ def test_every_csv_export_goes_through_the_helper():
         for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Attribute) and node.attr == "to_csv":
                 offenders.append(f"{f.relative_to(ROOT)}:{node.lineno}")
-    assert len(offenders) == 1 and offenders[0].startswith("attnkit/ui.py:"), offenders   # inside ui.csv_bytes
+    assert len(offenders) == 1 and offenders[0].startswith("attnkit/app/exports.py:"), offenders   # inside csv_bytes
 
 
 # ----------------------------------------------------------------------------- 5. tokenizer and model

@@ -191,7 +191,7 @@ def test_pattern_colour_range_ignores_the_one_key_row():
 
 
 def test_switching_layer_head_and_view_never_reruns_the_model(odd_dir, monkeypatch):
-    import attnkit.ui as ui_mod
+    import attnkit.app.caches as ui_mod                # trace() runs the model through caches.run
 
     calls = []
     real = ui_mod.run

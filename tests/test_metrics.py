@@ -1,5 +1,6 @@
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -87,7 +88,134 @@ def test_induction_scores_tl_recipe(odd, monkeypatch):
         seen["ids"] = ids
         return FakeTrace()
 
-    monkeypatch.setattr(model, "run", fake_run)
+    monkeypatch.setattr(metrics, "run", fake_run)          # metrics imports run at its top
     sc = metrics.induction_scores_tl(odd.weights, bos_id=7, n=n, batch=2)
     assert (seen["ids"][:, 0] == 7).all() and (seen["ids"][:, 1:n + 1] == seen["ids"][:, n + 1:]).all()
     assert float(sc[0, 0]) == pytest.approx(n / (n + 2))     # 2 of the n + 2 diagonal cells precede the repeat
+
+
+# ----------------------------------------------------------------------------- windows: one definition
+
+def test_windowed_bound_by_hand():
+    """T = 4, window w = 2, attention uniform over the visible keys: every row i ≥ 1 is uniform over
+    min(i + 1, 2) = 2 keys, so H_i = ln 2 and the normalised entropy is 1. Divided by ln(i + 1) instead
+    (the causal bound), rows 2 and 3 would read ln 2 / ln 3 and ln 2 / ln 4 = 0.5."""
+    from attnkit.metrics import visible_keys
+
+    p = torch.tensor([[1.0, 0, 0, 0], [0.5, 0.5, 0, 0], [0, 0.5, 0.5, 0], [0, 0, 0.5, 0.5]])
+    assert visible_keys(5, 3).tolist() == [1, 2, 3, 3, 3] and visible_keys(2, 3, S=6).tolist() == [3, 3]
+    h = normalised_entropy(p, window=2)
+    assert math.isnan(h[0]) and torch.allclose(h[1:], torch.ones(3), atol=1e-6)
+    causal = normalised_entropy(p)
+    assert causal[2] == pytest.approx(math.log(2) / math.log(3)) and causal[3] == pytest.approx(0.5)
+    assert head_scores(p, window=2)["mean entropy"] == pytest.approx(1.0)
+    assert head_scores(p)["mean entropy"] == pytest.approx((1 + math.log(2) / math.log(3) + 0.5) / 3)
+    # stacked layers [L, H, T, T]: one window per layer
+    both = head_scores(torch.stack([p, p])[:, None], window=(None, 2))["mean entropy"]
+    assert both[0, 0] == pytest.approx((1 + math.log(2) / math.log(3) + 0.5) / 3) and both[1, 0] == pytest.approx(1)
+
+
+WINDOWED = {   # small widths, a window of 8 keys, T = 40 tokens: every windowed row past 8 is exercised
+    "gpt-neo": ("gpt-neo-125m", dict(hidden_size=64, num_heads=4, window_size=8)),
+    "mistral": ("mistral-window", dict(sliding_window=8)),
+    "qwen2": ("qwen2.5-0.5b", dict(hidden_size=128, intermediate_size=256, num_attention_heads=4,
+                                   num_key_value_heads=2, use_sliding_window=True, sliding_window=8,
+                                   max_window_layers=1)),
+}
+
+
+@pytest.mark.parametrize("family", list(WINDOWED))
+def test_streaming_and_full_pattern_agree_on_windowed_layers(family, tmp_path):
+    """The streaming form (StreamStats.head_scores) and the full-pattern form (head_scores with the layers'
+    windows) of every statistic agree on a windowed checkpoint; normalised entropy to 1e-5."""
+    from helpers import make_family_checkpoint
+
+    from attnkit.loading import load
+    from attnkit.model import run
+    from attnkit.streaming import stream_stats
+
+    shape, overrides = WINDOWED[family]
+    m = load(str(make_family_checkpoint(tmp_path / family, shape, **overrides)), "cpu")
+    windows = m.config.windows
+    assert any(w == 8 for w in windows), windows
+    ids = torch.randint(0, 400, (40,), generator=torch.Generator().manual_seed(1))
+    pats = run(m.weights, ids, capture=["pattern"]).stack("pattern")[:, 0]            # [L, H, T, T]
+    full = head_scores(pats, ids, window=windows)
+    streamed = {k: v[:, 0] for k, v in stream_stats(m.weights, ids).head_scores().items()}
+    assert set(streamed) == {"mean entropy", "previous-token", "first-token", "self", "mean distance"}
+    for name, v in streamed.items():
+        torch.testing.assert_close(v.double(), full[name].double(), rtol=0, atol=1e-5 if name != "mean distance" else 1e-4)
+    # the windowed layers really differ from the causal bound (the test could fail)
+    causal = head_scores(pats, ids)["mean entropy"]
+    wl = [l for l, w in enumerate(windows) if w]
+    assert (causal[wl] - full["mean entropy"][wl]).abs().max() > 0.05
+
+
+# ----------------------------------------------------------------------------- a new statistic: one class
+
+@pytest.fixture
+def toy_statistic():
+    """Register a toy statistic (one class + one registration line), and remove it afterwards."""
+    from attnkit.metrics import HEAD_STATS, STATISTICS, HeadStatistic, register
+
+    @register
+    class SinkOrSelf(HeadStatistic):
+        name = "sink or self"
+        description = "mean over i ≥ 1 of a_i0 + a_ii"
+
+        def full(self, p, ids, visible):
+            return (p[..., 0] + torch.diagonal(p, dim1=-2, dim2=-1))[..., 1:].mean(-1)
+
+        def streamed(self, st):
+            return (st.first_token + st.self_mass)[..., 1:].mean(-1)
+
+    yield SinkOrSelf.name
+    STATISTICS.pop(SinkOrSelf.name)
+    HEAD_STATS.pop(SinkOrSelf.name)
+
+
+def test_a_registered_statistic_reaches_scores_streaming_and_the_cli(toy_statistic, odd, odd_dir, capsys):
+    from attnkit.cli import main
+    from attnkit.model import run
+    from attnkit.streaming import stream_stats
+
+    ids = odd.encode("The cat sat on the mat and the cat sat again.")
+    pats = run(odd.weights, ids, capture=["pattern"]).stack("pattern")[:, 0]
+    sc = head_scores(pats, ids)
+    torch.testing.assert_close(sc[toy_statistic], sc["first-token"] + sc["self"], rtol=0, atol=1e-6)
+    st = stream_stats(odd.weights, ids).head_scores()
+    torch.testing.assert_close(st[toy_statistic][:, 0], sc[toy_statistic], rtol=0, atol=1e-5)
+    assert main(["heads", "--model", str(odd_dir), "--top", "2"]) == 0
+    assert f"best heads by {toy_statistic}" in capsys.readouterr().out
+
+
+def test_a_registered_statistic_is_in_the_compare_overview(toy_statistic, odd_dir):
+    from helpers import apptest
+
+    at = apptest("pages/2_Compare_heads.py", odd_dir, text="A toy statistic shows up in Compare's overview.",
+                 cmp_stat=toy_statistic).run()
+    assert not at.exception and not at.error
+    assert toy_statistic in at.selectbox(key="cmp_stat").options
+    assert any("a_i0 + a_ii" in c.value for c in at.caption)
+
+
+def test_entropy_summaries_use_the_window_too(tmp_path):
+    """The Entropy page's numbers (entropy.profile_documents -> Summary.normalised, DocCurves.normalised) divide
+    by the same ln(min(i + 1, w)) as metrics.normalised_entropy."""
+    from helpers import make_family_checkpoint
+
+    from attnkit import entropy as E
+    from attnkit.loading import load
+    from attnkit.model import run
+
+    shape, overrides = WINDOWED["gpt-neo"]
+    m = load(str(make_family_checkpoint(tmp_path / "neo", shape, **overrides)), "cpu")
+    ids = torch.randint(0, 400, (30,), generator=torch.Generator().manual_seed(2))
+    want = normalised_entropy(run(m.weights, ids, capture=["pattern"]).stack("pattern")[:, 0].double(),
+                              window=m.config.windows)                                  # [L, H, T]
+    s = E.profile_documents(m.weights, [ids.tolist()])
+    H = m.config.n_heads
+    np.testing.assert_allclose(s.normalised()[:, :H, 1:], want[..., 1:].numpy(), rtol=0, atol=1e-5)
+    curves = E.entropy_profile(m.weights, ids)
+    torch.testing.assert_close(curves.normalised[0, :, :, 1:].double(), want[..., 1:], rtol=0, atol=1e-5)
+    assert s.layer_bound(1)[-1] == pytest.approx(math.log(8)) and s.layer_bound(0)[-1] == pytest.approx(math.log(30))

@@ -9,6 +9,7 @@ import torch
 
 from attnkit import patching as P
 from attnkit.tolerances import ZERO_ATOL
+from attnkit.cli.patch import cli as patch_cli
 from helpers import apptest
 
 CLEAN = "The animal didn't cross the street because it was too tired."
@@ -157,17 +158,17 @@ def test_patch_many_mean_and_spread(odd, pair):
 
 def test_cli_json(odd_dir, tmp_path, capsys):
     out = tmp_path / "patch.json"
-    rc = P.cli(["--model", str(odd_dir), "--clean", CLEAN, "--corrupt", CORRUPT, "--answer", "it",
+    rc = patch_cli(["--model", str(odd_dir), "--clean", CLEAN, "--corrupt", CORRUPT, "--answer", "it",
                 "--distractor", "the", "--target", "z", "--json", str(out)])
     assert rc == 0
     res = json.loads(out.read_text())
     assert res["dims"] == ["layer", "head"] and len(res["normalised"]) == 3 and len(res["normalised"][0]) == 6
     assert res["answer"] == " it"
-    rc = P.cli(["--model", str(odd_dir), "--clean", CLEAN, "--corrupt", CORRUPT, "--answer", "it",
+    rc = patch_cli(["--model", str(odd_dir), "--clean", CLEAN, "--corrupt", CORRUPT, "--answer", "it",
                 "--distractor", "the", "--target", "resid", "--per-position", "--json", str(out)])
     assert rc == 0 and json.loads(out.read_text())["dims"] == ["layer", "position"]
     capsys.readouterr()
-    rc = P.cli(["--model", str(odd_dir), "--clean", CLEAN, "--corrupt", "The animal", "--answer", "it",
+    rc = patch_cli(["--model", str(odd_dir), "--clean", CLEAN, "--corrupt", "The animal", "--answer", "it",
                 "--distractor", "the"])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "same length" in err
@@ -176,7 +177,7 @@ def test_cli_json(odd_dir, tmp_path, capsys):
 def test_main_registry_has_patch_and_attribute():
     from attnkit.cli import COMMANDS
 
-    assert COMMANDS["patch"][0] == "attnkit.patching" and COMMANDS["attribute"][0] == "attnkit.attribution"
+    assert COMMANDS["patch"][0] == "attnkit.cli.patch" and COMMANDS["attribute"][0] == "attnkit.cli.attribute"
 
 
 def test_page_renders_every_section(odd_dir):
@@ -191,7 +192,7 @@ def test_page_renders_every_section(odd_dir):
     at.radio(key="he_lp_target").set_value("MLP output").run()
     at.radio(key="he_direction").set_value("noise").run()
     at.radio(key="he_dla_run").set_value("corrupted").run()
-    at.selectbox(key="he_head").set_value("2.5").run()
+    at.selectbox(key="he_head").set_value("L2H5").run()
     at.slider(key="he_thresh").set_value(0.3).run()
     assert not at.exception and not at.error
 

@@ -3,7 +3,8 @@ and the library pieces moved out of the Compare page."""
 import numpy as np
 import torch
 
-from attnkit import compare, ui
+from attnkit import app as ui
+from attnkit import compare
 from attnkit.model import run
 from helpers import apptest
 
@@ -76,7 +77,7 @@ def test_compare_opens_the_top_heads_of_the_chosen_statistic(odd_dir, odd):
                           for l in range(odd.config.n_layers)])                  # [L, H]
     top = torch.argsort(scores.reshape(-1), descending=True)[:2].tolist()
     H = odd.config.n_heads
-    assert list(at.session_state["cmp_open"]) == [compare.head_label(i // H, i % H) for i in top]
+    assert list(at.session_state["cmp_open"]) == [compare.head_name(i // H, i % H) for i in top]
 
 
 def test_compare_undefined_statistic_is_a_message_not_a_grid(odd_dir):

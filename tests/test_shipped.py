@@ -49,7 +49,8 @@ MARGIN = 0.03     # the shipped model clears issue 14's targets by at least this
 
 def test_shipped_model_has_previous_token_and_induction_heads():
     """Measured exactly as `python -m attnkit heads --model attnkit-tiny` does (see MODEL_CARD.md)."""
-    from attnkit.metrics import _DEFAULT_TEXT, head_table
+    from attnkit.prompts import SAMPLE_TEXT as _DEFAULT_TEXT
+    from attnkit.metrics import head_table
     from attnkit.prompts import truncate
     from attnkit.dev.train import HEAD_TARGETS
 
@@ -62,7 +63,7 @@ def test_shipped_model_has_previous_token_and_induction_heads():
 
 
 def test_default_prompt_words_are_single_tokens():
-    from attnkit.ui import DEFAULT_PROMPT
+    from attnkit.app import DEFAULT_PROMPT
 
     m = load(SHIPPED_MODEL, "cpu")
     assert DEFAULT_PROMPT == "The animal didn't cross the street because it was too tired."

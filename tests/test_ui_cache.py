@@ -1,7 +1,7 @@
 import torch
 
 from attnkit.model import Trace
-from attnkit.ui import TraceCache
+from attnkit.app import TraceCache
 
 
 def fake_trace(mb):

@@ -26,7 +26,6 @@ from .measure import (
 )
 from .registry import asymmetry
 from . import registry  # noqa: F401  (registers the kinds)
-from .cli import cli
 
 __all__ = [
     "MIN_EFFECT", "MIN_PROMPTS", "MIN_TOKENS", "NOT_ENOUGH", "NOT_SUPPORTED", "ONE_TOKEN_NOTE", "REGISTRY",
@@ -35,5 +34,5 @@ __all__ = [
     "head_name", "kinds", "loss", "parse_spec", "register", "HULL_ITERS", "HULL_MAX_ROWS", "hull_distance",
     "participation_ratio", "KeyIsQuery", "MeanHead", "NoMask", "NoScale", "ValueIsInput", "ZeroHead",
     "HeadMap", "LayerSweep", "PositionChange", "Result", "SweepRow", "Unavailable", "check_all",
-    "check_available", "head_sweep", "layer_sweep", "measure", "sweep_specs", "asymmetry", "registry", "cli",
+    "check_available", "head_sweep", "layer_sweep", "measure", "sweep_specs", "asymmetry", "registry",
 ]

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from ..model import Intervention, run
+from ..weights import head_name
 
 __all__ = [
     "AblationError", "Metric", "Series", "Evidence", "Effect", "Verdict", "Loss", "Spec", "Kind",
@@ -45,10 +46,6 @@ Progress = Callable[[int, int], None]
 
 class AblationError(ValueError):
     """A bad spec or scope, or a kind this model cannot take; ``str(err)`` says what is wrong."""
-
-
-def head_name(layer: int, head: int) -> str:
-    return f"L{layer}H{head}"
 
 
 # ----------------------------------------------------------------------------- measured quantities

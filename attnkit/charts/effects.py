@@ -13,6 +13,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from ..weights import head_name
 from .heatmaps import PAD
 
 __all__ = ["head_map", "layer_pos_map", "layer_bars", "attribution_bars", "contribution_graph", "lens_chart",
@@ -35,13 +36,13 @@ def _diverging(field: str, values, title: str, domain=None):
 def head_map(df: pd.DataFrame, value: str = "normalised", *, title: str = "", select: str | None = None,
              text: bool = True, legend_title: str | None = None, domain=None) -> alt.LayerChart:
     """Layer × head cells coloured by ``df[value]`` (columns layer, head, value); ``select`` names a click
-    selection on the field ``cell`` ("L.H") for Streamlit's ``on_select``."""
+    selection on the field ``cell`` ("L{l}H{h}") for Streamlit's ``on_select``."""
     d = df.copy()
-    d["cell"] = [f"{int(l)}.{int(h)}" for l, h in zip(d["layer"], d["head"])]
+    d["cell"] = [head_name(int(l), int(h)) for l, h in zip(d["layer"], d["head"])]
     L, H = int(d["layer"].max()) + 1, int(d["head"].max()) + 1
     cell = max(22, min(46, 640 // max(H, 1)))
     base = alt.Chart(d, title=title).encode(x=alt.X("head:O", title="head"), y=alt.Y("layer:O", title="layer"))
-    tips = [alt.Tooltip("cell:N", title="head (layer.head)"), alt.Tooltip(f"{value}:Q", format=".4f")]
+    tips = [alt.Tooltip("cell:N", title="head"), alt.Tooltip(f"{value}:Q", format=".4f")]
     tips += [alt.Tooltip(f"{c}:Q", format=".4f") for c in ("logit_diff", "std") if c in d and c != value]
     rect = base.mark_rect(stroke="white", strokeWidth=0.5).encode(
         color=_diverging(value, d[value], legend_title or value, domain), tooltip=tips)

@@ -27,6 +27,17 @@ def _x(log_x: bool, df: pd.DataFrame | None = None):
                  scale=alt.Scale(type="log", **dom) if log_x else alt.Scale(zero=False, **dom))
 
 
+def bound_curves(df: pd.DataFrame) -> pd.DataFrame:
+    """(n, bound, curve): one curve per distinct bound — ln n for causal layers, ln min(n, w) for each window w."""
+    parts, seen = [], set()
+    for _, g in df.drop_duplicates(["layer", "n"]).groupby("layer", sort=True):
+        key = tuple(g["bound"].round(9))
+        if key not in seen:
+            seen.add(key)
+            parts.append(g[["n", "bound"]].assign(curve=len(parts)))
+    return pd.concat(parts, ignore_index=True) if parts else df[["n", "bound"]].assign(curve=0)
+
+
 def curves(df: pd.DataFrame, y_title: str, bound: str | None = "ln(n) (uniform attention)", log_x: bool = True,
            band: bool = True, height: int = 320) -> alt.LayerChart:
     """One line per layer (mean over documents), a band of ± 1 std, and the bound as a dashed line."""
@@ -46,9 +57,9 @@ def curves(df: pd.DataFrame, y_title: str, bound: str | None = "ln(n) (uniform a
         point=alt.OverlayMarkDef(size=12, opacity=0.6)).encode(
         x=_x(log_x, df), y=alt.Y("mean:Q", title=y_title), color=color, tooltip=tips))
     if bound:
-        b = df.drop_duplicates("n")[["n", "bound"]].assign(what=bound)
+        b = bound_curves(df).assign(what=bound)
         layers.append(alt.Chart(b).mark_line(strokeDash=[6, 4], color="black").encode(
-            x=_x(log_x, df), y="bound:Q", tooltip=[alt.Tooltip("what:N", title=""), alt.Tooltip("n:Q"),
+            x=_x(log_x, df), y="bound:Q", detail="curve:N", tooltip=[alt.Tooltip("what:N", title=""), alt.Tooltip("n:Q"),
                                                alt.Tooltip("bound:Q", format=".4f")]))
     return alt.layer(*layers).properties(height=height).interactive(bind_y=False)
 
@@ -76,9 +87,9 @@ def compare(df: pd.DataFrame, y_title: str = "entropy (nats)", log_x: bool = Tru
         strokeDash=alt.StrokeDash("variant:N", title="model", sort=["unmodified", "log-length"]),
         tooltip=[alt.Tooltip("variant:N"), alt.Tooltip("layer:O"), alt.Tooltip("n:Q"),
                  alt.Tooltip("mean:Q", format=".4f")])
-    b = df.drop_duplicates("n")[["n", "bound"]]
+    b = bound_curves(df)
     bound = alt.Chart(b).mark_line(color="gray", opacity=0.6).encode(
-        x=_x(log_x, df), y="bound:Q", tooltip=[alt.Tooltip("n:Q"), alt.Tooltip("bound:Q", format=".4f", title="ln n")])
+        x=_x(log_x, df), y="bound:Q", detail="curve:N", tooltip=[alt.Tooltip("n:Q"), alt.Tooltip("bound:Q", format=".4f", title="ln n")])
     return alt.layer(bound, lines).properties(height=height).interactive(bind_y=False)
 
 

@@ -28,6 +28,9 @@ import warnings
 import altair as alt
 import numpy as np
 import pandas as pd
+from PIL import Image
+
+from ..weights import head_name
 
 __all__ = [
     "MARK_LIMIT", "GRID_MARK_LIMIT", "MASKED_COLOR", "causal_masked", "cells_frame", "cell_chart",
@@ -107,11 +110,6 @@ def colour_domain(values: np.ndarray, masked: np.ndarray | None, kind: str) -> t
     return -(a or 1.0), (a or 1.0)
 
 
-def head_name(layer: int, head: int) -> str:
-    """'L3H5': how heads are named on the pages (both 0-based)."""
-    return f"L{layer}H{head}"
-
-
 def default_scale(n_tokens: int, kind: str = "pattern") -> str:
     """The colour scale a page starts with: ``log`` for patterns of more than :data:`MARK_LIMIT` tokens
     (most weights are then far below the largest, and a linear scale draws them all in the darkest
@@ -175,8 +173,6 @@ def colour_values(values: np.ndarray, domain: tuple[float, float], kind: str = "
 def to_png(values: np.ndarray, masked: np.ndarray | None, kind: str = "pattern",
            domain: tuple[float, float] | None = None, scale: str = "linear") -> bytes:
     """The matrix as a palette PNG, one pixel per cell; masked cells grey."""
-    from PIL import Image
-
     values = np.asarray(values, dtype=np.float64)
     domain = domain or colour_domain(values, masked, kind)
     t = shade(values, domain, kind, scale)
@@ -531,8 +527,6 @@ def distance_chart(dist: np.ndarray, names: list[str], order: list[int], title: 
 def distance_image(dist: np.ndarray, order: list[int], title: str = "", size: int = 560) -> alt.LayerChart:
     """Many heads: the ordered distance matrix as an image (axes are positions in the order)."""
     D = np.asarray(dist, dtype=np.float64)[np.ix_(order, order)]
-    from PIL import Image
-
     top = float(D.max()) if D.size > 1 and D.max() > 0 else 1.0
     idx = np.clip((1 - D / top) * 254 + 0.5, 0, 254).astype(np.uint8)    # similar = bright
     img = Image.frombytes("P", (D.shape[1], D.shape[0]), np.ascontiguousarray(idx).tobytes())

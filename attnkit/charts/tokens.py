@@ -75,6 +75,50 @@ def wrap_tokens(tokens: list[str], budget: int = 110) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["pos", "text", "line", "x0", "x1"])
 
 
+def _token_frame(A: np.ndarray, tokens: list[str], lay: pd.DataFrame, direction: str) -> pd.DataFrame:
+    """One row per token: its layout, column w{i} = its weight when token i is the focus, and box paddings."""
+    T = len(tokens)
+    M = A.T if direction == "to" else A
+    M = np.where(np.isfinite(M), np.round(M, 5), 0.0).astype(np.float32)
+    df = pd.concat([lay, pd.DataFrame(M, columns=[f"w{i}" for i in range(T)])], axis=1)
+    df["token"] = [f"{p}: {t}" for p, t in zip(lay["pos"], lay["text"])]
+    # a box reaches into the gap beside it (a space, the line's end), not into a neighbouring sub-word
+    nxt = list(zip(lay["line"], lay["x0"]))[1:] + [(-1, 0)]
+    df["pad_l"] = np.where([x == 0 or tokens[p].startswith(" ") for p, x in zip(lay["pos"], lay["x0"])], 0.35, 0.03)
+    df["pad_r"] = np.where([nl != ln or nx > x1 for (nl, nx), ln, x1 in zip(nxt, lay["line"], lay["x1"])], 0.35, 0.03)
+    return df
+
+
+def _focus_selections(name: str, focus: int, follow: str) -> tuple[list, str]:
+    """(selection parameters, Vega expression of the focus position): the clicked token, or with
+    ``follow="hover"`` the hovered one, back to the clicked one when the pointer leaves."""
+    pick = alt.selection_point(name=f"{name}_pick", fields=["pos"], on="click", clear=False,
+                               value=[{"pos": focus}])
+    params = [pick]
+    f_expr = f"(isValid({name}_pick.pos) ? {name}_pick.pos[0] : {focus})"
+    if follow == "hover":
+        hover = alt.selection_point(name=f"{name}_hover", fields=["pos"], on="pointerover", clear="pointerout")
+        params.append(hover)
+        f_expr = f"(isValid({name}_hover.pos) ? {name}_hover.pos[0] : {f_expr})"
+    return params, f_expr
+
+
+def _token_base(df: pd.DataFrame, f_expr: str, seen: str, scale: str) -> alt.Chart:
+    """The chart's data with the focus, each token's weight and shade, its box and whether its text is dark."""
+    return alt.Chart(df).transform_calculate(
+        focus=f_expr,
+    ).transform_calculate(
+        seen=seen, is_focus="datum.pos == datum.focus",
+        weight=f"datum['w' + datum.focus]",
+        shade=f"datum.pos == datum.focus ? 0 : datum['w' + datum.focus]",
+        bx0="datum.x0 - datum.pad_l", bx1="datum.x1 + datum.pad_r", y0="datum.line + 0.1", y1="datum.line + 0.9",
+        ty="datum.line + 0.5",
+    ).transform_joinaggregate(top="max(shade)").transform_calculate(
+        dark="datum.seen && !datum.is_focus && datum.top > 0 && "
+             + ("datum.shade > 0.55 * datum.top" if scale != "sqrt" else "datum.shade > 0.3 * datum.top"),
+    )
+
+
 def token_chart(weights: np.ndarray, tokens: list[str], *, direction: str = "to", focus: int | None = None,
                 follow: str = "click", scale: str = "sqrt", budget: int = 110, title: str = "",
                 name: str = "tok") -> alt.LayerChart:
@@ -99,49 +143,21 @@ def token_chart(weights: np.ndarray, tokens: list[str], *, direction: str = "to"
         raise ValueError("direction is 'to' or 'from'")
     focus = T - 1 if focus is None else int(focus)
     lay = wrap_tokens(tokens, budget)
-    # column w{i} of token j: its weight when token i is the focus
-    M = A.T if direction == "to" else A
-    M = np.where(np.isfinite(M), np.round(M, 5), 0.0).astype(np.float32)
-    df = pd.concat([lay, pd.DataFrame(M, columns=[f"w{i}" for i in range(T)])], axis=1)
-    df["token"] = [f"{p}: {t}" for p, t in zip(lay["pos"], lay["text"])]
-    # a box reaches into the gap beside it (a space, the line's end), not into a neighbouring sub-word
-    nxt = list(zip(lay["line"], lay["x0"]))[1:] + [(-1, 0)]
-    df["pad_l"] = np.where([x == 0 or tokens[p].startswith(" ") for p, x in zip(lay["pos"], lay["x0"])], 0.35, 0.03)
-    df["pad_r"] = np.where([nl != ln or nx > x1 for (nl, nx), ln, x1 in zip(nxt, lay["line"], lay["x1"])], 0.35, 0.03)
-
-    pick = alt.selection_point(name=f"{name}_pick", fields=["pos"], on="click", clear=False,
-                               value=[{"pos": focus}])
-    params = [pick]
-    f_expr = f"(isValid({name}_pick.pos) ? {name}_pick.pos[0] : {focus})"
-    if follow == "hover":
-        hover = alt.selection_point(name=f"{name}_hover", fields=["pos"], on="pointerover", clear="pointerout")
-        params.append(hover)
-        f_expr = f"(isValid({name}_hover.pos) ? {name}_hover.pos[0] : {f_expr})"
+    df = _token_frame(A, tokens, lay, direction)
+    params, f_expr = _focus_selections(name, focus, follow)
     seen = "datum.pos <= datum.focus" if direction == "to" else "datum.pos >= datum.focus"
     n_lines = int(lay["line"].max()) + 1 if T else 1
     width = int(np.ceil(budget * CHAR_PX)) + 8
     xs = alt.Scale(domain=[-0.5, budget + 0.5], nice=False, zero=False)
     ys = alt.Scale(domain=[0, n_lines], nice=False, zero=False, reverse=True)
     wname = "weight from the chosen token" if direction == "to" else "weight to the chosen token"
-    base = alt.Chart(df).transform_calculate(
-        focus=f_expr,
-    ).transform_calculate(
-        seen=seen, is_focus="datum.pos == datum.focus",
-        weight=f"datum['w' + datum.focus]",
-        shade=f"datum.pos == datum.focus ? 0 : datum['w' + datum.focus]",
-        bx0="datum.x0 - datum.pad_l", bx1="datum.x1 + datum.pad_r", y0="datum.line + 0.1", y1="datum.line + 0.9",
-        ty="datum.line + 0.5",
-    ).transform_joinaggregate(top="max(shade)").transform_calculate(
-        dark="datum.seen && !datum.is_focus && datum.top > 0 && "
-             + ("datum.shade > 0.55 * datum.top" if scale != "sqrt" else "datum.shade > 0.3 * datum.top"),
-    )
+    base = _token_base(df, f_expr, seen, scale)
     tips = [alt.Tooltip("token:N", title="token"), alt.Tooltip("weight:Q", title=wname, format=".4f")]
     colour = alt.Color("shade:Q", title=wname, scale=alt.Scale(
         scheme="oranges", type="sqrt" if scale == "sqrt" else "linear", zero=True, nice=False),
         legend=alt.Legend(orient="top", direction="horizontal", gradientLength=220, titleOrient="left"))
-    colour_enc = colour.to_dict()
-    colour_enc["condition"] = [{"test": "datum.is_focus", "value": FOCUS_COLOR},
-                               {"test": "!datum.seen", "value": "#ffffff"}]
+    colour_enc = {**colour.to_dict(), "condition": [{"test": "datum.is_focus", "value": FOCUS_COLOR},
+                                                    {"test": "!datum.seen", "value": "#ffffff"}]}
     boxes = base.mark_rect(cornerRadius=3, stroke="#e4e4e4", strokeWidth=0.5, cursor="pointer").encode(
         x=alt.X("bx0:Q", scale=xs, axis=None), x2="bx1:Q",
         y=alt.Y("y0:Q", scale=ys, axis=None), y2="y1:Q",

@@ -12,11 +12,11 @@ import sys
 COMMANDS = {
     "verify": ("attnkit.cli.verify", "compare attnkit with HuggingFace, layer by layer"),
     "bench": ("attnkit.cli.bench", "benchmark attnkit against HuggingFace (ratios)"),
-    "entropy": ("attnkit.entropy", "attention entropy against context length"),
-    "ablate": ("attnkit.ablations", "run an ablation and report the loss change"),
-    "patch": ("attnkit.patching", "activation patching on a clean/corrupted prompt pair"),
-    "attribute": ("attnkit.attribution", "direct logit attribution and the logit lens for an answer"),
-    "heads": ("attnkit.metrics", "per-head scores: previous-token, first-token, induction…"),
+    "entropy": ("attnkit.cli.entropy", "attention entropy against context length"),
+    "ablate": ("attnkit.cli.ablate", "run an ablation and report the loss change"),
+    "patch": ("attnkit.cli.patch", "activation patching on a clean/corrupted prompt pair"),
+    "attribute": ("attnkit.cli.attribute", "direct logit attribution and the logit lens for an answer"),
+    "heads": ("attnkit.cli.heads", "per-head scores: previous-token, first-token, induction…"),
     "corpus": ("attnkit.cli.corpus", "heads, entropy and ablation losses over a corpus, locally or on Ray"),
     "train-default": ("attnkit.cli.train_default", "retrain the shipped attnkit-tiny model"),
 }

@@ -1,12 +1,12 @@
 """Model families: one class per family turns an HF model into attnkit's standard
-:class:`~attnkit.weights.Weights` and says how to walk HF's own layers (for verify).
+:class:`~attnkit.standard.Weights` and says how to walk HF's own layers (for verify).
 
 One table maps HF's ``model_type`` to its family; adding a family is one module with one
 :class:`Family` subclass decorated with :func:`register`.
 """
 from __future__ import annotations
 
-from ..weights import ModelConfig, Weights
+from ..standard import ModelConfig, Weights
 
 __all__ = ["Family", "FAMILIES", "register", "family_for", "supported_types", "UnsupportedModel"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ..weights import LayerWeights, ModelConfig, Weights
+from ..standard import LayerWeights, ModelConfig, Weights
 from . import Family, register
 
 

@@ -27,7 +27,7 @@ import math
 
 import torch
 
-from ..weights import LayerWeights, ModelConfig, Weights
+from ..standard import LayerWeights, ModelConfig, Weights
 from . import Family, UnsupportedModel, register
 
 #: rope kinds whose frequencies attnkit computes itself

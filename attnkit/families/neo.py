@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ..weights import LayerWeights, ModelConfig, Weights
+from ..standard import LayerWeights, ModelConfig, Weights
 from . import Family, UnsupportedModel, register
 from .llama import bias, heads_in, heads_out, right
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from ..weights import LayerWeights, ModelConfig, Weights
+from ..standard import LayerWeights, ModelConfig, Weights
 from . import Family, register
 from .llama import rope, rope_parameters
 

@@ -1,0 +1,71 @@
+"""The frame: app.py's navigation (sidebar drawn once, URL state, the page under :func:`guard`), and
+:func:`page`, how a page starts."""
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+
+import streamlit as st
+
+from .context import Context
+from .escaping import plain
+from .sidebar import sidebar
+from .url import url_restore, url_save
+
+@contextlib.contextmanager
+def guard(view: str):
+    """Run a page body; an unexpected error becomes a short message, and the session (prompt, uploads,
+    selections) stays as it was. The traceback goes to the server log, not the page."""
+    try:
+        yield
+    except Exception as e:                  # st.stop()/st.rerun() raise BaseExceptions and pass through
+        logging.getLogger("attnkit").exception("%s failed", view)
+        st.error(f"{plain(view)} could not be computed: {e.__class__.__name__}: {plain(str(e)[:300])}. "
+                 "Your prompt, uploads and selections are kept; change the input and try again.", icon="⚠️")
+
+
+def setup_page(title: str, icon: str = "🔍"):
+    """Page config and title (inside the navigation frame the frame has set the config already)."""
+    if not getattr(_frame, "active", False):
+        st.set_page_config(page_title=f"{title} · attnkit", page_icon=icon, layout="wide")
+    st.title(title)
+
+
+#: Set by the navigation frame (app.py) for the duration of one script run.
+_frame = threading.local()
+
+
+def run_frame(pages: list) -> None:
+    """app.py: page config, the navigation, the sidebar drawn once, then the chosen page under :func:`guard`.
+
+    Pages call :func:`page`, which returns the Context the frame resolved."""
+    st.set_page_config(page_title="attnkit", page_icon="🔍", layout="wide")
+    nav = st.navigation(pages)
+    url_restore()
+    _frame.active, _frame.ctx = True, sidebar()
+    try:
+        with guard(nav.title):
+            nav.run()
+    finally:
+        _frame.active, _frame.ctx = False, None
+        notice = url_save()
+        if notice:
+            st.sidebar.caption(plain(notice))
+
+
+def page(title: str, icon: str = "🔍") -> Context:
+    """Start a page: its title, and the Context (model + prompt) from the sidebar; stops the page
+    (after the sidebar has said why) when there is nothing to run on.
+
+    Inside the frame the sidebar has been drawn once already; run on its own (``streamlit run
+    pages/X.py`` or AppTest) the page draws it itself."""
+    setup_page(title, icon)
+    if not getattr(_frame, "active", False):
+        url_restore()
+    ctx = _frame.ctx if getattr(_frame, "active", False) else sidebar()
+    if ctx is None:
+        st.stop()
+    return ctx
+
+

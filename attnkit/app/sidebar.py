@@ -1,0 +1,157 @@
+"""The sidebar: model, device, prompt (typed or uploaded), BOS; resolves the page :class:`Context`."""
+from __future__ import annotations
+
+import os
+
+import streamlit as st
+
+from .. import prompts as P
+from ..loading import MODEL_CHOICES, SHIPPED_MODEL, LoadError, resolve_device
+from .caches import cached_default_model, cached_model
+from .context import KEPT_KEYS, DEFAULT_PROMPT, LOCAL, Context
+from .escaping import plain, show_error
+
+def _keep_state():
+    for k in KEPT_KEYS:
+        if k in st.session_state:
+            st.session_state[k] = st.session_state[k]
+
+
+def _pick_model() -> tuple[str | None, str]:
+    options = list(MODEL_CHOICES) + [LOCAL]
+    forced = os.environ.get("ATTNKIT_MODEL", "").strip()     # e.g. ATTNKIT_MODEL=./my-ckpt streamlit run app.py
+    if forced:
+        default, notice = (forced if forced in options else LOCAL), None
+        if forced not in options:
+            st.session_state.setdefault("ak_folder", forced)
+    else:
+        default, notice = cached_default_model()
+    if "ak_model" not in st.session_state:
+        st.session_state["ak_model"] = default
+    choice = st.selectbox(
+        "Model", options, key="ak_model",
+        format_func=lambda o: f"{o} (shipped, offline)" if o == SHIPPED_MODEL else o,
+        help="GPT-2 family checkpoints from the HuggingFace hub (or its local cache), the small model shipped "
+             "with attnkit, or a local folder holding config.json + model.safetensors.",
+    )
+    if notice and choice == default == SHIPPED_MODEL:
+        st.info(plain(notice), icon="ℹ️")
+    if choice == LOCAL:
+        folder = st.text_input("Folder", key="ak_folder", placeholder="/path/to/checkpoint")
+        choice = folder.strip() or None
+    device = st.selectbox("Device", ["auto", "cpu", "cuda"], key="ak_device")
+    return choice, device
+
+
+def _read_prompts() -> tuple[list[str] | None, int | None, list[str]]:
+    """(prompts, chosen index or None for all, warnings); prompts None when there is nothing valid."""
+    source = st.radio("Prompt", ["Type", "Upload"], key="ak_source", horizontal=True)
+    if source == "Type":
+        if "ak_text" not in st.session_state:
+            st.session_state["ak_text"] = DEFAULT_PROMPT
+        fixed, note = P.replace_surrogates(st.session_state["ak_text"])   # before the widget: it cannot hold them
+        if note:
+            st.session_state["ak_text"] = fixed
+        # A form: the prompt runs on the Run button (or Ctrl+Enter), not on every keystroke or blur.
+        # No max_chars: Streamlit's browser side silently ignores a paste that would exceed it (the old
+        # prompt keeps running). Everything arrives; past the limit it is cut here, and the page says so.
+        with st.form("ak_prompt_form", border=False):
+            text = st.text_area("Text", key="ak_text", height=160, label_visibility="collapsed")
+            st.form_submit_button("Run", type="primary", help="Run the model on this prompt (Ctrl+Enter also runs it)")
+        st.caption(f"Up to {P.MAX_PROMPT_CHARS:,} characters are used; longer text is cut, with a notice.")
+        try:
+            text, warnings = P.cut_text(P.check_text(text), "The typed text")
+            return [text], 0, ([note] if note else []) + warnings
+        except P.PromptError as e:
+            show_error(e)
+            return None, None, []
+    up = st.file_uploader("Upload .txt/.md (one prompt) or .csv/.jsonl (many)", type=list(P.EXTENSIONS),
+                          key="ak_upload")
+    if up is not None:                       # keep it: Streamlit drops uploads when the page changes
+        st.session_state["ak_upload_data"] = (up.name, up.getvalue())
+    stored = st.session_state.get("ak_upload_data")
+    if stored is None:
+        st.caption("No file yet.")
+        return None, None, []
+    name, data = stored
+    if up is None:
+        st.caption(f"Using the earlier upload “{plain(name)}” ({len(data):,} bytes).")
+    try:
+        same_file = st.session_state.get("ak_csv_for") == (name, len(data))
+        table = P.read_upload(name, data, header=st.session_state.get("ak_csv_header") if same_file else None)
+        if table.kind == "csv":                  # a CSV without a header row: guessed, and the user can say
+            st.session_state["ak_csv_for"] = (name, len(data))
+            st.session_state["ak_csv_header"] = table.header
+            st.checkbox("First row names the columns", key="ak_csv_header",
+                        help="Untick when the first row is already a prompt (the file has no header row).")
+        column = None
+        if table.columns:
+            guess = next((c for c in table.columns if c.lower() in {"text", "prompt", "content"}), table.columns[0])
+            if st.session_state.get("ak_column") not in table.columns:
+                st.session_state["ak_column"] = guess
+            column = st.selectbox("Column / field", table.columns, key="ak_column")
+        prompts, warnings = P.prompts_from(table, column)
+    except P.PromptError as e:
+        show_error(e)
+        return None, None, []
+    options = ["all"] + list(range(len(prompts))) if len(prompts) > 1 else [0]
+    if st.session_state.get("ak_pick") not in options:
+        st.session_state["ak_pick"] = options[0] if len(options) == 1 else 0
+    pick = st.selectbox(
+        "Which prompt", options, key="ak_pick",
+        format_func=lambda o: f"all {len(prompts)} prompts (aggregate views)" if o == "all"
+        else f"{o + 1}: {_preview(prompts[o])}",
+    )
+    return prompts, None if pick == "all" else int(pick), warnings
+
+
+def _preview(text: str, n: int = 50) -> str:
+    t = " ".join(text.split())
+    return t if len(t) <= n else t[: n - 1] + "…"
+
+
+def sidebar() -> Context | None:
+    """Draw the sidebar; return the resolved Context, or None after showing why nothing can run."""
+    _keep_state()
+    with st.sidebar:
+        name, device = _pick_model()
+        prompts, index, warnings = _read_prompts()
+        for w in warnings:
+            st.warning(plain(w), icon="⚠️")
+        bos = st.toggle("Prepend <|endoftext|>", key="ak_bos",
+                        help="Put the tokenizer's beginning-of-text token before every prompt, as TransformerLens does "
+                             "by default. Real GPT-2's first-token (attention-sink) heads behave differently with it; "
+                             "exports record the choice.")
+    if not name:
+        st.info("Enter the path of a local checkpoint folder in the sidebar.")
+        return None
+    notices = []
+    try:
+        dev = str(resolve_device(device))
+    except LoadError as e:
+        notices.append(f"{e}; running on the CPU instead.")
+        dev = "cpu"
+    try:
+        with st.spinner(f"Loading {plain(name)} …"):
+            model = cached_model(name, dev)
+    except LoadError as e:
+        show_error(e)
+        return None
+    except Exception as e:                   # never a traceback in the page
+        show_error(f"Could not load {name}: {e.__class__.__name__}: {str(e)[:200]}")
+        return None
+    if model.notice:
+        notices.append(model.notice)
+    for n in notices:
+        st.warning(plain(n), icon="⚠️")
+    if prompts is None:
+        st.info("Give a prompt in the sidebar to start.")
+        return None
+    ctx = Context(model=model, model_name=name, device=dev, prompts=prompts, index=index, notices=notices,
+                  prepend_bos=bool(bos))
+    if not ctx.all_selected:
+        ids, dropped = ctx.encode(ctx.text)
+        if dropped:
+            st.warning(f"The prompt has {len(ids) + dropped:,} tokens; the model's context is "
+                       f"{model.config.n_ctx:,}, so the last {dropped:,} tokens were dropped.", icon="✂️")
+    return ctx
