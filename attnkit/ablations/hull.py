@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import torch
 
 __all__ = ["HULL_ITERS", "HULL_MAX_ROWS", "HULL_RTOL", "HULL_ATOL", "hull_distance", "certify_mixture",
            "hull_check", "record", "sample_note", "participation_ratio", "even_rows"]
@@ -32,6 +33,12 @@ POLISH_EVERY = 25
 POLISH_MAX = 64
 
 
+def _mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b in float64 through torch, so the products obey torch's thread setting (numpy's BLAS would use
+    every core: measured 16× slower with 2 BLAS threads than 1 on a shared 2-core machine)."""
+    return torch.matmul(torch.from_numpy(np.ascontiguousarray(a)), torch.from_numpy(np.ascontiguousarray(b))).numpy()
+
+
 def _simplex(V: np.ndarray) -> np.ndarray:
     """Euclidean projection of each row of V onto the probability simplex (sort-based, O(n log n) a row)."""
     m, n = V.shape
@@ -46,12 +53,12 @@ def _lipschitz(A0: np.ndarray, steps: int = 30) -> float:
     """An estimate of σ_max(A0)² (power iteration, 2·n·d flops a step), padded 5 % against underestimation."""
     v = np.random.default_rng(0).normal(size=A0.shape[1])
     for _ in range(steps):
-        v = A0.T @ (A0 @ v)
+        v = _mm(A0.T, _mm(A0, v))
         nv = float(np.linalg.norm(v))
         if nv == 0:
             return 1.0
         v /= nv
-    return max(1.05 * float(np.linalg.norm(A0 @ v)) ** 2, 1e-300)
+    return max(1.05 * float(np.linalg.norm(_mm(A0, v))) ** 2, 1e-300)
 
 
 def _bounds(X, G, P0):
@@ -67,7 +74,7 @@ def _affine_min(B: np.ndarray) -> np.ndarray:
     """Weights λ (Σλ = 1) of the minimum-norm point of the affine hull of the rows of B (a KKT system)."""
     k = B.shape[0]
     kkt = np.ones((k + 1, k + 1))
-    kkt[:-1, :-1], kkt[-1, -1] = B @ B.T, 0.0
+    kkt[:-1, :-1], kkt[-1, -1] = _mm(B, B.T), 0.0
     rhs = np.zeros(k + 1)
     rhs[-1] = 1.0
     try:
@@ -110,7 +117,7 @@ def _polish(P0, A0, W, majors: int = 8):
             keep, w = _wolfe(A0[S] - P0[r], w)
             S = S[keep]
             x = w @ A0[S] - P0[r]
-            g = x @ A0.T
+            g = _mm(x, A0.T)
             u, l_ = _bounds(x[None], g[None], P0[r][None])
             up[r], lo[r] = min(up[r], u[0]), max(lo[r], l_[0])
             j = int(np.argmin(g))
@@ -127,8 +134,8 @@ def _fista(P0, A0, W, iters: int, rtol: float, atol: float):
     The bounds are the best over all iterates (each iterate is a hull point; each x gives a valid bound)."""
     m = P0.shape[0]
     step = 1.0 / _lipschitz(A0)
-    X = W @ A0 - P0
-    G = X @ A0.T
+    X = _mm(W, A0) - P0
+    G = _mm(X, A0.T)
     Y, GY, t = W, G, np.ones(m)
     up, lo = np.full(m, np.inf), np.zeros(m)
     used, act = np.zeros(m, dtype=int), np.arange(m)
@@ -145,8 +152,8 @@ def _fista(P0, A0, W, iters: int, rtol: float, atol: float):
         if act.size == 0:
             break
         Wn = _simplex(Y - step * GY)
-        Xn = Wn @ A0 - P0[act]
-        Gn = Xn @ A0.T
+        Xn = _mm(Wn, A0) - P0[act]
+        Gn = _mm(Xn, A0.T)
         t = np.where(((Y - Wn) * (Wn - W)).sum(1) > 0, 1.0, t)      # adaptive restart (gradient scheme)
         tn = (1.0 + np.sqrt(1.0 + 4.0 * t * t)) / 2.0
         beta = ((t - 1.0) / tn)[:, None]
@@ -185,7 +192,7 @@ def hull_distance(points, hull, iters: int = HULL_ITERS, rtol: float = HULL_RTOL
     A0, P0 = A - c, P - c
     scale = math.sqrt(float((A * A).sum(1).mean())) or 1.0
     if init is None:
-        d2 = (A0 * A0).sum(1)[None, :] - 2.0 * (P0 @ A0.T)
+        d2 = (A0 * A0).sum(1)[None, :] - 2.0 * _mm(P0, A0.T)
         W = np.zeros((P.shape[0], A.shape[0]))
         W[np.arange(P.shape[0]), d2.argmin(1)] = 1.0
     else:
@@ -207,7 +214,7 @@ def certify_mixture(points, hull, weights, tol: float = 1e-5) -> tuple[np.ndarra
     P = np.asarray(points, dtype=np.float64)
     A = np.asarray(hull, dtype=np.float64)
     W = np.asarray(weights, dtype=np.float64)
-    res = np.linalg.norm(P - W @ A, axis=1)
+    res = np.linalg.norm(P - _mm(W, A), axis=1)
     werr = float(max(np.abs(W.sum(1) - 1.0).max(), max(-W.min(), 0.0))) if W.size else 0.0
     return res, {"lower": np.zeros_like(res), "upper": res, "iterations": 0, "max_gap": float(res.max(initial=0)),
                  "converged": werr <= tol, "budget": 0, "method": "certificate",
@@ -260,7 +267,7 @@ def participation_ratio(rows) -> float:
         return math.nan
     X = X - X.mean(0, keepdims=True)
     s2 = float((X * X).sum())
-    gram = X.T @ X if X.shape[1] <= X.shape[0] else X @ X.T
+    gram = _mm(X.T, X) if X.shape[1] <= X.shape[0] else _mm(X, X.T)
     s4 = float((gram * gram).sum())
     if s2 == 0 or s4 == 0:
         return math.nan
