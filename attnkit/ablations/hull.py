@@ -173,7 +173,9 @@ def hull_distance(points, hull, iters: int = HULL_ITERS, rtol: float = HULL_RTOL
     iteration). Start: ``init`` weights [m, n] (warm start) or, by default, the nearest hull point's vertex.
     Stop rule: a row is done once upper − lower ≤ ``rtol``·upper + ``atol``·scale, scale = RMS‖a_k‖.
     Cost: ≤ ``iters`` iterations, each 4·m·n·d flops (two products) + an m×n sort — O(iters·m·n·d), with
-    m shrinking as rows finish; no factorisation, no per-row Python loop.
+    m shrinking as rows finish; every POLISH_EVERY iterations the unfinished rows also get a capped
+    active-set finish on their support (≤ 8 vertex additions, |S| ≤ POLISH_MAX: O(8·(|S|²·d + |S|³ + n·d))
+    a row), which makes rows on a small face exact.
 
     Returns (distances [m], info). The distance is that of the best hull point found (an upper bound, ≥ the
     true one by at most the stated gap when ``done``); ``info['lower']`` holds certified lower bounds
