@@ -93,7 +93,8 @@ def _wolfe(B: np.ndarray, w: np.ndarray):
         if (lam > 0).all():
             return keep, lam
         neg = lam <= 0
-        theta = float(np.min(w[neg] / (w[neg] - lam[neg])))
+        den = w[neg] - lam[neg]
+        theta = float(np.min(np.where(den > 0, w[neg] / np.where(den > 0, den, 1.0), 0.0)))
         w = w + min(max(theta, 0.0), 1.0) * (lam - w)
         drop = w <= 0
         drop[int(np.argmin(np.where(neg, w, np.inf)))] = True
