@@ -6,6 +6,7 @@ Results are dataclasses; pages and charts read their fields, ``to_dict()`` gives
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -14,10 +15,10 @@ from .base import (
     Acc, AblationError, Effect, Loss, Observation, Progress, Series, Spec, Verdict, effect,
     get_kind, head_kinds, head_means, head_name, ids_list, kinds, loss, ONE_TOKEN_NOTE,
 )
-from .hull import HULL_ITERS, HULL_MAX_ROWS
+from .hull import HULL_ITERS, HULL_RTOL, HULL_ATOL, sample_note
 from ..model import run
 
-__all__ = ["PositionChange", "Result", "measure", "SweepRow", "LayerSweep", "layer_sweep", "sweep_specs",
+__all__ = ["PositionChange", "Result", "measure", "hull_cost", "SweepRow", "LayerSweep", "layer_sweep", "sweep_specs",
            "HeadMap", "head_sweep", "check_all", "Unavailable", "check_available"]
 
 
@@ -98,9 +99,22 @@ def _means_for(kind, weights, texts, means):
     return head_means(weights, texts) if kind.needs_means() and means is None else means
 
 
+def _mean_pattern_hooks(kind, spec: Spec, n_layers: int, hull_iters: int, keep: dict):
+    """For a kind that certifies by the mixture weights (V = X): a hook keeping mean_h(pattern_h) [T, T]
+    of each scoped layer of the ablated run (T² floats a layer, not H·T²)."""
+    if not getattr(kind, "mean_pattern", False) or hull_iters <= 0:
+        return None
+    scope = set(spec.scope(n_layers))
+
+    def hook(pattern, layer):
+        if layer in scope:
+            keep[("pattern_mean", layer)] = pattern[0].mean(0)
+    return [("pattern", hook)]
+
+
 def measure(weights, texts, spec: Spec, *, means=None, hull_iters: int = HULL_ITERS) -> Result:
     """Baseline vs ``spec`` on the texts: the loss change with its interval, the kind's own numbers per
-    layer, its mechanism checks and its verdict."""
+    layer, its mechanism checks and its verdict. ``hull_iters`` caps the hull solver (0: no hull check)."""
     texts = ids_list(texts)
     if not texts:
         raise AblationError("no tokens to run on")
@@ -110,7 +124,11 @@ def measure(weights, texts, spec: Spec, *, means=None, hull_iters: int = HULL_IT
     cap = kind.captures or None
     base, abl, acc, info = Loss(), Loss(), Acc(), {}
     for ids in texts:
-        tb, ta = run(weights, ids, capture=cap), run(weights, ids, capture=cap, intervention=iv)
+        keep = {}
+        tb = run(weights, ids, capture=cap)
+        ta = run(weights, ids, capture=cap, intervention=iv,
+                 hooks=_mean_pattern_hooks(kind, spec, cfg.n_layers, hull_iters, keep))
+        ta.captures.update(keep)
         base.add(ids, tb.logits)
         abl.add(ids, ta.logits)
         kind.observe(Observation(ids, tb, ta, spec, cfg.n_layers, hull_iters, acc, info))
@@ -133,17 +151,40 @@ def _notes(res: Result, info: dict, hull_iters: int) -> list[str]:
     if res.baseline.skipped:
         notes.append(ONE_TOKEN_NOTE if not res.baseline.tokens else
                      f"{res.baseline.skipped} one-token text(s) predict nothing and were left out of the loss.")
-    if "hull_converged" in info:
-        notes.append(
-            f"Hull distances: Wolfe's minimum-norm-point method in float64, at most {hull_iters} major steps per "
-            f"row (used up to {info['hull_iterations']}; all converged: {info['hull_converged']}); at most "
-            f"{HULL_MAX_ROWS} query rows per text, against all of that layer's x̂ rows. Effective dimension: "
-            "participation ratio (Σσ²)²/Σσ⁴ of the centred rows.")
+    if "hull_rows" in info:
+        notes.append(_hull_note(info, hull_iters))
     if get_kind(res.kind).needs_means():
         notes.append("The mean is taken over the positions of these very texts, later positions included, so the "
                      "replacement carries a little information about the whole text; over a prompt set it is "
                      "pooled over all prompts, which dilutes that.")
     return notes
+
+
+def _hull_note(info: dict, hull_iters: int) -> str:
+    parts = [f"Hull distances, in float64, on {sample_note(info['hull_rows'], info['hull_T'])}, against all of "
+             "that layer's x̂ rows."]
+    if info.get("hull_certified"):
+        parts.append("Ablated rows: certified by their own weights mean_h(pattern_h) (a convex mixture of x̂), "
+                     f"distance ≤ the residual ‖out − w·x̂‖, at most {info['hull_residual']:.2g}; lower bound 0.")
+    if info.get("hull_solved"):
+        parts.append(f"Other rows: batched FISTA on the simplex, stopped once upper − lower bound ≤ {HULL_RTOL:g}·"
+                     f"distance + {HULL_ATOL:g}·RMS‖x̂‖, at most {hull_iters} iterations (used up to "
+                     f"{info['hull_iterations']}; all met the stop rule: {info['hull_converged']}; largest gap "
+                     f"{info['hull_gap']:.2g}); the lower bound is certified by a separating hyperplane.")
+    parts.append("Effective dimension: participation ratio (Σσ²)²/Σσ⁴ of the centred rows.")
+    return " ".join(parts)
+
+
+def hull_cost(weights, ids, spec: Spec | None = None, hull_iters: int = HULL_ITERS) -> dict:
+    """The V = X ablation on one text timed with its hull check and without it (``hull_iters`` = 0):
+    ``{"with_hull_s", "without_hull_s", "ratio"}`` (ratio = with ÷ without; the bench's target is ≤ 5)."""
+    spec = spec or Spec("v=x")
+    t0 = time.perf_counter()
+    measure(weights, [ids], spec, hull_iters=0)
+    t1 = time.perf_counter()
+    measure(weights, [ids], spec, hull_iters=hull_iters)
+    t2 = time.perf_counter()
+    return {"with_hull_s": t2 - t1, "without_hull_s": t1 - t0, "ratio": (t2 - t1) / max(t1 - t0, 1e-9)}
 
 
 # ----------------------------------------------------------------------------- sweeps

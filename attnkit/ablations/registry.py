@@ -12,7 +12,7 @@ import torch
 
 from .. import metrics as M
 from .base import Evidence, Kind, Metric, Observation, register
-from .hull import even_rows, hull_distance, participation_ratio
+from .hull import even_rows, hull_check, participation_ratio, record
 from .interventions import KeyIsQuery, MeanHead, NoMask, NoScale, ValueIsInput, ZeroHead
 
 __all__ = [
@@ -73,25 +73,32 @@ class ValueIsInputKind(Kind):
     definition = ("attn_out_ℓ = (1/H)·Σ_h pattern_h · x̂_ℓ with x̂_ℓ = ln_1(X) at full width d_model (the block's own "
                   "norm; under grouped-query attention the mean runs over the query heads); W_V, b_V, W_O and b_O "
                   "are not used. Each output row is a convex combination of the rows of x̂_ℓ.")
-    measures = ("How far the attention outputs lie from the convex hull of x̂ (Wolfe's minimum-norm-point method, "
-                "with certified lower bounds), their effective dimension, and the loss.")
+    measures = ("How far the attention outputs lie from the convex hull of x̂ (the ablated rows certified by their "
+                "own mixture weights; the baseline rows by a batched FISTA solver with certified lower bounds), "
+                "their effective dimension, and the loss.")
     latex = (r"\mathrm{attn\_out}_\ell = \frac{1}{H}\sum_{h=1}^{H} \mathrm{softmax}\!\Big(\frac{q_h k_h^\top}"
              r"{\sqrt{d_{head}}} + M\Big)\,\hat X_\ell,\qquad \hat X_\ell = \mathrm{ln}_1(X_\ell)")
     captures = ("ln1", "attn_out")
+    mean_pattern = True            # measure() keeps mean_h(pattern_h) of the ablated run as ("pattern_mean", l)
     metrics = (HULL_DISTANCE, DIM_OUT, DIM_X, HULL_MAX, HULL_LOWER, HULL_RELATIVE)
 
     def intervention(self, spec, config=None, means=None):
         return ValueIsInput(spec.layers)
 
     def observe(self, obs: Observation):
-        rows = even_rows(len(obs.ids))
+        rows, T = even_rows(len(obs.ids)), len(obs.ids)
+        scope = set(obs.spec.scope(obs.n_layers))
         for l in range(obs.n_layers):
             for run, tr in obs.both():
                 x_hat = tr["ln1", l][0].double().cpu().numpy()
                 out = tr["attn_out", l][0].double().cpu().numpy()
-                d, info = hull_distance(out[rows], x_hat, iters=obs.hull_iters)
-                obs.info["hull_iterations"] = max(obs.info.get("hull_iterations", 0), info["iterations"])
-                obs.info["hull_converged"] = obs.info.get("hull_converged", True) and info["converged"]
+                # the ablated output is mean_h(pattern_h)·x̂ by definition: those weights certify it
+                mix = tr.captures.get(("pattern_mean", l)) if run == "ablated" and l in scope else None
+                mix = None if mix is None else mix.double().cpu().numpy()
+                d, info = hull_check(out, x_hat, rows, mix, iters=obs.hull_iters)
+                record(obs.info, info, len(rows), T)
+                if info["method"] == "off":
+                    continue
                 scale = float(np.sqrt((x_hat ** 2).sum(1).mean()))
                 obs.acc.add(HULL_DISTANCE, l, run, float(d.mean()), len(rows))
                 obs.acc.add(HULL_MAX, l, run, float(d.max()))
