@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from ..weights import LayerWeights, ModelConfig, Weights
-from . import Family, register
+from . import Family, checks, register
 from .llama import rope, rope_parameters
 
 
@@ -42,11 +42,18 @@ class GPTNeoX(Family):
     body, block_list = "gpt_neox", "layers"
     examples = ("EleutherAI/pythia-70m", "EleutherAI/pythia-160m", "EleutherAI/pythia-410m")
 
+    def validate(self, cfg) -> None:
+        checks.finite(cfg)
+        checks.count(cfg, "num_hidden_layers", 1, "a model without layers has no attention heads")
+        heads = checks.count(cfg, "num_attention_heads", 1)
+        checks.divides("num_attention_heads", heads, "hidden_size", checks.count(cfg, "hidden_size", 1))
+        checks.count(cfg, "max_position_embeddings", 1)
+        checks.count(cfg, "vocab_size", 1)
+        checks.rope(rope_parameters(cfg), "rotary_pct")
+
     def config(self, cfg) -> ModelConfig:
+        self.validate(cfg)
         self.check_activation(cfg.hidden_act)
-        if cfg.hidden_size % cfg.num_attention_heads:
-            raise ValueError(f"hidden_size={cfg.hidden_size} is not divisible by "
-                             f"num_attention_heads={cfg.num_attention_heads}")
         head_dim = cfg.hidden_size // cfg.num_attention_heads
         p = rope_parameters(cfg)
         dim = int(head_dim * p.get("partial_rotary_factor", 1.0))
