@@ -368,7 +368,9 @@ def _raw_config(folder: Path | None) -> dict | None:
 
 
 def _one_line(e: Exception) -> str:
-    text = str(e).strip()
+    """The first line of an error's message (of its cause, for HF's config validators, whose own first
+    line only names the validator)."""
+    text = str(e.__cause__ if isinstance(e.__cause__, ValueError) else e).strip()
     return text.splitlines()[0][:300] if text else e.__class__.__name__
 
 

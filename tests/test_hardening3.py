@@ -328,6 +328,8 @@ REFUSED = [
     ("llama", {"num_attention_heads": 3, "head_dim": DELETE}, "num_attention_heads"),   # 3 ∤ 64
     ("llama", {"num_key_value_heads": 3}, "num_key_value_heads"),                      # 3 ∤ 4
     ("llama", {"num_key_value_heads": 0}, "num_key_value_heads"),
+    ("llama", {"head_dim": 15}, "head_dim"),
+    ("llama", {"rms_norm_eps": -1e-5}, "rms_norm_eps"),
     ("mistral", {"sliding_window": 0}, "sliding_window"),
     ("mistral", {"sliding_window": -4}, "sliding_window"),
     ("mistral", {"sliding_window": 1}, "sliding_window"),
@@ -346,6 +348,8 @@ REFUSED = [
     ("gpt2", {"n_head": 0}, "n_head"),
     ("gpt2", {"n_head": 5}, "n_head"),
     ("gpt2", {"layer_norm_epsilon": NAN}, "layer_norm_epsilon"),
+    ("gpt2", {"layer_norm_epsilon": -1e-5}, "layer_norm_epsilon"),
+    ("neox", {"layer_norm_eps": -1.0}, "layer_norm_eps"),
 ]
 
 
@@ -355,6 +359,7 @@ def test_config_attnkit_cannot_compute_is_refused_naming_the_field(base, tmp_pat
     from attnkit.cli import main
 
     folder = edited(base(family), tmp_path / "m", **changes)
+    capsys.readouterr()                       # (building the base checkpoint may have written progress)
     with pytest.raises(LoadError) as e:
         load(str(folder), "cpu")
     msg = one_line(str(e.value))

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 from . import UnsupportedModel
 
-__all__ = ["raw", "refuse", "finite", "count", "divides", "rope", "window"]
+__all__ = ["raw", "refuse", "finite", "count", "at_least", "divides", "rope", "window"]
 
 
 def raw(data: dict) -> SimpleNamespace:
@@ -60,6 +60,16 @@ def count(cfg, field: str, minimum: int = 1, what: str = "") -> int | None:
     if v < minimum:
         refuse(field, v, f"is below {minimum}{': ' + what if what else ''}")
     return v
+
+
+def at_least(cfg, field: str, minimum: float = 0.0, what: str = "") -> float | None:
+    """A number ≥ ``minimum`` (a norm's ε: below 0 the square root of a negative variance is NaN)."""
+    v = getattr(cfg, field, None)
+    if v is None:
+        return None
+    if _number(field, v) < minimum:
+        refuse(field, v, f"is below {minimum}{': ' + what if what else ''}")
+    return float(v)
 
 
 def divides(field: str, n: int | None, into: str, m: int | None, why: str = "") -> None:

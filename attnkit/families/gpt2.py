@@ -32,6 +32,7 @@ class GPT2(Family):
         checks.divides("n_head", heads, "n_embd", checks.count(cfg, "n_embd", 1))
         checks.count(cfg, "n_positions", 1)
         checks.count(cfg, "vocab_size", 1)
+        checks.at_least(cfg, "layer_norm_epsilon", 0.0, "the norm would take the square root of a negative number")
 
     def config(self, cfg) -> ModelConfig:
         self.validate(cfg)

@@ -163,12 +163,17 @@ class Llama(Family):
         checks.finite(cfg)
         checks.count(cfg, "num_hidden_layers", 1, "a model without layers has no attention heads")
         heads, width = checks.count(cfg, "num_attention_heads", 1), checks.count(cfg, "hidden_size", 1)
-        if checks.count(cfg, "head_dim", 1) is None:
+        head_dim = checks.count(cfg, "head_dim", 1)
+        if head_dim is None:
             checks.divides("num_attention_heads", heads, "hidden_size", width)
+            head_dim = width // heads if width and heads else None
+        if head_dim is not None and head_dim % 2:
+            checks.refuse("head_dim", head_dim, "is odd: rotary positions turn a head's dims in pairs")
         checks.divides("num_key_value_heads", checks.count(cfg, "num_key_value_heads", 1), "num_attention_heads",
                        heads, "each key/value head serves a whole group of query heads")
         checks.count(cfg, "max_position_embeddings", 1)
         checks.count(cfg, "vocab_size", 1)
+        checks.at_least(cfg, "rms_norm_eps", 0.0, "the norm would take the square root of a negative number")
         checks.rope(rope_parameters(cfg))
         if getattr(cfg, "mlp_bias", False):
             raise UnsupportedModel("config field mlp_bias=True (biases in the gated MLP) is not implemented by attnkit")

@@ -42,6 +42,7 @@ class GPTNeo(Family):
         checks.divides("num_heads", heads, "hidden_size", checks.count(cfg, "hidden_size", 1))
         checks.count(cfg, "max_position_embeddings", 1)
         checks.count(cfg, "vocab_size", 1)
+        checks.at_least(cfg, "layer_norm_epsilon", 0.0, "the norm would take the square root of a negative number")
         kinds = getattr(cfg, "attention_layers", None) or getattr(cfg, "attention_types", None)
         if "local" in repr(kinds):
             checks.window("window_size", getattr(cfg, "window_size", None), 1)

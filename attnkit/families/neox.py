@@ -49,6 +49,7 @@ class GPTNeoX(Family):
         checks.divides("num_attention_heads", heads, "hidden_size", checks.count(cfg, "hidden_size", 1))
         checks.count(cfg, "max_position_embeddings", 1)
         checks.count(cfg, "vocab_size", 1)
+        checks.at_least(cfg, "layer_norm_eps", 0.0, "the norm would take the square root of a negative number")
         checks.rope(rope_parameters(cfg), "rotary_pct")
 
     def config(self, cfg) -> ModelConfig:
