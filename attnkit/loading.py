@@ -3,7 +3,9 @@
 Always: HuggingFace ``GPT2LMHeadModel`` with eager attention (so its own
 attention weights can be compared with ours), float32, eval mode, safetensors
 only — a folder holding only a pickled ``pytorch_model.bin`` is refused, since
-unpickling runs arbitrary code.
+unpickling runs arbitrary code. Nor does any other code from a model folder run: one whose config or
+tokenizer config names custom code is refused before transformers reads it, and every transformers
+call is given ``trust_remote_code=False`` (so transformers never asks "run the custom code? [y/N]").
 
 Every failure raises :class:`LoadError` with a one-line message meant for the user.
 """

@@ -166,6 +166,28 @@ def test_without_the_precheck_transformers_is_still_told_no(base, tmp_path, no_q
     assert not marker.exists() and no_questions == []
 
 
+def test_hub_model_naming_custom_code_is_refused_before_transformers_reads_it(base, tmp_path, monkeypatch):
+    """A hub model not yet cached: its config.json and tokenizer_config.json (of the revision asked for)
+    are fetched first and checked; transformers is never reached."""
+    import huggingface_hub
+    from transformers import AutoConfig
+
+    from attnkit import loading
+
+    folder, marker = evil_folder(base, tmp_path, *CUSTOM_CODE[0][:2])
+    fetched = []
+    monkeypatch.setattr(loading, "_cached", lambda repo, revision=None: False)
+    monkeypatch.setattr(loading, "_offline", lambda: False)
+    monkeypatch.setattr(loading, "hub_available", lambda repo, timeout=3.0: True)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", lambda repo, f, revision=None: fetched.append((f, revision)))
+    monkeypatch.setattr(checkpoint, "snapshot_folder", lambda repo, revision=None: folder if fetched else None)
+    monkeypatch.setattr(AutoConfig, "from_pretrained", lambda *a, **k: pytest.fail("transformers read the folder"))
+    with pytest.raises(LoadError) as e:
+        load("owner/evil@v2", "cpu")
+    assert "'owner/evil@v2' names custom code (auto_map in tokenizer_config.json)" in one_line(str(e.value))
+    assert fetched == [("config.json", "v2"), ("tokenizer_config.json", "v2")] and not marker.exists()
+
+
 def test_every_transformers_call_in_the_loaders_refuses_remote_code():
     """The calls in loading.py and checkpoint.py that can import code (from_pretrained, from_config)
     all pass trust_remote_code=False (directly or via checkpoint.NO_CODE)."""
