@@ -453,7 +453,8 @@ def _folder_of(source: str, local: bool, revision: str | None = None) -> Path | 
     return Path(source) if local else snapshot_folder(source, revision)
 
 
-def before_build(source: str, local: bool, local_files_only: bool = True, cfg=None, revision: str | None = None) -> None:
+def before_build(source: str, local: bool, local_files_only: bool = True, cfg=None,
+                 revision: str | None = None) -> None:
     """All checks that need no model: tokenizer.json, config vs memory, config vs weights header (of
     ``revision``'s snapshot for a cached hub model). For a hub model whose weights are not in the cache
     yet, only the config is checked. ``cfg``: the HF config when the caller has read it already."""

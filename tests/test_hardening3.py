@@ -146,7 +146,8 @@ def test_the_evil_folder_runs_its_code_when_trusted(base, tmp_path):
     """The fixture is live: a program that does trust it (not attnkit) runs evil.py and the marker appears."""
     folder, marker = evil_folder(base, tmp_path, *CUSTOM_CODE[0][:2])
     env = {**os.environ, "HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1"}
-    code = "import sys; from transformers import AutoTokenizer; AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)"
+    code = ("import sys; from transformers import AutoTokenizer; "
+            "AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)")
     r = subprocess.run([sys.executable, "-c", code, str(folder)], env=env, capture_output=True, text=True, timeout=120,
                        stdin=subprocess.DEVNULL)
     assert r.returncode == 0 and marker.exists(), r.stderr[-1500:]
@@ -179,7 +180,8 @@ def test_hub_model_naming_custom_code_is_refused_before_transformers_reads_it(ba
     monkeypatch.setattr(loading, "_cached", lambda repo, revision=None: False)
     monkeypatch.setattr(loading, "_offline", lambda: False)
     monkeypatch.setattr(loading, "hub_available", lambda repo, timeout=3.0: True)
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download", lambda repo, f, revision=None: fetched.append((f, revision)))
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download",
+                        lambda repo, f, revision=None: fetched.append((f, revision)))
     monkeypatch.setattr(checkpoint, "snapshot_folder", lambda repo, revision=None: folder if fetched else None)
     monkeypatch.setattr(AutoConfig, "from_pretrained", lambda *a, **k: pytest.fail("transformers read the folder"))
     with pytest.raises(LoadError) as e:
