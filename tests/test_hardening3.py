@@ -361,6 +361,7 @@ REFUSED = [
     ("neox", {"rope_parameters": {"rope_theta": 10000, "rope_type": "default"}, "rotary_pct": 1.5}, "rotary_pct"),
     ("neox", {"rope_parameters.partial_rotary_factor": -0.25}, "rotary_pct"),
     ("neox", {"rope_parameters.rope_theta": 0}, "rope_theta"),
+    ("neox", {"hidden_size": 60, "rope_parameters.partial_rotary_factor": 1.0}, "rotary_pct"),   # 16 dims of 15
     ("neox", {"num_hidden_layers": 0}, "num_hidden_layers"),
     ("neox", {"num_attention_heads": 0}, "num_attention_heads"),
     ("neox", {"num_attention_heads": 5}, "num_attention_heads"),
@@ -426,8 +427,21 @@ def test_accepted_edge_configs_equal_hf(tmp_path, family, overrides, generate):
     if generate:
         g = compare_generation(m.hf_model, m.weights, random_ids(20, seed=4), n_new=8)
         assert g.ok and g.tokens == g.hf_tokens, g.line()
-    if overrides.get("rotary_pct") == 0.0:
-        assert m.config.rotary_dim == 0 and m.weights.inv_freq.numel() == 0
+    if "rotary_pct" in overrides:      # 0 → nothing rotates; 0.3 of 64 → 19 → 10 frequencies turning 20 dims
+        assert m.config.rotary_dim == 2 * m.weights.inv_freq.numel() == {0.0: 0, 0.3: 20}[overrides["rotary_pct"]]
+
+
+def test_qwen2_window_is_checked_only_where_qwen2_reads_it():
+    """Qwen2 ignores sliding_window unless use_sliding_window (HF sets it to None), so 0 there is no error."""
+    from attnkit.families import UnsupportedModel, checks, family_for
+
+    qwen2 = dict(model_type="qwen2", num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                 hidden_size=64, sliding_window=0)
+    family_for("qwen2").validate(checks.raw(qwen2))
+    with pytest.raises(UnsupportedModel, match="sliding_window=0"):
+        family_for("qwen2").validate(checks.raw({**qwen2, "use_sliding_window": True}))
+    with pytest.raises(UnsupportedModel, match="sliding_window=1"):
+        family_for("qwen2").validate(checks.raw({**qwen2, "use_sliding_window": True, "sliding_window": 1}))
 
 
 def test_validate_is_each_familys_hook():
