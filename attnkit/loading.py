@@ -350,6 +350,7 @@ def _read_config(name: str, source: str, folder: Path | None, kwargs: dict):
     except LoadError:
         raise
     except ValueError as e:
+        _refuse_remote_code(name, e)
         raise LoadError(f"{name!r}: {_one_line(e)}") from None
     except Exception as e:
         raise LoadError(f"could not read the config of {name!r}: {e.__class__.__name__}") from None
@@ -393,12 +394,17 @@ def _build(name: str, source: str, local: bool, kwargs: dict):
     except LoadError:
         raise
     except Exception as e:
-        if "custom code" in str(e) or "trust_remote_code" in str(e):
-            raise LoadError(f"{name!r} names custom code (transformers asked for trust_remote_code); "
-                            "attnkit never runs code from a model folder") from None
+        _refuse_remote_code(name, e)
         msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
         raise LoadError(f"could not load {name!r}: {e.__class__.__name__}: {msg}") from None
     return model, tokenizer, notice
+
+
+def _refuse_remote_code(name: str, e: Exception) -> None:
+    """transformers refusing custom code that attnkit's own check did not see: the same one line."""
+    if "custom code" in str(e) or "trust_remote_code" in str(e):
+        raise LoadError(f"{name!r} names custom code (transformers asked for trust_remote_code); "
+                        "attnkit never runs code from a model folder") from None
 
 
 def _checked(check, *args, **kwargs) -> None:

@@ -190,6 +190,21 @@ def test_hub_model_naming_custom_code_is_refused_before_transformers_reads_it(ba
     assert fetched == [("config.json", "v2"), ("tokenizer_config.json", "v2")] and not marker.exists()
 
 
+def test_transformers_refusing_custom_code_reads_as_the_same_line(base, monkeypatch):
+    """Should transformers itself refuse (its ValueError about trust_remote_code), the user gets attnkit's line."""
+    from transformers import AutoConfig
+
+    def refuse(*a, **k):
+        raise ValueError("The repository x contains custom code which must be executed to correctly load the "
+                         "model.\nPlease pass the argument `trust_remote_code=True` to allow custom code to be run.")
+
+    monkeypatch.setattr(AutoConfig, "from_pretrained", refuse)
+    with pytest.raises(LoadError) as e:
+        load(str(base("gpt2")), "cpu")
+    assert one_line(str(e.value)).endswith("names custom code (transformers asked for trust_remote_code); "
+                                           "attnkit never runs code from a model folder")
+
+
 def test_every_transformers_call_in_the_loaders_refuses_remote_code():
     """The calls in loading.py and checkpoint.py that can import code (from_pretrained, from_config)
     all pass trust_remote_code=False (directly or via checkpoint.NO_CODE)."""
