@@ -59,7 +59,7 @@ class GPTNeoX(Family):
         checks.at_least(cfg, "layer_norm_eps", 0.0, "the norm would take the square root of a negative number")
         p = rope_parameters(cfg)
         checks.rope(p, "rotary_pct")
-        if heads and width:
+        if heads and width and p.get("partial_rotary_factor") is not None:    # absent: HF's default, 0.25
             head_dim = width // heads
             turned = rotated_dims(head_dim, p)
             if turned > head_dim:
