@@ -5,7 +5,10 @@ n_embd 10⁷) or a broken weights file is refused in well under a second, with a
 one-line message, instead of tying the process up for minutes:
 
 * :func:`weight_files`: ``model.safetensors``, or the shards of ``model.safetensors.index.json``
-  (an index that points outside its folder is refused).
+  (an index that points outside its folder is refused; in a HuggingFace cache snapshot the shards are
+  links into ``../../blobs``, and the folder is the whole ``models--owner--name`` cache repository).
+* :func:`check_no_custom_code`: a folder whose config or tokenizer config names custom code
+  (``auto_map``, ``trust_remote_code``, a tokenizer class transformers does not have) is refused.
 * :func:`read_header`: a safetensors header (JSON) without touching the tensor data.
 * :func:`expected_tensors`: the tensors the HF model class needs, by name and shape, from the class
   itself built on the ``meta`` device (no memory), so this works for any family HF knows.
@@ -32,7 +35,8 @@ import torch
 
 __all__ = ["CheckpointError", "INDEX_FILE", "WEIGHTS_FILE", "available_memory",
            "read_header", "weight_files", "expected_tensors", "estimate_bytes",
-           "check_before_build", "check_after_build", "check_tokenizer_files", "check_config"]
+           "check_before_build", "check_after_build", "check_tokenizer_files", "check_config",
+           "custom_code", "check_no_custom_code", "snapshot_folder", "NO_CODE"]
 
 WEIGHTS_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
@@ -136,11 +140,20 @@ def read_header(path: Path) -> dict[str, tuple[str, tuple[int, ...], int]]:
     return out
 
 
+def _root(folder: Path) -> Path:
+    """Where the files of ``folder`` may resolve to: the folder itself, or for a snapshot of the HF cache
+    (``models--owner--name/snapshots/<commit>``, whose files link into ``../../blobs``) that cache repository."""
+    f = Path(os.path.abspath(folder))
+    if f.parent.name == "snapshots" and f.parent.parent.name.startswith("models--"):
+        return f.parent.parent.resolve()
+    return f.resolve()
+
+
 def weight_files(folder: Path) -> list[Path]:
     """The safetensors files HF would read from ``folder``: model.safetensors, else the index's shards.
 
-    A shard named by the index must be a file inside ``folder`` (no absolute paths, no ``..``,
-    no symlink leading out)."""
+    A shard named by the index must be a file inside ``folder`` (no absolute paths, no ``..``, no symlink
+    leading out; in an HF cache snapshot, links into the same ``models--…`` repository's blobs are inside)."""
     folder = Path(folder)
     single = folder / WEIGHTS_FILE
     if single.is_file():
@@ -156,7 +169,7 @@ def weight_files(folder: Path) -> list[Path]:
         raise CheckpointError(f"{index} is not a valid index (JSON with a 'weight_map' of tensor -> file)") from None
     if not shards or not all(isinstance(s, str) and s for s in shards):
         raise CheckpointError(f"{index} is not a valid index: its weight_map names no files")
-    root = folder.resolve()
+    root = _root(folder)
     out = []
     for s in shards:
         p = (folder / s)
@@ -166,7 +179,7 @@ def weight_files(folder: Path) -> list[Path]:
             inside = False
         if not inside:
             raise CheckpointError(f"{index} points outside its folder ({s!r}); refused: a checkpoint may only "
-                                  f"read files in {folder}")
+                                  f"read files in {root}")
         if not p.is_file():
             raise CheckpointError(f"{index} names the shard {s!r}, which is not in {folder}")
         out.append(p)
@@ -192,7 +205,7 @@ def _meta_model(cfg, n_layers: int | None = None):
         cfg.num_hidden_layers = n_layers
     try:
         with torch.device("meta"):
-            return AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
+            return AutoModelForCausalLM.from_config(cfg, attn_implementation="eager", **NO_CODE)
     except Exception as e:
         msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else e.__class__.__name__
         raise CheckpointError(f"config.json describes a model HuggingFace cannot build: {msg}") from None
@@ -376,31 +389,83 @@ def check_after_build(model, tokenizer=None) -> None:
                                   f"{rows:,} rows; token ids ≥ {rows:,} would not exist in the model")
 
 
+# ----------------------------------------------------------------------------- custom code
+
+#: what every transformers call attnkit makes is given: code in a model folder never runs
+NO_CODE = {"trust_remote_code": False}
+#: the files of a model folder in which transformers looks for code to import
+CODE_FILES = ("config.json", "tokenizer_config.json")
+
+
+def _known_tokenizer(name) -> bool:
+    from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
+
+    if not isinstance(name, str) or not name.isidentifier():
+        return False
+    try:
+        return any(tokenizer_class_from_name(n) is not None for n in (name, name + "Fast", name.removesuffix("Fast")))
+    except Exception:
+        return False
+
+
+def custom_code(folder: Path) -> str | None:
+    """What in ``folder``'s config.json / tokenizer_config.json names custom code
+    (e.g. ``"auto_map in tokenizer_config.json"``), or None."""
+    for fname in CODE_FILES:
+        p = Path(folder) / fname
+        try:
+            data = json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
+        except (OSError, ValueError, RecursionError):
+            continue                  # a malformed file is named where it is read; it names no code
+        if not isinstance(data, dict):
+            continue
+        for key in ("auto_map", "trust_remote_code", "custom_pipelines"):
+            if data.get(key):
+                return f"{key} in {fname}"
+        cls = data.get("tokenizer_class")
+        if cls is not None and not _known_tokenizer(cls):
+            return f"tokenizer_class {str(cls)[:80]!r} in {fname}, which transformers does not have"
+    return None
+
+
+def check_no_custom_code(folder: Path | None, what: str) -> None:
+    """Refuse, before transformers reads the folder (and could ask to run its code), a folder naming code."""
+    found = custom_code(folder) if folder is not None else None
+    if found:
+        raise CheckpointError(f"{what} names custom code ({found}); attnkit never runs code from a model folder")
+
+
 # ----------------------------------------------------------------------------- entry points for loading.py
 
-def _folder_of(source: str, local: bool) -> Path | None:
-    if local:
-        return Path(source)
+def snapshot_folder(repo: str, revision: str | None = None) -> Path | None:
+    """The HF cache folder holding ``repo``'s config.json at ``revision`` (a branch or tag via
+    ``refs/<revision>``, or a commit's own snapshot; None: main), or None when it is not cached."""
     try:
         from huggingface_hub import try_to_load_from_cache
 
-        hit = try_to_load_from_cache(source, "config.json")
+        hit = try_to_load_from_cache(repo, "config.json", revision=revision)
     except Exception:
         return None
     return Path(hit).parent if isinstance(hit, str) and os.path.exists(hit) else None
 
 
-def before_build(source: str, local: bool, local_files_only: bool = True, cfg=None) -> None:
-    """All checks that need no model: tokenizer.json, config vs memory, config vs weights header.
-    For a hub model whose weights are not in the cache yet, only the config is checked.
-    ``cfg``: the HF config when the caller has read it already."""
+def _folder_of(source: str, local: bool, revision: str | None = None) -> Path | None:
+    return Path(source) if local else snapshot_folder(source, revision)
+
+
+def before_build(source: str, local: bool, local_files_only: bool = True, cfg=None,
+                 revision: str | None = None) -> None:
+    """All checks that need no model: tokenizer.json, config vs memory, config vs weights header (of
+    ``revision``'s snapshot for a cached hub model). For a hub model whose weights are not in the cache
+    yet, only the config is checked. ``cfg``: the HF config when the caller has read it already."""
     from transformers import AutoConfig
 
-    folder = _folder_of(source, local)
+    folder = _folder_of(source, local, revision)
     if folder is not None:
         check_tokenizer_files(folder)
     try:
-        cfg = cfg if cfg is not None else AutoConfig.from_pretrained(source, local_files_only=local_files_only)
+        cfg = cfg if cfg is not None else AutoConfig.from_pretrained(
+            source, local_files_only=local_files_only, revision=revision, **NO_CODE)
     except Exception as e:
         msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
         raise CheckpointError(f"could not read the config of {source}: {e.__class__.__name__}: {msg}") from None

@@ -3,7 +3,9 @@
 Always: HuggingFace ``GPT2LMHeadModel`` with eager attention (so its own
 attention weights can be compared with ours), float32, eval mode, safetensors
 only — a folder holding only a pickled ``pytorch_model.bin`` is refused, since
-unpickling runs arbitrary code.
+unpickling runs arbitrary code. Nor does any other code from a model folder run: one whose config or
+tokenizer config names custom code is refused before transformers reads it, and every transformers
+call is given ``trust_remote_code=False`` (so transformers never asks "run the custom code? [y/N]").
 
 Every failure raises :class:`LoadError` with a one-line message meant for the user.
 """
@@ -292,17 +294,11 @@ def split_revision(name: str) -> tuple[str, str | None]:
     return base.strip(), rev.strip()
 
 
-def load(name_or_path: str, device: str | torch.device = "auto") -> Loaded:
-    """Load a checkpoint of a supported family (``NAME@REVISION`` for a hub revision) and its tokenizer."""
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-    name = str(name_or_path).strip()
-    if not name:
-        raise LoadError("no model given")
-    dev = resolve_device(device)
+def _locate(name: str) -> tuple[str, bool, dict]:
+    """(folder or repo id, is_local, keyword arguments for every transformers call) for ``name``."""
     base_name, revision = split_revision(name)
     source, local = _source(base_name)
-    kwargs = {}
+    kwargs = dict(checkpoint.NO_CODE)       # code in a model folder never runs, whatever a terminal answers
     if local and revision:
         raise LoadError(f"{name!r}: a revision (@{revision}) applies to hub models, not to local folders")
     if revision:
@@ -310,37 +306,86 @@ def load(name_or_path: str, device: str | torch.device = "auto") -> Loaded:
     if local:
         _check_folder(Path(source))
         kwargs["local_files_only"] = True
+    elif not _cached(source, revision):
+        if _offline():
+            raise LoadError(f"{name!r} is not in the local HuggingFace cache and HF_HUB_OFFLINE is set. "
+                            + how_to_get(source))
+        if not hub_available(source):
+            also = " (and there is no local folder of that name)" if "/" in name else ""
+            raise LoadError(f"{name!r} is not cached and the HuggingFace hub cannot be reached{also}. "
+                            + how_to_get(source))
+        _fetch_small_files(source, revision)
     else:
-        if not _cached(source, revision):
-            if _offline():
-                raise LoadError(f"{name!r} is not in the local HuggingFace cache and HF_HUB_OFFLINE is set. "
-                                + how_to_get(source))
-            if not hub_available(source):
-                also = " (and there is no local folder of that name)" if "/" in name else ""
-                raise LoadError(f"{name!r} is not cached and the HuggingFace hub cannot be reached{also}. "
-                                + how_to_get(source))
-        else:
-            kwargs["local_files_only"] = _offline() or not hub_available(source, 2.0)
+        kwargs["local_files_only"] = _offline() or not hub_available(source, 2.0)
+    return source, local, kwargs
+
+
+def _fetch_small_files(repo: str, revision: str | None) -> None:
+    """Download config.json and tokenizer_config.json of a hub model first, so that what they name
+    (custom code, the config's fields) is checked before transformers reads them."""
     try:
+        from huggingface_hub import hf_hub_download
+
+        for fname in checkpoint.CODE_FILES:
+            try:
+                hf_hub_download(repo, fname, revision=revision)
+            except Exception:
+                continue          # absent here: transformers reports what it needs
+    except ImportError:  # pragma: no cover
+        pass
+
+
+def _read_config(name: str, source: str, folder: Path | None, kwargs: dict):
+    """(HF config, family), refusing in one line what attnkit cannot compute exactly (the family's
+    ``validate``): on config.json's own fields first, as HF's config class may fail on them itself."""
+    from transformers import AutoConfig
+
+    from .families import checks
+
+    raw = _raw_config(folder)
+    try:
+        if raw is not None:
+            _family(raw.get("model_type"), repr(name)).validate(checks.raw(raw))
         cfg = AutoConfig.from_pretrained(source, **kwargs)
+    except LoadError:
+        raise
+    except ValueError as e:
+        _refuse_remote_code(name, e)
+        raise LoadError(f"{name!r}: {_one_line(e)}") from None
     except Exception as e:
         raise LoadError(f"could not read the config of {name!r}: {e.__class__.__name__}") from None
     family = _family(cfg.model_type, repr(name))
     try:
-        family.config(cfg)             # refuses what attnkit cannot compute (e.g. an unknown activation)
+        family.config(cfg)             # validate(cfg), then what else the family refuses (an unknown activation)
     except ValueError as e:
-        raise LoadError(f"{name!r}: {e}") from None
-    try:   # checkpoint checks before building (attnkit/checkpoint.py): header vs config, memory, tokenizer.json
-        checkpoint.before_build(source, local, kwargs.get("local_files_only", False), cfg)
-    except checkpoint.CheckpointError as e:
-        raise LoadError(str(e)) from None
-    try:
-        from transformers.utils import logging as hf_logging
+        raise LoadError(f"{name!r}: {_one_line(e)}") from None
+    return cfg, family
 
+
+def _raw_config(folder: Path | None) -> dict | None:
+    try:
+        data = json.loads((folder / "config.json").read_text(encoding="utf-8")) if folder is not None else None
+    except (OSError, ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _one_line(e: Exception) -> str:
+    """The first line of an error's message (of its cause, for HF's config validators, whose own first
+    line only names the validator)."""
+    text = str(e.__cause__ if isinstance(e.__cause__, ValueError) else e).strip()
+    return text.splitlines()[0][:300] if text else e.__class__.__name__
+
+
+def _build(name: str, source: str, local: bool, kwargs: dict):
+    """(HF model, tokenizer, notice): the model in float32 with eager attention, and its tokenizer."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    try:
         hf_logging.disable_progress_bar()
         model = AutoModelForCausalLM.from_pretrained(
-            source, attn_implementation="eager", dtype=torch.float32, use_safetensors=True, **kwargs
-        )
+            source, attn_implementation="eager", dtype=torch.float32, use_safetensors=True, **kwargs)
         notice = None
         if local and not _has_tokenizer(Path(source)):
             tokenizer, notice = _fallback_tokenizer(model.config.vocab_size, Path(source))
@@ -349,18 +394,51 @@ def load(name_or_path: str, device: str | torch.device = "auto") -> Loaded:
     except LoadError:
         raise
     except Exception as e:
+        _refuse_remote_code(name, e)
         msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
         raise LoadError(f"could not load {name!r}: {e.__class__.__name__}: {msg}") from None
-    try:   # checkpoint checks on the built model (attnkit/checkpoint.py): NaN/Inf, tokenizer vs embedding
-        checkpoint.after_build(model, tokenizer)
+    return model, tokenizer, notice
+
+
+def _refuse_remote_code(name: str, e: Exception) -> None:
+    """transformers refusing custom code that attnkit's own check did not see: the same one line."""
+    if "custom code" in str(e) or "trust_remote_code" in str(e):
+        raise LoadError(f"{name!r} names custom code (transformers asked for trust_remote_code); "
+                        "attnkit never runs code from a model folder") from None
+
+
+def _checked(check, *args, **kwargs) -> None:
+    """Run one of attnkit/checkpoint.py's checks, its CheckpointError becoming a LoadError."""
+    try:
+        check(*args, **kwargs)
     except checkpoint.CheckpointError as e:
         raise LoadError(str(e)) from None
+
+
+def load(name_or_path: str, device: str | torch.device = "auto") -> Loaded:
+    """Load a checkpoint of a supported family (``NAME@REVISION`` for a hub revision) and its tokenizer.
+
+    Nothing in the folder runs: a folder naming custom code is refused before transformers reads it,
+    and every transformers call is given ``trust_remote_code=False``."""
+    name = str(name_or_path).strip()
+    if not name:
+        raise LoadError("no model given")
+    dev = resolve_device(device)
+    source, local, kwargs = _locate(name)
+    revision = kwargs.get("revision")
+    folder = Path(source) if local else checkpoint.snapshot_folder(source, revision)
+    _checked(checkpoint.check_no_custom_code, folder, repr(name))
+    cfg, _ = _read_config(name, source, folder, kwargs)
+    # checkpoint checks before building (attnkit/checkpoint.py): header vs config, memory, tokenizer.json
+    _checked(checkpoint.before_build, source, local, kwargs.get("local_files_only", False), cfg, revision)
+    model, tokenizer, notice = _build(name, source, local, kwargs)
+    _checked(checkpoint.after_build, model, tokenizer)   # NaN/Inf weights, tokenizer vs embedding
     model.eval().to(dev)
     tokenizer.model_max_length = 10**9     # attnkit cuts to the context itself, and says so
     try:
         weights = extract(model)
-    except ValueError as e:                # the family refused the config (e.g. an unknown activation)
-        raise LoadError(f"could not load {name!r}: {e}") from None
+    except ValueError as e:                # the family refused what HF built (e.g. rotary frequencies)
+        raise LoadError(f"could not load {name!r}: {_one_line(e)}") from None
     return Loaded(name=name, source=source, hf_model=model, tokenizer=tokenizer, weights=weights,
                   device=dev, notice=notice)
 
@@ -375,11 +453,11 @@ def _fallback_tokenizer(vocab_size: int, path: Path):
 
     for repo in (HUB_NAMES[DEFAULT_HUB_MODEL],):
         if vocab_size >= 50257 and _cached(repo):
-            return (AutoTokenizer.from_pretrained(repo, local_files_only=True),
+            return (AutoTokenizer.from_pretrained(repo, local_files_only=True, **checkpoint.NO_CODE),
                     f"{path} has no tokenizer files; using GPT-2's tokenizer from the local cache.")
     shipped = SHIPPED[SHIPPED_MODEL]
     if _has_tokenizer(shipped):
-        tok = AutoTokenizer.from_pretrained(str(shipped), local_files_only=True)
+        tok = AutoTokenizer.from_pretrained(str(shipped), local_files_only=True, **checkpoint.NO_CODE)
         if len(tok) <= vocab_size:
             return tok, (f"{path} has no tokenizer files; text is tokenized with the {SHIPPED_MODEL} tokenizer "
                          f"({len(tok)} tokens), whose ids all exist in this model's vocabulary of {vocab_size}.")

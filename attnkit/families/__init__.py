@@ -32,6 +32,10 @@ class Family:
     def config(self, hf_cfg) -> ModelConfig:          # pragma: no cover - abstract
         raise NotImplementedError
 
+    def validate(self, hf_cfg) -> None:
+        """Refuse (:class:`UnsupportedModel`, one line naming the field) a config this family cannot compute
+        exactly as HF does; ``hf_cfg`` is HF's config or config.json's fields (:func:`checks.raw`)."""
+
     def convert(self, hf_model) -> Weights:            # pragma: no cover - abstract
         raise NotImplementedError
 

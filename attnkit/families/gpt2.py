@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from ..standard import LayerWeights, ModelConfig, Weights
-from . import Family, register
+from . import Family, checks, register
 
 
 def split_heads_in(w: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -25,9 +25,17 @@ class GPT2(Family):
     model_types = ("gpt2",)
     examples = ("gpt2", "distilgpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")
 
+    def validate(self, cfg) -> None:
+        checks.finite(cfg)
+        checks.count(cfg, "n_layer", 1, "a model without layers has no attention heads")
+        heads = checks.count(cfg, "n_head", 1)
+        checks.divides("n_head", heads, "n_embd", checks.count(cfg, "n_embd", 1))
+        checks.count(cfg, "n_positions", 1)
+        checks.count(cfg, "vocab_size", 1)
+        checks.at_least(cfg, "layer_norm_epsilon", 0.0, "the norm would take the square root of a negative number")
+
     def config(self, cfg) -> ModelConfig:
-        if cfg.n_embd % cfg.n_head:
-            raise ValueError(f"n_embd={cfg.n_embd} is not divisible by n_head={cfg.n_head}")
+        self.validate(cfg)
         self.check_activation(cfg.activation_function)
         return ModelConfig(
             n_layers=cfg.n_layer,

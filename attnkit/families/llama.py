@@ -28,7 +28,7 @@ import math
 import torch
 
 from ..standard import LayerWeights, ModelConfig, Weights
-from . import Family, UnsupportedModel, register
+from . import Family, UnsupportedModel, checks, register
 
 #: rope kinds whose frequencies attnkit computes itself
 ROPE_KINDS = ("default", "linear", "llama3")
@@ -47,12 +47,17 @@ def rope_parameters(cfg) -> dict:
     if isinstance(scaling, dict):
         for k, v in scaling.items():
             p.setdefault(k, v)
-    p.setdefault("rope_theta", getattr(cfg, "rope_theta", None) or getattr(cfg, "rotary_emb_base", None) or 10000.0)
-    prf = getattr(cfg, "partial_rotary_factor", None) or getattr(cfg, "rotary_pct", None)   # GPT-NeoX: rotary_pct
+    p.setdefault("rope_theta", _first(getattr(cfg, "rope_theta", None), getattr(cfg, "rotary_emb_base", None), 10000.0))
+    prf = _first(getattr(cfg, "partial_rotary_factor", None), getattr(cfg, "rotary_pct", None))   # GPT-NeoX: rotary_pct
     if prf is not None:
         p.setdefault("partial_rotary_factor", prf)
     p.setdefault("rope_type", p.get("type") or "default")
     return p
+
+
+def _first(*values):
+    """The first value that is not None (0 is a value: rotary_pct 0 rotates nothing)."""
+    return next((v for v in values if v is not None), None)
 
 
 def rotary_frequencies(theta: float, dim: int) -> torch.Tensor:
@@ -83,7 +88,7 @@ def rope(cfg, head_dim: int, hf_rotary=None) -> tuple[torch.Tensor, float, int, 
     """
     p = rope_parameters(cfg)
     kind = p["rope_type"]
-    dim = int(head_dim * p.get("partial_rotary_factor", 1.0) or head_dim)
+    dim = int(head_dim * p.get("partial_rotary_factor", 1.0))
     if kind in ROPE_KINDS:
         inv_freq = rotary_frequencies(float(p["rope_theta"]), dim)
         if kind == "linear":
@@ -98,6 +103,9 @@ def rope(cfg, head_dim: int, hf_rotary=None) -> tuple[torch.Tensor, float, int, 
                                f"{', '.join(ROPE_KINDS)}; others are read from the loaded HF model)")
     inv_freq = getattr(hf_rotary, "original_inv_freq", None)
     inv_freq = hf_rotary.inv_freq if inv_freq is None else inv_freq
+    if not bool(torch.isfinite(inv_freq).all()):
+        raise UnsupportedModel(f"rope_parameters {dict(p)!r} give HF's {kind!r} rotary frequencies that are not "
+                               "finite; attnkit computes nothing from them")
     return inv_freq.detach().float().clone(), float(getattr(hf_rotary, "attention_scaling", 1.0)), dim, "hf"
 
 
@@ -151,17 +159,41 @@ class Llama(Family):
     examples = ("HuggingFaceTB/SmolLM2-135M", "Qwen/Qwen2.5-0.5B", "meta-llama/Llama-3.2-1B",
                 "TinyLlama/TinyLlama-1.1B-Chat-v1.0")
 
-    def config(self, cfg) -> ModelConfig:
-        self.check_activation(cfg.hidden_act)
+    def validate(self, cfg) -> None:
+        checks.finite(cfg)
+        checks.count(cfg, "num_hidden_layers", 1, "a model without layers has no attention heads")
+        heads, width = checks.count(cfg, "num_attention_heads", 1), checks.count(cfg, "hidden_size", 1)
+        head_dim = checks.count(cfg, "head_dim", 1)
+        if head_dim is None:
+            checks.divides("num_attention_heads", heads, "hidden_size", width)
+            head_dim = width // heads if width and heads else None
+        if head_dim is not None and head_dim % 2:
+            checks.refuse("head_dim", head_dim, "is odd: rotary positions turn a head's dims in pairs")
+        checks.divides("num_key_value_heads", checks.count(cfg, "num_key_value_heads", 1), "num_attention_heads",
+                       heads, "each key/value head serves a whole group of query heads")
+        checks.count(cfg, "max_position_embeddings", 1)
+        checks.count(cfg, "vocab_size", 1)
+        checks.at_least(cfg, "rms_norm_eps", 0.0, "the norm would take the square root of a negative number")
+        checks.rope(rope_parameters(cfg))
         if getattr(cfg, "mlp_bias", False):
-            raise UnsupportedModel("mlp_bias=True (biases in the gated MLP) is not implemented by attnkit")
+            raise UnsupportedModel("config field mlp_bias=True (biases in the gated MLP) is not implemented by attnkit")
+        w = getattr(cfg, "sliding_window", None)
+        if getattr(cfg, "model_type", None) == "qwen2" and not getattr(cfg, "use_sliding_window", False):
+            w = None                                    # Qwen2 reads the window only with use_sliding_window
+        types = getattr(cfg, "layer_types", None)
+        if w is not None and (not types or "sliding_attention" in types):
+            checks.window("sliding_window", w, 1)
+            checks.window("sliding_window", w, 2, "is refused: HuggingFace's KV cache for a window of 1 keeps no "
+                          "keys, so its generation differs from its own forward pass and attnkit cannot equal both")
+
+    def config(self, cfg) -> ModelConfig:
+        self.validate(cfg)
+        self.check_activation(cfg.hidden_act)
         n_heads = cfg.num_attention_heads
         n_kv = getattr(cfg, "num_key_value_heads", None) or n_heads
-        if n_heads % n_kv:
-            raise ValueError(f"num_attention_heads={n_heads} is not a multiple of num_key_value_heads={n_kv}")
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // n_heads
         p = rope_parameters(cfg)
-        dim = int(head_dim * p.get("partial_rotary_factor", 1.0) or head_dim)
+        dim = int(head_dim * p.get("partial_rotary_factor", 1.0))
         n_ctx = cfg.max_position_embeddings
         if p["rope_type"] in ROPE_DYNAMIC:
             n_ctx = int(p.get("original_max_position_embeddings") or n_ctx)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from ..standard import LayerWeights, ModelConfig, Weights
-from . import Family, UnsupportedModel, register
+from . import Family, UnsupportedModel, checks, register
 from .llama import bias, heads_in, heads_out, right
 
 
@@ -35,10 +35,21 @@ class GPTNeo(Family):
     model_types = ("gpt_neo",)
     examples = ("EleutherAI/gpt-neo-125m",)
 
+    def validate(self, cfg) -> None:
+        checks.finite(cfg)
+        checks.count(cfg, "num_layers", 1, "a model without layers has no attention heads")
+        heads = checks.count(cfg, "num_heads", 1)
+        checks.divides("num_heads", heads, "hidden_size", checks.count(cfg, "hidden_size", 1))
+        checks.count(cfg, "max_position_embeddings", 1)
+        checks.count(cfg, "vocab_size", 1)
+        checks.at_least(cfg, "layer_norm_epsilon", 0.0, "the norm would take the square root of a negative number")
+        kinds = getattr(cfg, "attention_layers", None) or getattr(cfg, "attention_types", None)
+        if "local" in repr(kinds):
+            checks.window("window_size", getattr(cfg, "window_size", None), 1)
+
     def config(self, cfg) -> ModelConfig:
+        self.validate(cfg)
         self.check_activation(cfg.activation_function)
-        if cfg.hidden_size % cfg.num_heads:
-            raise ValueError(f"hidden_size={cfg.hidden_size} is not divisible by num_heads={cfg.num_heads}")
         windows = layer_windows(cfg)
         return ModelConfig(
             n_layers=cfg.num_layers, n_heads=cfg.num_heads, d_model=cfg.hidden_size,

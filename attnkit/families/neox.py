@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from ..standard import LayerWeights, ModelConfig, Weights
-from . import Family, register
+from . import Family, checks, register
 from .llama import rope, rope_parameters
 
 
@@ -35,6 +35,13 @@ def split_fused_qkv(linear, n_heads: int):
     return Ws, bs
 
 
+def rotated_dims(head_dim: int, p: dict) -> int:
+    """How many of a head's dims rotate: ``int(head_dim · rotary_pct)`` frequencies θ_k for k < that / 2,
+    each turning a pair of dims (so an odd count is rounded up, as in HF)."""
+    dim = int(head_dim * float(p.get("partial_rotary_factor", 1.0)))
+    return 2 * ((dim + 1) // 2)
+
+
 @register
 class GPTNeoX(Family):
     name = "gpt_neox"
@@ -42,14 +49,28 @@ class GPTNeoX(Family):
     body, block_list = "gpt_neox", "layers"
     examples = ("EleutherAI/pythia-70m", "EleutherAI/pythia-160m", "EleutherAI/pythia-410m")
 
-    def config(self, cfg) -> ModelConfig:
-        self.check_activation(cfg.hidden_act)
-        if cfg.hidden_size % cfg.num_attention_heads:
-            raise ValueError(f"hidden_size={cfg.hidden_size} is not divisible by "
-                             f"num_attention_heads={cfg.num_attention_heads}")
-        head_dim = cfg.hidden_size // cfg.num_attention_heads
+    def validate(self, cfg) -> None:
+        checks.finite(cfg)
+        checks.count(cfg, "num_hidden_layers", 1, "a model without layers has no attention heads")
+        heads, width = checks.count(cfg, "num_attention_heads", 1), checks.count(cfg, "hidden_size", 1)
+        checks.divides("num_attention_heads", heads, "hidden_size", width)
+        checks.count(cfg, "max_position_embeddings", 1)
+        checks.count(cfg, "vocab_size", 1)
+        checks.at_least(cfg, "layer_norm_eps", 0.0, "the norm would take the square root of a negative number")
         p = rope_parameters(cfg)
-        dim = int(head_dim * p.get("partial_rotary_factor", 1.0))
+        checks.rope(p, "rotary_pct")
+        if heads and width and p.get("partial_rotary_factor") is not None:    # absent: HF's default, 0.25
+            head_dim = width // heads
+            turned = rotated_dims(head_dim, p)
+            if turned > head_dim:
+                checks.refuse("rotary_pct", p["partial_rotary_factor"], f"turns {turned} dims (pairs) of a "
+                              f"{head_dim}-dim head; HuggingFace's forward fails on it")
+
+    def config(self, cfg) -> ModelConfig:
+        self.validate(cfg)
+        self.check_activation(cfg.hidden_act)
+        head_dim = cfg.hidden_size // cfg.num_attention_heads
+        dim = rotated_dims(head_dim, rope_parameters(cfg))
         return ModelConfig(
             n_layers=cfg.num_hidden_layers, n_heads=cfg.num_attention_heads, d_model=cfg.hidden_size,
             n_ctx=cfg.max_position_embeddings, d_vocab=cfg.vocab_size, d_mlp=cfg.intermediate_size,
