@@ -138,7 +138,7 @@ def existing_file(s: str) -> str:
 
 def existing_nonempty_text_file(s: str) -> str:
     """A readable file that holds text (UTF-8, or UTF-16/32 with a byte-order mark), not only whitespace."""
-    from .prompts import MAX_UPLOAD_MB, PromptError, decode_text
+    from ..prompts import MAX_UPLOAD_MB, PromptError, decode_text
 
     existing_file(s)
     p = Path(s).expanduser()
@@ -158,7 +158,7 @@ def existing_nonempty_text_file(s: str) -> str:
 def device(s: str) -> str:
     """auto, cpu, cuda[:N] or mps. One that this machine lacks becomes 'cpu', with a notice on stderr
     (as the README says: "says so and runs on the CPU")."""
-    from .loading import LoadError, resolve_device
+    from ..loading import LoadError, resolve_device
 
     name = str(s).strip().lower()
     if name not in ("auto", "cpu", "mps") and not (name == "cuda" or (name.startswith("cuda:") and name[5:].isdigit())):
