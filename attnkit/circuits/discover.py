@@ -162,6 +162,12 @@ class Circuit:
         return self.circuit_ld / self.clean_ld >= self.target if self.clean_ld else False
 
     @property
+    def recovered(self) -> float:
+        """(LD(circuit) − LD(empty)) / (LD(clean) − LD(empty)): 0 with every edge ablated, 1 when clean."""
+        gap = self.clean_ld - self.empty_ld
+        return (self.circuit_ld - self.empty_ld) / gap if abs(gap) > 1e-6 else float("nan")
+
+    @property
     def heads(self) -> list[str]:
         """Heads on a kept edge (as sender or receiver), in layer order."""
         names = {e[0] for e in self.edges} | {e[1].split(".")[0] for e in self.edges}
@@ -179,6 +185,7 @@ class Circuit:
                 "clean_logit_diff": self.clean_ld, "empty_circuit_logit_diff": self.empty_ld,
                 "corrupted_logit_diff": self.corrupt_ld, "circuit_logit_diff": self.circuit_ld,
                 "faithfulness": self.circuit_ld / self.clean_ld if self.clean_ld else None,
+                "recovered": self.recovered if np.isfinite(self.recovered) else None,
                 "target": self.target, "reached": self.reached, "ablation": self.ablation, "pairs": self.n_pairs,
                 "notes": self.notes}
 

@@ -17,6 +17,8 @@ COMMANDS = {
     "patch": ("attnkit.patching", "activation patching on a clean/corrupted prompt pair"),
     "attribute": ("attnkit.attribution", "direct logit attribution and the logit lens for an answer"),
     "heads": ("attnkit.metrics", "per-head scores: previous-token, first-token, induction…"),
+    "compose": ("attnkit.cli.compose", "composition scores between heads of different layers (prompt-free)"),
+    "circuit": ("attnkit.cli.circuit", "path patching, attribution patching and circuit discovery on a pair"),
     "corpus": ("attnkit.corpus", "heads, entropy and ablation losses over a corpus, locally or on Ray"),
     "train-default": ("attnkit.train", "retrain the shipped attnkit-tiny model"),
 }
