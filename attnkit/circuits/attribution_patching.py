@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from ..model import run
-from ..patching import Pair, logit_diffs, patch
+from ..patching import Pair, PatchError, logit_diffs, patch, two_token_weights
 from ..weights import Weights
 from .path import Runs, cache_runs, edge_effects, parse_node, precedes, receiver_names, sender_names, sender_output
 
@@ -136,18 +136,22 @@ class HeadAttribution:
 
 def head_attribution(weights: Weights, pair: Pair, direction: str = "denoise", exact: bool = True,
                      runs: Runs | None = None) -> HeadAttribution:
-    """Attribution patching of every head's z at every position (patched LD estimates, [L, H, T])."""
-    runs = runs or cache_runs(weights, pair)
+    """Attribution patching of every head's z at every position (patched LD estimates, [L, H, T]): one
+    plain forward on the source prompt, one forward with gradients and one backward on the receiving one."""
+    if direction not in ("denoise", "noise"):
+        raise PatchError(f"unknown direction {direction!r}; choose denoise or noise")
+    w2 = runs.w2 if runs is not None else two_token_weights(weights, pair.answer, pair.distractor)
     recv_ids, src_ids = (pair.corrupt, pair.clean) if direction == "denoise" else (pair.clean, pair.corrupt)
-    runs.side(direction)
-    gr = gradients(runs.w2, recv_ids, pair.pos, ("z",))
+    gr = gradients(w2, recv_ids, pair.pos, ("z",))
     with torch.inference_mode():
-        src = run(runs.w2, src_ids, capture=["z"])
+        src = run(w2, src_ids, capture=["z"])
+    src_ld = float(logit_diffs(src.logits, pair.pos)[0])
     L = weights.config.n_layers
     est = np.stack([((src["z", l][0] - gr.values[("z", l)]) * gr.grads[("z", l)]).double().sum(-1).cpu().numpy()
                     for l in range(L)]) + gr.ld
     ex = patch(weights, pair, "z", per_position=True, direction=direction).raw if exact else None
-    return HeadAttribution(direction, est, ex, runs.clean_ld, runs.corrupt_ld, list(pair.notes))
+    clean_ld, corrupt_ld = (src_ld, gr.ld) if direction == "denoise" else (gr.ld, src_ld)
+    return HeadAttribution(direction, est, ex, clean_ld, corrupt_ld, list(pair.notes))
 
 
 def receiver_grads(w2: Weights, ids: list[int], pos: int, recv_cache: dict) -> tuple[float, dict]:

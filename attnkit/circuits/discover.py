@@ -23,12 +23,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .. import attention as A
 from ..model import norm, run
 from ..patching import Pair, PatchError, logit_diffs
 from ..weights import Weights
 from .attribution_patching import edge_attribution
-from .path import Runs, cache_runs, parse_node, precedes, receiver_names, sender_names, sender_output
+from .path import Runs, cache_runs, parse_node, receiver_names, sender_names, sender_output
 
 __all__ = ["ABLATIONS", "Circuit", "ablated_outputs", "circuit_logit_diffs", "discover"]
 
@@ -58,15 +57,31 @@ class _CircuitRun:
         self.abl = torch.stack([abl[s] for s in S]).to(w.dtype)           # [S, T, d]
         self.s_index = {s: i for i, s in enumerate(S)}
         self.r_index = {r: j for j, r in enumerate(R)}
-        self.cur: dict = {}
+        B, (_, T, d) = keep.shape[0], self.abl.shape
+        self.D = torch.zeros(B, len(S), T, d, dtype=w.dtype, device=w.device)   # out_s − abl_s, filled in order
+        self.n = 0                                                        # senders written so far (a prefix)
         self.stream: dict = {}
+        self.qkv: dict = {}
+
+    def _write(self, s: tuple, out: torch.Tensor) -> None:
+        i = self.s_index[s]
+        self.D[:, i] = out - self.abl[i]
+        self.n = max(self.n, i + 1)
 
     def _correction(self, recvs: list[tuple]) -> torch.Tensor:
         """Σ_s drop[b, s, r]·(out_s − abl_s) for each receiver: [B, len(recvs), T, d]."""
-        idx = [self.s_index[s] for s in self.cur]
-        D = torch.stack([self.cur[s] for s in self.cur], 1) - self.abl[idx][None]   # [B, S', T, d]
-        M = self.drop[:, idx][:, :, [self.r_index[r] for r in recvs]]                # [B, S', R']
-        return torch.einsum("bstd,bsr->brtd", D, M)
+        B, n, (_, T, d) = self.D.shape[0], self.n, self.abl.shape
+        M = self.drop[:, :n][:, :, [self.r_index[r] for r in recvs]]                  # [B, n, R']
+        return torch.bmm(M.transpose(1, 2), self.D[:, :n].reshape(B, n, T * d)).view(B, len(recvs), T, d)
+
+    def _inputs(self, name: str, l: int) -> torch.Tensor:
+        """The stream each head's q/k/v reads in layer l, [B, H, T, d] (computed once for q, k and v)."""
+        if ("q", l) not in self.qkv:
+            H = self.cfg.n_heads
+            C = self._correction([(i, l, h) for i in ("q", "k", "v") for h in range(H)])
+            x = self.stream[("pre", l)][:, None] - C
+            self.qkv = {(i, l): x[:, j * H:(j + 1) * H] for j, i in enumerate(("q", "k", "v"))}
+        return self.qkv[(name, l)]
 
     def hooks(self) -> dict:
         cfg, w = self.cfg, self.w
@@ -75,20 +90,16 @@ class _CircuitRun:
         def resid_pre(t, l):
             self.stream[("pre", l)] = t
             if l == 0:
-                self.cur[("embed",)] = t
+                self._write(("embed",), t)
 
         def head_out(t, l):
             for h in range(H):
-                self.cur[("head", l, h)] = t[:, h]
-
-        def mlp_out(t, l):
-            self.cur[("mlp", l)] = t
+                self._write(("head", l, h), t[:, h])
 
         def qkv(name):
             def f(t, l):
                 lw = w.layers[l]
-                x = self.stream[("pre", l)][:, None] - self._correction([(name, l, h) for h in range(H)])
-                x_hat = norm(x, lw.ln1_w, lw.ln1_b, cfg)                          # [B, H, T, d]
+                x_hat = norm(self._inputs(name, l), lw.ln1_w, lw.ln1_b, cfg)           # [B, H, T, d]
                 W, b = {"q": (lw.W_Q, lw.b_Q), "k": (lw.W_K, lw.b_K), "v": (lw.W_V, lw.b_V)}[name]
                 if name != "q" and g > 1:                  # one stream per key/value head: a kept edge wins
                     x_hat = x_hat[:, ::g]
@@ -105,8 +116,9 @@ class _CircuitRun:
             x = self.stream[("post", cfg.n_layers - 1)] - self._correction([("logits",)])[:, 0]
             return norm(x, w.lnf_w, w.lnf_b, cfg)
 
-        return {"resid_pre": resid_pre, "head_out": head_out, "mlp_out": mlp_out, "q": qkv("q"), "k": qkv("k"),
-                "v": qkv("v"), "resid_mid": lambda t, l: self.stream.__setitem__(("mid", l), t),
+        return {"resid_pre": resid_pre, "head_out": head_out, "mlp_out": lambda t, l: self._write(("mlp", l), t),
+                "q": qkv("q"), "k": qkv("k"), "v": qkv("v"),
+                "resid_mid": lambda t, l: self.stream.__setitem__(("mid", l), t),
                 "resid_post": lambda t, l: self.stream.__setitem__(("post", l), t), "ln2": ln2,
                 "ln_final": ln_final}
 
@@ -126,7 +138,7 @@ def _kv_union(keep: torch.Tensor, R: list[tuple], group: int) -> torch.Tensor:
 
 @torch.inference_mode()
 def circuit_logit_diffs(runs: Runs, S: list[tuple], R: list[tuple], keep: torch.Tensor, abl: dict,
-                        max_rows: int = 32) -> np.ndarray:
+                        max_rows: int = 16) -> np.ndarray:
     """LD on the clean prompt for each circuit (row of ``keep`` [B, S, R])."""
     keep = _kv_union(keep.to(runs.w2.device), R, runs.w2.config.group)
     out = []
