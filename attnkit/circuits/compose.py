@@ -31,9 +31,11 @@ circuit W_E·diag(w₁)·W_OV·diag(w_f)·W_Uᵀ (vocab × vocab; its non-zero e
 e×e matrix W_O·diag(w_f)·W_Uᵀ·W_E·diag(w₁)·W_V), ``copying = Re Σλ / Σ|λ|`` in [−1, 1]: near 1 a
 head's output raises the logit of the token it attends to. ``qk_token`` is the same score for the
 full QK circuit W_E·W_QK·W_Eᵀ (near 1: a token attends to itself / its copies). For learned
-positions, ``qk_positional`` is the share of the (row-centred) position×position scores
-W_pos·W_QK·W_posᵀ over the first ``n_pos`` positions explained by the offset i − j alone (1: a purely
-relative-position head), and ``preferred_offset`` the offset it scores highest (1: previous token).
+positions, ``qk_positional`` is the share of the within-row variance of the position×position scores
+W_pos·W_QK·W_posᵀ (causal part, first ``n_pos`` positions; softmax ignores a row's constant) explained
+by a function of the offset i − j alone (least squares with a constant per row; 1: a purely
+relative-position head), and ``preferred_offset`` the offset that function scores highest (1: previous
+token).
 """
 from __future__ import annotations
 
@@ -215,22 +217,24 @@ def _eig_score(M: torch.Tensor) -> torch.Tensor:
 
 
 def _offset_structure(S: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """S [H, N, N] position scores (query i, key j): share of the row-centred causal scores explained by
-    the offset i − j, and the offset (≤ N/2) with the highest mean centred score."""
+    """S [H, N, N] position scores (query i, key j ≤ i): the share of their within-row variance (softmax
+    ignores a row's constant) explained by a function of the offset i − j (least squares with a constant
+    per row), and the offset (≤ N/2) that function scores highest."""
     H, N, _ = S.shape
     i, j = torch.tril_indices(N, N)
     keep = i > 0
     i, j = i[keep], j[keep]
-    causal = torch.tril(torch.ones(N, N, dtype=torch.bool))
-    mean = (S * causal).sum(-1) / causal.sum(-1)                       # [H, N] row means over j ≤ i
-    c = S[:, i, j] - mean[:, i]                                        # [H, P]
-    off = i - j
-    count = torch.bincount(off, minlength=N).double()
-    sums = torch.zeros(H, N, dtype=torch.float64).index_add_(1, off, c)
-    means = sums / count.clamp_min(1)
-    between = (means[:, off] ** 2).sum(-1)
-    share = between / (c ** 2).sum(-1).clamp_min(1e-300)
-    best = means[:, : N // 2 + 1].argmax(-1)
+    y = S[:, i, j].double().T                                          # [P, H]
+    X = torch.zeros(len(i), 2 * N, dtype=torch.float64)
+    X[torch.arange(len(i)), i - j] = 1.0                               # the offset's value f(i − j)
+    X[torch.arange(len(i)), N + i] = 1.0                               # the row's constant a_i
+    coef = torch.linalg.lstsq(X, y, driver="gelsd").solution           # [2N, H]
+    rss = ((X @ coef - y) ** 2).sum(0)
+    count = torch.bincount(i, minlength=N).double()
+    row_mean = torch.zeros(N, H, dtype=torch.float64).index_add_(0, i, y) / count.clamp_min(1)[:, None]
+    tss = ((y - row_mean[i]) ** 2).sum(0)
+    share = (1 - rss / tss.clamp_min(1e-300)).clamp(0, 1)
+    best = coef[: N // 2 + 1].argmax(0)
     return share, best
 
 
@@ -260,7 +264,7 @@ def head_scores(w: Weights, n_pos: int = 64) -> HeadScores:
     notes = ["copying = Re Σλ / Σ|λ| over the eigenvalues of W_E·W_OV·W_Uᵀ (ln_1's and the final norm's scales "
              "folded; MLPs, biases and 1/σ left out)", "qk_token: the same score for W_E·W_QK·W_Eᵀ"]
     notes.append("qk_positional: rotary family, positions enter by rotation, not scored" if w.wpe is None else
-                 f"qk_positional: share of the row-centred W_pos·W_QK·W_posᵀ scores over the first {n_pos} "
-                 "positions explained by the offset i − j")
+                 f"qk_positional: share of the within-row variance of W_pos·W_QK·W_posᵀ over the first {n_pos} "
+                 "positions explained by a function of the offset i − j")
     st = (lambda xs: torch.stack(xs).numpy())                           # noqa: E731
     return HeadScores(st(copy), st(tok), st(pos), st(off), n_pos, notes)
