@@ -369,17 +369,39 @@ def test_circuit_runs_full_empty_and_one_edge_out(odd, pair):
     np.testing.assert_allclose(lds[2:], want, atol=1e-4)
 
 
-def test_circuit_run_gqa_full_is_clean(gqa):
-    ids = gqa.encode("Attention lets every token look back at the tokens before it.")
-    pr = P.Pair(ids, ids[:3] + [ids[3] + 1] + ids[4:], 5, 9, len(ids) - 1)
-    cfg = gqa.config
+@pytest.fixture(scope="module", params=["mistral-window", "pythia-70m"])
+def family(request, gqa, tmp_path_factory):
+    from attnkit.loading import load
+
+    if request.param == "mistral-window":
+        return gqa
+    return load(str(make_family_checkpoint(tmp_path_factory.mktemp("circuits-neox"), request.param)), "cpu")
+
+
+def test_circuit_runs_other_families(family):
+    """Grouped-query attention (Mistral layout) and parallel blocks with rotary positions (Pythia): every edge
+    kept = clean, none = corrupted, all but one (q, MLP or logits receiver) = path patching of that edge."""
+    ids = family.encode("Attention lets every token look back at the tokens before it.")
+    pr = P.Pair(ids, ids[:3] + [(ids[3] + 1) % 300] + ids[4:], 5, 9, len(ids) - 1)
+    cfg = family.config
     S, R = _nodes(cfg)
-    runs = PA.cache_runs(gqa.weights, pr)
+    runs = PA.cache_runs(family.weights, pr)
     ok = torch.tensor([[PA.precedes(s, r, cfg) for r in R] for s in S])
-    lds = DI.circuit_logit_diffs(runs, S, R, torch.stack([ok, torch.zeros_like(ok)]),
-                                 DI.ablated_outputs(runs, S, "resample"))
+    edges = [("L0H1", "L1H2.q"), ("MLP0", "MLP1"), ("L1H3", "logits"), ("embed", "L1H0.q"), ("L0H2", "MLP0")]
+    if cfg.parallel:
+        edges = edges[:-1]            # a parallel block's MLP reads the stream before its own heads
+    keep = [ok.clone(), torch.zeros_like(ok)]
+    for s, r in edges:
+        k = ok.clone()
+        k[S.index(PA.parse_node(s, cfg)), R.index(PA.parse_node(r, cfg, "receiver"))] = False
+        keep.append(k)
+    lds = DI.circuit_logit_diffs(runs, S, R, torch.stack(keep), DI.ablated_outputs(runs, S, "resample"))
     assert lds[0] == pytest.approx(runs.clean_ld, abs=1e-4)
     assert lds[1] == pytest.approx(runs.corrupt_ld, abs=1e-4)
+    want = PA.edge_effects(runs, [(PA.parse_node(s, cfg), PA.parse_node(r, cfg, "receiver")) for s, r in edges],
+                           "noise")
+    np.testing.assert_allclose(lds[2:], want, atol=1e-4)
+    assert not np.allclose(want, runs.clean_ld, atol=1e-6)      # the edges do something
 
 
 def test_discovery_on_tiny_finds_the_induction_circuit(tiny, tiny_pair):

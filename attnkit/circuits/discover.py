@@ -27,7 +27,7 @@ from ..model import norm, run
 from ..patching import Pair, PatchError, logit_diffs
 from ..weights import Weights
 from .attribution_patching import edge_attribution
-from .path import Runs, cache_runs, parse_node, receiver_names, sender_names, sender_output
+from .path import Runs, cache_runs, parse_node, precedes, receiver_names, sender_names, sender_output
 
 __all__ = ["ABLATIONS", "Circuit", "ablated_outputs", "circuit_logit_diffs", "discover"]
 
@@ -49,11 +49,13 @@ def ablated_outputs(runs: Runs, senders: list[tuple], ablation: str) -> dict:
 
 
 class _CircuitRun:
-    """Hooks for a batch of circuits (row b: keep [S, R] bool) on the clean prompt."""
+    """Hooks for a batch of circuits (row b: keep [S, R] bool) on the clean prompt. An edge is dropped when
+    it is not kept and exists (a parallel block's MLP does not read its own layer's heads)."""
 
-    def __init__(self, w: Weights, S: list[tuple], R: list[tuple], keep: torch.Tensor, abl: dict):
+    def __init__(self, w: Weights, S: list[tuple], R: list[tuple], keep: torch.Tensor, abl: dict,
+                 exists: torch.Tensor):
         self.w, self.cfg, self.S, self.R = w, w.config, S, R
-        self.drop = (~keep).to(w.dtype)                                   # [B, S, R]
+        self.drop = (~keep & exists).to(w.dtype)                          # [B, S, R]
         self.abl = torch.stack([abl[s] for s in S]).to(w.dtype)           # [S, T, d]
         self.s_index = {s: i for i, s in enumerate(S)}
         self.r_index = {r: j for j, r in enumerate(R)}
@@ -141,10 +143,11 @@ def circuit_logit_diffs(runs: Runs, S: list[tuple], R: list[tuple], keep: torch.
                         max_rows: int = 16) -> np.ndarray:
     """LD on the clean prompt for each circuit (row of ``keep`` [B, S, R])."""
     keep = _kv_union(keep.to(runs.w2.device), R, runs.w2.config.group)
+    exists = torch.tensor([[precedes(s, r, runs.w2.config) for r in R] for s in S], device=keep.device)
     out = []
     for i in range(0, keep.shape[0], max_rows):
         part = keep[i: i + max_rows]
-        cr = _CircuitRun(runs.w2, S, R, part, abl)
+        cr = _CircuitRun(runs.w2, S, R, part, abl, exists)
         ids = torch.tensor([runs.pair.clean], device=runs.w2.device).expand(part.shape[0], -1)
         out.append(logit_diffs(run(runs.w2, ids, hooks=cr.hooks()).logits, runs.pair.pos).cpu().numpy())
     return np.concatenate(out)
