@@ -267,6 +267,9 @@ def discover(weights: Weights, pairs: Pair | list[Pair], target: float = 0.8, *,
             hit = [i for i, v in enumerate(lds) if clean and v / clean >= target]
     notes = [f"{len(pairs)} pair(s); edges ranked by |edge attribution| (Δ = {ablation}-ablated − clean output); "
              "faithfulness = LD(circuit) / LD(clean) with every other edge ablated"]
+    if clean <= 0:
+        notes.append(f"the clean logit difference is {clean:+.4f} (not positive): LD(circuit) / LD(clean) is not a "
+                     "share here; read 'recovered' (0 = every edge ablated, 1 = clean) instead")
     if hit:
         best = hit[0]
     else:
