@@ -490,13 +490,19 @@ def test_compose_cli(tmp_path, capsys):
      "not a node"),
     (["circuit", "--clean", "a", "--corrupt", "b", "--answer", "a", "--distractor", "b", "--share", "2"],
      "--share"),
+    (["circuit", "--clean", "a", "--corrupt", "b", "--answer", "a", "--distractor", "b", "--sender", "L0H0"],
+     "--sender needs --receiver"),
+    (["circuit", "--clean", "a", "--corrupt", "b", "--answer", "a", "--distractor", "b", "--ablation", "zero"],
+     "--ablation"),
 ])
-def test_cli_bad_args_exit_2_before_loading(argv, msg, capsys):
+def test_cli_bad_args_exit_2_before_loading(argv, msg, capsys, monkeypatch):
+    from attnkit import loading
     from attnkit.cli import main
 
-    assert main(argv + ["--model", "/nonexistent/model"]) == 2
-    err = capsys.readouterr().err
-    assert msg in err and "Traceback" not in err and "nonexistent/model" not in err
+    monkeypatch.setattr(loading, "load", lambda *a, **k: pytest.fail("a model was loaded"))
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and msg in err[0] and "Traceback" not in err[0], err
 
 
 def test_circuit_cli(tiny, tmp_path, capsys):
