@@ -14,12 +14,17 @@ __all__ = ["composition_matrix", "circuit_graph", "faithfulness_curve", "estimat
 _INPUT_COLOURS = {"q": "#1f77b4", "k": "#d62728", "v": "#2ca02c", "mlp": "#9467bd", "logits": "#ff7f0e"}
 
 
-def composition_matrix(comp, mode: str = "k", *, title: str | None = None) -> alt.LayerChart:
+def composition_matrix(comp, mode: str = "k", *, title: str | None = None,
+                       receiver_layers=None) -> alt.LayerChart:
     """Sender head (rows) × receiver head (columns) ``mode``-composition scores; the colour scale starts
-    at the random baseline's mean and cells above its 99th percentile are outlined."""
+    at the random baseline's mean and cells above its 99th percentile are outlined. ``receiver_layers``
+    (optional) keeps only receivers in those layers."""
     H, lab = comp.n_heads, comp.labels
     s = comp.scores[mode]
     ii, jj = np.nonzero(np.isfinite(s))
+    if receiver_layers is not None:
+        keep = np.isin(jj // H, list(receiver_layers))
+        ii, jj = ii[keep], jj[keep]
     b = comp.baseline
     d = pd.DataFrame({"sender": [lab[i] for i in ii], "receiver": [lab[j] for j in jj], "score": s[ii, jj],
                       "sender_layer": ii // H, "receiver_layer": jj // H})
@@ -57,9 +62,11 @@ def node_xy(name: str, n_layers: int, n_heads: int) -> tuple[float, float]:
     return float(h), float(l)
 
 
-def circuit_graph(edges, n_layers: int, n_heads: int, *, title: str = "", width: int = 640) -> alt.LayerChart:
+def circuit_graph(edges, n_layers: int, n_heads: int, *, title: str = "", width: int = 640,
+                  select_edge: str | None = None, select_node: str | None = None) -> alt.LayerChart:
     """Edges (sender, receiver, score) drawn from node to node; colour = the receiver's input (q, k, v,
-    MLP, logits), width = |score|. Heads are nodes at (head, layer)."""
+    MLP, logits), width = |score|. Heads are nodes at (head, layer). ``select_edge`` / ``select_node`` name
+    click selections (fields sender, receiver / node) for Streamlit's ``on_select``."""
     rows = []
     for s, r, v in edges:
         (x, y), (x2, y2) = node_xy(s, n_layers, n_heads), node_xy(r, n_layers, n_heads)
@@ -78,8 +85,13 @@ def circuit_graph(edges, n_layers: int, n_heads: int, *, title: str = "", width:
                         scale=alt.Scale(domain=list(_INPUT_COLOURS), range=list(_INPUT_COLOURS.values()))),
         strokeWidth=alt.StrokeWidth("abs_score:Q", title="|score|", scale=alt.Scale(range=[0.5, 6])),
         tooltip=["sender:N", "receiver:N", alt.Tooltip("score:Q", format="+.4f"), "input:N"])
+    if select_edge:
+        lines = lines.add_params(alt.selection_point(name=select_edge, fields=["sender", "receiver"], on="click",
+                                                     clear=False))
     dots = alt.Chart(nodes).mark_circle(size=260, color="#444").encode(
         x=alt.X("x:Q", scale=xs), y=alt.Y("y:Q", scale=ys), tooltip=["node:N"])
+    if select_node:
+        dots = dots.add_params(alt.selection_point(name=select_node, fields=["node"], on="click", clear=False))
     text = alt.Chart(nodes).mark_text(dy=-14, fontSize=10).encode(x="x:Q", y="y:Q", text="node:N")
     height = max(240, 70 * (n_layers + 2))
     return alt.layer(lines, dots, text).properties(width=width, height=height, autosize=PAD)
