@@ -524,3 +524,24 @@ def test_circuit_cli(tiny, tmp_path, capsys):
     assert "circuit:" in text and "L2H1" in text
     c = json.loads(out.read_text())["circuit"]
     assert c["reached"] and c["pairs"] == 2
+
+
+def test_circuits_page(tiny):
+    from helpers import apptest
+
+    at = apptest("pages/8_Circuits.py", timeout=300).run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    heads = [s.value for s in at.subheader]
+    assert any("compose" in h for h in heads) and any("Path patching" in h for h in heads)
+    assert any("random" in c.value.lower() and "0.06" in c.value for c in at.caption)
+    kept = at.metric[0].value
+    assert "of 1519" in kept and float(at.metric[1].value.rstrip("%")) >= 80
+    assert "L2H1" in " ".join(c.value for c in at.caption if c.value.startswith("Heads in the circuit"))
+    # what a click on the edge L2H1 → L3H0.k sets: its path patch is shown
+    for k, v in dict(ci_recv_layer=3, ci_recv_head=0, ci_recv_input="k", ci_sender="L2H1").items():
+        at.session_state[k] = v
+    at.run()
+    assert any("L2H1 → L3H0.k" in i.value for i in at.info), [i.value for i in at.info]
+    at.text_input(key="ci_corrupt").input("Install the kernel").run()
+    assert any("must be the same length" in e.value for e in at.error)
