@@ -545,3 +545,20 @@ def test_circuits_page(tiny):
     assert any("L2H1 → L3H0.k" in i.value for i in at.info), [i.value for i in at.info]
     at.text_input(key="ci_corrupt").input("Install the kernel").run()
     assert any("must be the same length" in e.value for e in at.error)
+
+
+def test_path_map_over_a_prompt_set_and_batches(tiny, tiny_pair):
+    """The set's mean is the mean of the pairs' maps; circuit runs split into small batches agree."""
+    broken = P.make_pair(tiny, TINY_CLEAN, TINY_CORRUPT_MATCH, " source", " binary")
+    many = PA.path_map_many(tiny.weights, [tiny_pair, broken], "L3H0.k", "noise")
+    one = [PA.path_map(tiny.weights, p, "L3H0.k", "noise").normalised for p in (tiny_pair, broken)]
+    np.testing.assert_allclose(many["mean"], np.mean(one, 0), atol=1e-12)
+    assert many["n"] == 2 and len(many["senders"]) == 24
+    cfg = tiny.config
+    S, R = _nodes(cfg)
+    runs = PA.cache_runs(tiny.weights, tiny_pair)
+    abl = DI.ablated_outputs(runs, S, "mean")
+    keep = torch.rand(5, len(S), len(R), generator=torch.Generator().manual_seed(0)) < 0.5
+    a = DI.circuit_logit_diffs(runs, S, R, keep, abl)
+    b = DI.circuit_logit_diffs(runs, S, R, keep, abl, max_bytes=1)
+    np.testing.assert_allclose(a, b, atol=1e-4)

@@ -140,11 +140,14 @@ def _kv_union(keep: torch.Tensor, R: list[tuple], group: int) -> torch.Tensor:
 
 @torch.inference_mode()
 def circuit_logit_diffs(runs: Runs, S: list[tuple], R: list[tuple], keep: torch.Tensor, abl: dict,
-                        max_rows: int = 16) -> np.ndarray:
-    """LD on the clean prompt for each circuit (row of ``keep`` [B, S, R])."""
+                        max_rows: int = 16, max_bytes: float = 2.5e8) -> np.ndarray:
+    """LD on the clean prompt for each circuit (row of ``keep`` [B, S, R]), in batches whose stack of sender
+    differences stays under ``max_bytes``."""
     keep = _kv_union(keep.to(runs.w2.device), R, runs.w2.config.group)
     exists = torch.tensor([[precedes(s, r, runs.w2.config) for r in R] for s in S], device=keep.device)
     out = []
+    per_row = len(S) * runs.pair.T * runs.w2.config.d_model * runs.w2.wte.element_size()   # the sender stack
+    max_rows = max(1, min(max_rows, int(max_bytes // per_row)))
     for i in range(0, keep.shape[0], max_rows):
         part = keep[i: i + max_rows]
         cr = _CircuitRun(runs.w2, S, R, part, abl, exists)
