@@ -12,6 +12,7 @@ ui.run_frame([
     st.Page("pages/1_Heatmaps.py", title="Heatmaps", icon="🔥"),
     st.Page("pages/2_Compare_heads.py", title="Compare heads", icon="🧭"),
     st.Page("pages/7_Head_effects.py", title="Head effects", icon="🎯"),
+    st.Page("pages/8_Circuits.py", title="Circuits", icon="🕸️"),
     st.Page("pages/3_Entropy.py", title="Entropy", icon="📈"),
     st.Page("pages/4_Ablations.py", title="Ablations", icon="✂️"),
     st.Page("pages/5_Step_by_step.py", title="Step by step", icon="🪜"),

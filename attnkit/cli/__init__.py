@@ -19,6 +19,8 @@ COMMANDS = {
     "heads": ("attnkit.cli.heads", "per-head scores: previous-token, first-token, induction…"),
     "corpus": ("attnkit.cli.corpus", "heads, entropy and ablation losses over a corpus, locally or on Ray"),
     "train-default": ("attnkit.cli.train_default", "retrain the shipped attnkit-tiny model"),
+    "compose": ("attnkit.cli.compose", "composition scores between heads of different layers (prompt-free)"),
+    "circuit": ("attnkit.cli.circuit", "path patching, attribution patching and circuit discovery on a pair"),
 }
 
 

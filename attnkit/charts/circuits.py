@@ -1,0 +1,127 @@
+"""Charts of circuits across layers (Altair, no Streamlit): the composition matrix with its random
+baseline, the circuit as a graph (heads as nodes by layer), the faithfulness curve, and attribution
+patching against exact patching."""
+from __future__ import annotations
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from .heatmaps import PAD
+
+__all__ = ["composition_matrix", "circuit_graph", "faithfulness_curve", "estimate_vs_exact", "node_xy"]
+
+_INPUT_COLOURS = {"q": "#1f77b4", "k": "#d62728", "v": "#2ca02c", "mlp": "#9467bd", "logits": "#ff7f0e"}
+
+
+def composition_matrix(comp, mode: str = "k", *, title: str | None = None,
+                       receiver_layers=None) -> alt.LayerChart:
+    """Sender head (rows) × receiver head (columns) ``mode``-composition scores; the colour scale starts
+    at the random baseline's mean and cells above its 99th percentile are outlined. ``receiver_layers``
+    (optional) keeps only receivers in those layers."""
+    H, lab = comp.n_heads, comp.labels
+    s = comp.scores[mode]
+    ii, jj = np.nonzero(np.isfinite(s))
+    if receiver_layers is not None:
+        keep = np.isin(jj // H, list(receiver_layers))
+        ii, jj = ii[keep], jj[keep]
+    b = comp.baseline
+    d = pd.DataFrame({"sender": [lab[i] for i in ii], "receiver": [lab[j] for j in jj], "score": s[ii, jj],
+                      "sender_layer": ii // H, "receiver_layer": jj // H})
+    d["above_baseline"] = d["score"] - b["mean"]
+    d["beyond_q99"] = d["score"] > b["q99"]
+    senders = [x for x in lab if x in set(d["sender"])]
+    receivers = [x for x in lab if x in set(d["receiver"])]
+    cell = max(6, min(22, 720 // max(len(receivers), 1)))
+    title = title or (f"{mode.upper()}-composition (sender → receiver); random baseline mean {b['mean']:.3f}, "
+                      f"99th percentile {b['q99']:.3f}")
+    base = alt.Chart(d, title=title).encode(
+        x=alt.X("receiver:N", sort=receivers, title="receiver head"),
+        y=alt.Y("sender:N", sort=senders, title="sender head"))
+    tips = [alt.Tooltip("sender:N"), alt.Tooltip("receiver:N"), alt.Tooltip("score:Q", format=".4f"),
+            alt.Tooltip("above_baseline:Q", format="+.4f", title="score − baseline mean"),
+            alt.Tooltip("beyond_q99:N", title="above the baseline's 99th percentile")]
+    top = float(max(d["score"].max(), b["q99"])) if len(d) else 1.0
+    rect = base.mark_rect().encode(
+        color=alt.Color("score:Q", title=f"{mode.upper()}-composition",
+                        scale=alt.Scale(scheme="viridis", domain=[b["mean"], top], clamp=True)), tooltip=tips)
+    ring = base.transform_filter("datum.beyond_q99").mark_rect(fillOpacity=0, stroke="white", strokeWidth=0.6)
+    return alt.layer(rect, ring).properties(width=cell * len(receivers), height=cell * len(senders), autosize=PAD)
+
+
+def node_xy(name: str, n_layers: int, n_heads: int) -> tuple[float, float]:
+    """Where a node sits: heads at (head, layer), MLP{l} right of layer l, embed below, logits above."""
+    base = name.split(".")[0]
+    if base == "embed":
+        return (n_heads - 1) / 2, -1.0
+    if base == "logits":
+        return (n_heads - 1) / 2, float(n_layers)
+    if base.startswith("MLP"):
+        return float(n_heads) + 0.5, int(base[3:]) + 0.4
+    l, h = base[1:].split("H")
+    return float(h), float(l)
+
+
+def circuit_graph(edges, n_layers: int, n_heads: int, *, title: str = "", width: int = 640,
+                  select_edge: str | None = None, select_node: str | None = None) -> alt.LayerChart:
+    """Edges (sender, receiver, score) drawn from node to node; colour = the receiver's input (q, k, v,
+    MLP, logits), width = |score|. Heads are nodes at (head, layer). ``select_edge`` / ``select_node`` name
+    click selections (fields sender, receiver / node) for Streamlit's ``on_select``."""
+    rows = []
+    for s, r, v in edges:
+        (x, y), (x2, y2) = node_xy(s, n_layers, n_heads), node_xy(r, n_layers, n_heads)
+        kind = r.split(".")[1] if "." in r else ("mlp" if r.startswith("MLP") else "logits")
+        rows.append({"sender": s, "receiver": r, "score": float(v), "abs_score": abs(float(v)), "input": kind,
+                     "x": x, "y": y, "x2": x2, "y2": y2})
+    e = pd.DataFrame(rows, columns=["sender", "receiver", "score", "abs_score", "input", "x", "y", "x2", "y2"])
+    names = sorted({n.split(".")[0] for n in list(e["sender"]) + list(e["receiver"])})
+    nodes = pd.DataFrame([{"node": n, "x": node_xy(n, n_layers, n_heads)[0], "y": node_xy(n, n_layers, n_heads)[1]}
+                          for n in names], columns=["node", "x", "y"])
+    xs = alt.Scale(domain=[-0.8, n_heads + 1.3])
+    ys = alt.Scale(domain=[-1.5, n_layers + 0.5])
+    lines = alt.Chart(e, title=title).mark_rule(opacity=0.7).encode(
+        x=alt.X("x:Q", scale=xs, title="head"), y=alt.Y("y:Q", scale=ys, title="layer"), x2="x2:Q", y2="y2:Q",
+        color=alt.Color("input:N", title="receiver input",
+                        scale=alt.Scale(domain=list(_INPUT_COLOURS), range=list(_INPUT_COLOURS.values()))),
+        strokeWidth=alt.StrokeWidth("abs_score:Q", title="|score|", scale=alt.Scale(range=[0.5, 6])),
+        tooltip=["sender:N", "receiver:N", alt.Tooltip("score:Q", format="+.4f"), "input:N"])
+    if select_edge:
+        lines = lines.add_params(alt.selection_point(name=select_edge, fields=["sender", "receiver"], on="click",
+                                                     clear=False))
+    dots = alt.Chart(nodes).mark_circle(size=260, color="#444").encode(
+        x=alt.X("x:Q", scale=xs), y=alt.Y("y:Q", scale=ys), tooltip=["node:N"])
+    if select_node:
+        dots = dots.add_params(alt.selection_point(name=select_node, fields=["node"], on="click", clear=False))
+    text = alt.Chart(nodes).mark_text(dy=-14, fontSize=10).encode(x="x:Q", y="y:Q", text="node:N")
+    height = max(240, 70 * (n_layers + 2))
+    return alt.layer(lines, dots, text).properties(width=width, height=height, autosize=PAD)
+
+
+def faithfulness_curve(circuit, *, title: str = "") -> alt.LayerChart:
+    """Share of the clean logit difference recovered against the number of edges kept (log scale)."""
+    d = circuit.curve_frame()
+    d = d[d["edges"] > 0]
+    line = alt.Chart(d, title=title or f"faithfulness ({circuit.ablation} ablation of every other edge)").mark_line(
+        point=True).encode(
+        x=alt.X("edges:Q", scale=alt.Scale(type="log"), title="edges kept (top by |edge attribution|)"),
+        y=alt.Y("faithfulness:Q", title="LD(circuit) / LD(clean)"),
+        tooltip=["edges:Q", alt.Tooltip("faithfulness:Q", format=".3f")])
+    target = alt.Chart(pd.DataFrame({"y": [circuit.target]})).mark_rule(strokeDash=[4, 4], color="grey").encode(
+        y="y:Q")
+    empty = alt.Chart(pd.DataFrame({"y": [circuit.empty_ld / circuit.clean_ld if circuit.clean_ld else 0.0]})
+                      ).mark_rule(color="#d62728", strokeDash=[2, 2]).encode(y="y:Q", tooltip=[
+                          alt.Tooltip("y:Q", title="every edge ablated", format=".3f")])
+    pick = alt.Chart(pd.DataFrame({"edges": [max(circuit.size, 1)], "faithfulness": [
+        circuit.circuit_ld / circuit.clean_ld if circuit.clean_ld else 0.0]})).mark_point(
+        size=160, shape="diamond", filled=True, color="#ff7f0e").encode(
+        x="edges:Q", y="faithfulness:Q", tooltip=["edges:Q", alt.Tooltip("faithfulness:Q", format=".3f")])
+    return alt.layer(line, target, empty, pick).properties(width=560, height=300, autosize=PAD)
+
+
+def estimate_vs_exact(df: pd.DataFrame, label: str = "name", *, title: str = "") -> alt.Chart:
+    """Attribution-patching estimate against exact patching (columns ``estimate``, ``exact``, ``label``)."""
+    return alt.Chart(df, title=title).mark_circle(size=30, opacity=0.6).encode(
+        x=alt.X("exact:Q", title="exact patching"), y=alt.Y("estimate:Q", title="attribution patching"),
+        tooltip=[c for c in df.columns if df[c].dtype == object] + [alt.Tooltip("exact:Q", format="+.4f"),
+                                                                   alt.Tooltip("estimate:Q", format="+.4f")]
+    ).properties(width=420, height=420, autosize=PAD)

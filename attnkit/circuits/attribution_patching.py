@@ -1,0 +1,233 @@
+"""Attribution patching: the first-order (gradient × activation difference) estimate of patching.
+
+For an activation a of the receiving run and its value a' in the source run, patching changes the
+logit difference by about ``(a' − a)·∂LD/∂a`` (Nanda 2023). One forward pass with gradients on the
+receiving run, one backward pass from LD, and one plain forward pass on the source prompt give the
+estimate for **every head at every position** (a = z) at once.
+
+**Edge attribution patching** (Syed et al. 2023) does the same for every edge of the head/MLP graph
+(see :mod:`attnkit.circuits.path` for the node names): the edge sender → receiver is scored
+``Σ_t Δ_sender[t]·g_receiver[t]``, where Δ is the sender's output difference and g the gradient of LD
+with respect to the stream the receiver reads *through that input only*: ∂LD/∂q_h (or k, v; the MLP's
+normed input; the final norm's output), taken back through W_Q[h]ᵀ and the norm's Jacobian at the
+receiving run's stream. Senders are the embedding, every head and every MLP; receivers every head's
+q, k and v, every MLP and the logits.
+
+Each estimate comes with the exact patched values beside it (:func:`attnkit.patching.patch` for
+heads, :func:`attnkit.circuits.path.edge_effects` for edges) and their Spearman rank correlation
+(:func:`spearman`, written here), so the approximation is never taken on faith.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..model import run
+from ..patching import Pair, PatchError, logit_diffs, patch, two_token_weights
+from ..weights import Weights
+from .path import Runs, cache_runs, edge_effects, parse_node, precedes, receiver_names, sender_names, sender_output
+
+__all__ = ["spearman", "rank", "Gradients", "gradients", "HeadAttribution", "head_attribution",
+           "EdgeAttribution", "edge_attribution", "norm_vjp", "receiver_grads"]
+
+_RUN = getattr(run, "__wrapped__", run)        # model.run without its inference_mode: a gradient path
+
+
+def rank(x) -> np.ndarray:
+    """Ranks 1…n, ties given their average rank."""
+    x = np.asarray(x, dtype=np.float64).ravel()
+    order = np.argsort(x, kind="mergesort")
+    ranks = np.empty(len(x))
+    xs = x[order]
+    i = 0
+    while i < len(x):
+        j = i
+        while j + 1 < len(x) and xs[j + 1] == xs[i]:
+            j += 1
+        ranks[order[i:j + 1]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def spearman(a, b) -> float:
+    """Spearman's rank correlation (Pearson's on the ranks; ties averaged). NaN pairs dropped."""
+    a, b = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
+    ok = np.isfinite(a) & np.isfinite(b)
+    ra, rb = rank(a[ok]), rank(b[ok])
+    if ok.sum() < 2:
+        return float("nan")
+    ra, rb = ra - ra.mean(), rb - rb.mean()
+    den = np.sqrt((ra ** 2).sum() * (rb ** 2).sum())
+    return float((ra * rb).sum() / den) if den > 0 else float("nan")
+
+
+def norm_vjp(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor, cfg) -> torch.Tensor:
+    """Gradient with respect to x [.., T, d] of the norm's output, given its output gradient g [.., T, d]."""
+    x, g = x.double(), g.double()
+    if cfg.norm == "rmsnorm":
+        r = torch.sqrt(x.pow(2).mean(-1, keepdim=True) + cfg.layer_norm_eps)
+        n, gn = x / r, g * w.double()
+        return (gn - n * (gn * n).mean(-1, keepdim=True)) / r
+    mu = x.mean(-1, keepdim=True)
+    sig = torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + cfg.layer_norm_eps)
+    n, gn = (x - mu) / sig, g * w.double()
+    return (gn - gn.mean(-1, keepdim=True) - n * (gn * n).mean(-1, keepdim=True)) / sig
+
+
+@dataclass
+class Gradients:
+    """One forward + one backward on the receiving run: LD and ∂LD/∂(each hooked activation)."""
+
+    ld: float
+    values: dict          # (point, layer) -> activation [T, …] of the receiving run
+    grads: dict           # (point, layer) -> ∂LD/∂activation
+
+
+def gradients(w2: Weights, ids: list[int], pos: int, points=("z",)) -> Gradients:
+    """``w2``: two-token weights (answer, distractor). Adds a zero leaf at each of ``points`` in every layer
+    (q, k, v, z, ln2 per layer; ln_final) so the backward pass leaves LD's gradient there."""
+    leaves, values = {}, {}
+
+    def hook(name):
+        def f(t, layer):
+            values[(name, layer)] = t.detach()[0]
+            leaf = torch.zeros_like(t, requires_grad=True)
+            leaves[(name, layer)] = leaf
+            return t + leaf
+        return f
+
+    hooks = {p: hook(p) for p in points}
+    with torch.inference_mode(False), torch.enable_grad():
+        tr = _RUN(w2, ids, hooks=hooks)
+        ld = logit_diffs(tr.logits, pos)[0]
+        keys = list(leaves)
+        grads = torch.autograd.grad(ld, [leaves[k] for k in keys], allow_unused=True)
+    out = {k: (torch.zeros_like(values[k]) if g is None else g[0].detach()) for k, g in zip(keys, grads)}
+    return Gradients(float(ld.detach()), values, out)
+
+
+@dataclass
+class HeadAttribution:
+    direction: str
+    estimate: np.ndarray           # [L, H, T] estimated patched logit difference
+    exact: np.ndarray | None       # [L, H, T] patched logit difference (patching.patch), when computed
+    clean_ld: float
+    corrupt_ld: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def spearman(self) -> float:
+        return float("nan") if self.exact is None else spearman(self.estimate, self.exact)
+
+    def frame(self):
+        import pandas as pd
+
+        L, H, T = self.estimate.shape
+        idx = np.indices((L, H, T)).reshape(3, -1)
+        df = pd.DataFrame({"layer": idx[0], "head": idx[1], "position": idx[2],
+                           "estimate": self.estimate.ravel()})
+        df.insert(0, "name", [f"L{l}H{h}" for l, h in zip(idx[0], idx[1])])
+        if self.exact is not None:
+            df["exact"] = self.exact.ravel()
+        return df
+
+
+def head_attribution(weights: Weights, pair: Pair, direction: str = "denoise", exact: bool = True,
+                     runs: Runs | None = None) -> HeadAttribution:
+    """Attribution patching of every head's z at every position (patched LD estimates, [L, H, T]): one
+    plain forward on the source prompt, one forward with gradients and one backward on the receiving one."""
+    if direction not in ("denoise", "noise"):
+        raise PatchError(f"unknown direction {direction!r}; choose denoise or noise")
+    w2 = runs.w2 if runs is not None else two_token_weights(weights, pair.answer, pair.distractor)
+    recv_ids, src_ids = (pair.corrupt, pair.clean) if direction == "denoise" else (pair.clean, pair.corrupt)
+    gr = gradients(w2, recv_ids, pair.pos, ("z",))
+    with torch.inference_mode():
+        src = run(w2, src_ids, capture=["z"])
+    src_ld = float(logit_diffs(src.logits, pair.pos)[0])
+    L = weights.config.n_layers
+    est = np.stack([((src["z", l][0] - gr.values[("z", l)]) * gr.grads[("z", l)]).double().sum(-1).cpu().numpy()
+                    for l in range(L)]) + gr.ld
+    ex = patch(weights, pair, "z", per_position=True, direction=direction).raw if exact else None
+    clean_ld, corrupt_ld = (src_ld, gr.ld) if direction == "denoise" else (gr.ld, src_ld)
+    return HeadAttribution(direction, est, ex, clean_ld, corrupt_ld, list(pair.notes))
+
+
+def receiver_grads(w2: Weights, ids: list[int], pos: int, recv_cache: dict) -> tuple[float, dict]:
+    """{receiver node: ∂LD/∂(the stream it reads, through that input only) [T, d]} from one backward pass."""
+    cfg = w2.config
+    gr = gradients(w2, ids, pos, ("q", "k", "v", "ln2", "ln_final"))
+    out = {}
+    for l, lw in enumerate(w2.layers):
+        x = recv_cache[("resid_pre", l)][0]
+        for inp, W in (("q", lw.W_Q), ("k", lw.W_K), ("v", lw.W_V)):
+            g = gr.grads[(inp, l)]                                          # [H or H_kv, T, e]
+            gx = norm_vjp(x, torch.einsum("hte,hde->htd", g.double(), W.double()), lw.ln1_w, cfg)
+            for h in range(cfg.n_heads):
+                out[(inp, l, h)] = gx[h if inp == "q" else h // cfg.group]
+        x2 = x if cfg.parallel else recv_cache[("resid_mid", l)][0]
+        out[("mlp", l)] = norm_vjp(x2, gr.grads[("ln2", l)], lw.ln2_w, cfg)
+    xf = recv_cache[("resid_post", cfg.n_layers - 1)][0]
+    out[("logits",)] = norm_vjp(xf, gr.grads[("ln_final", None)], w2.lnf_w, cfg)
+    return gr.ld, out
+
+
+@dataclass
+class EdgeAttribution:
+    senders: list[str]
+    receivers: list[str]
+    scores: np.ndarray              # [S, R] estimated change of LD when the edge is patched; NaN if no edge
+    direction: str
+    receiving_ld: float             # the receiving run's LD (estimates are changes from it)
+    exact: np.ndarray | None = None  # [S, R] exact change (edge_effects − receiving LD), when computed
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def spearman(self) -> float:
+        return float("nan") if self.exact is None else spearman(self.scores, self.exact)
+
+    def edges(self) -> list[tuple[str, str, float]]:
+        """(sender, receiver, score) for every edge, largest |score| first."""
+        ii, jj = np.nonzero(np.isfinite(self.scores))
+        out = [(self.senders[i], self.receivers[j], float(self.scores[i, j])) for i, j in zip(ii, jj)]
+        return sorted(out, key=lambda e: -abs(e[2]))
+
+    def frame(self):
+        import pandas as pd
+
+        rows = []
+        for i, j in zip(*np.nonzero(np.isfinite(self.scores))):
+            row = {"sender": self.senders[i], "receiver": self.receivers[j], "estimate": float(self.scores[i, j])}
+            if self.exact is not None:
+                row["exact"] = float(self.exact[i, j])
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+
+def edge_attribution(weights: Weights, pair: Pair, direction: str = "noise", *, deltas: dict | None = None,
+                     mlps: bool = True, exact: bool = False, runs: Runs | None = None) -> EdgeAttribution:
+    """Edge attribution patching over the head/MLP graph. ``deltas`` (optional): {sender node: Δ [T, d]}
+    replacing (source − receiving run), e.g. a mean ablation."""
+    cfg = weights.config
+    runs = runs or cache_runs(weights, pair)
+    recv_c, src_c, ids = runs.side(direction)
+    S_names, R_names = sender_names(cfg, mlps), receiver_names(cfg, mlps)
+    S_nodes = [parse_node(s, cfg) for s in S_names]
+    R_nodes = [parse_node(r, cfg, "receiver") for r in R_names]
+    ld, g = receiver_grads(runs.w2, ids, pair.pos, recv_c)
+    D = torch.stack([(deltas[s] if deltas is not None else sender_output(src_c, s) - sender_output(recv_c, s))
+                     .double() for s in S_nodes])                              # [S, T, d]
+    G = torch.stack([g[r] for r in R_nodes])                                  # [R, T, d]
+    scores = torch.einsum("std,rtd->sr", D, G).cpu().numpy()
+    ok = np.array([[precedes(s, r, cfg) for r in R_nodes] for s in S_nodes])
+    scores[~ok] = np.nan
+    ex = None
+    if exact:
+        ii, jj = np.nonzero(ok)
+        vals = edge_effects(runs, [(S_nodes[i], R_nodes[j]) for i, j in zip(ii, jj)], direction,
+                            deltas=deltas)
+        ex = np.full(scores.shape, np.nan)
+        ex[ii, jj] = vals - ld
+    return EdgeAttribution(S_names, R_names, scores, direction, ld, ex, list(pair.notes))
+

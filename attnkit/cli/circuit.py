@@ -1,0 +1,130 @@
+"""``python -m attnkit circuit``: path patching into one receiver's input, or automatic circuit discovery
+(edge attribution, checked by running the circuit with every other edge ablated) on a prompt pair."""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+import numpy as np
+
+from ..circuits.attribution_patching import edge_attribution, head_attribution
+from ..circuits.discover import ABLATIONS, discover
+from ..circuits.path import SOURCES, path_map
+from ..patching import DIRECTIONS, PatchError, _common_args, _write_json, load_pair, make_pair
+from . import args as C
+
+PROG = "attnkit circuit"
+_NODE = re.compile(r"^(L\d+H\d+(\.[qkv])?|MLP\d+|embed|logits)$")
+
+
+def node(s: str) -> str:
+    """A node name: L{l}H{h}[.q|.k|.v], MLP{l}, embed or logits (checked against the model later)."""
+    s = C.utf8_text(s).strip()
+    if not _NODE.match(s):
+        raise argparse.ArgumentTypeError(f"{s!r} is not a node: use L{{l}}H{{h}}.q/.k/.v, MLP{{l}}, embed or logits")
+    return s
+
+
+def share(s: str) -> float:
+    x = C.positive_float(s)
+    if x > 1.5:
+        raise argparse.ArgumentTypeError(f"must be at most 1.5 (a share of the clean logit difference), got {s}")
+    return x
+
+
+def _parser() -> C.Parser:
+    p = C.Parser(prog="python -m attnkit circuit",
+                 description="Circuits on a clean/corrupted pair. With --receiver: path patching of every earlier "
+                             "sender (or --sender) into that receiver's input only. Otherwise: circuit discovery — "
+                             "edges ranked by edge attribution patching, kept until the circuit, run with every "
+                             "other edge ablated, recovers --share of the clean logit difference.")
+    _common_args(p)
+    p.add_argument("--more-corrupt", action="append", default=[], type=C.utf8_text, metavar="TEXT",
+                   help="another corrupted prompt for the same clean prompt (repeatable): a prompt set")
+    p.add_argument("--receiver", type=node, default=None, help="path patching into this input, e.g. L3H0.k")
+    p.add_argument("--sender", type=node, default=None, help="with --receiver: only this sender, e.g. L2H1")
+    p.add_argument("--source", choices=SOURCES, default="pair",
+                   help="path patching: the sender's output from the other prompt (pair) or its mean over positions")
+    p.add_argument("--direction", choices=DIRECTIONS, default="denoise", help="path patching direction")
+    p.add_argument("--share", type=share, default=0.8, help="discovery: share of the clean LD to recover (0.8)")
+    p.add_argument("--ablation", choices=ABLATIONS, default="resample", help="discovery: how edges are ablated")
+    p.add_argument("--no-mlps", action="store_true", help="heads only (MLPs are not nodes)")
+    p.add_argument("--exact", action="store_true",
+                   help="also run exact patching beside attribution patching (heads and edges) and report "
+                        "their Spearman rank correlation")
+    p.add_argument("--top", type=C.positive_int, default=15, help="rows listed (default 15)")
+    return p
+
+
+def _path(m, pair, a, out) -> int:
+    try:
+        res = path_map(m.weights, pair, a.receiver, a.direction, senders=[a.sender] if a.sender else None,
+                       mlps=not a.no_mlps, source=a.source)
+    except PatchError as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return 2
+    print(f"{m.name} · path patching into {res.receiver} · {a.direction} · source {a.source}")
+    for n in res.notes:
+        print(f"  note: {n}")
+    print(f"  logit diff  clean {res.clean_ld:+.4f}  corrupted {res.corrupt_ld:+.4f}")
+    order = np.argsort(-np.abs(res.change))[: a.top]
+    for i in order:
+        print(f"    {res.senders[i]:>7} → {res.receiver:<9} change {res.change[i]:+.4f}  "
+              f"(logit diff {res.raw[i]:+.4f}, normalised {res.normalised[i]:+.4f})")
+    out["path"] = res.to_json()
+    return 0
+
+
+def _discover(m, pairs, a, out) -> None:
+    c = discover(m.weights, pairs, a.share, ablation=a.ablation, mlps=not a.no_mlps)
+    print(f"{m.name} · circuit discovery · {len(pairs)} pair(s) · {a.ablation} ablation of every other edge")
+    for n in c.notes:
+        print(f"  note: {n}")
+    print(f"  logit diff  clean {c.clean_ld:+.4f}  corrupted {c.corrupt_ld:+.4f}  every edge ablated {c.empty_ld:+.4f}")
+    print(f"  circuit: {c.size} of {len(c.ranked)} edges, logit diff {c.circuit_ld:+.4f} = "
+          f"{c.circuit_ld / c.clean_ld:.1%} of clean (target {a.share:.0%}); heads {' '.join(c.heads) or 'none'}")
+    print("  faithfulness curve (edges: share): " +
+          ", ".join(f"{k}: {f:.2f}" for k, f in zip(c.sizes, c.faithfulness)))
+    for s, r, v in c.edges[: a.top]:
+        print(f"    {s:>7} → {r:<9} attribution {v:+.4f}")
+    out["circuit"] = c.to_json()
+
+
+def _exact(m, pair, a, out) -> None:
+    ha = head_attribution(m.weights, pair, a.direction)
+    ea = edge_attribution(m.weights, pair, "noise", mlps=not a.no_mlps, exact=True)
+    print(f"  attribution patching vs exact: heads×positions Spearman {ha.spearman:+.3f} ({a.direction}); "
+          f"edges Spearman {ea.spearman:+.3f} (noise, {int(np.isfinite(ea.scores).sum())} edges)")
+    out["attribution_vs_exact"] = {"heads_spearman": ha.spearman, "edges_spearman": ea.spearman}
+
+
+def cli(argv=None) -> int:
+    a = _parser().parse_args(argv)
+    if a.sender and not a.receiver:
+        print(f"{PROG}: --sender needs --receiver (the input it is patched into)", file=sys.stderr)
+        return 2
+    got = load_pair(a, PROG)
+    if got is None:
+        return 2
+    m, pair = got
+    try:
+        pairs = [pair] + [make_pair(m, a.clean, k, a.answer, a.distractor, a.position) for k in a.more_corrupt]
+    except PatchError as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return 2
+    out = {"model": m.name, "clean": a.clean, "corrupt": [a.corrupt] + a.more_corrupt, "answer": pair.answer_token,
+           "distractor": pair.distractor_token, "position_read": pair.pos}
+    if a.receiver:
+        rc = _path(m, pair, a, out)
+        if rc:
+            return rc
+    else:
+        _discover(m, pairs, a, out)
+    if a.exact:
+        _exact(m, pair, a, out)
+    if a.json_out:
+        if not _write_json(a.json_out, out, PROG):
+            return 1
+        print(f"wrote {a.json_out}")
+    return 0
