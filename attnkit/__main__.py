@@ -1,7 +1,8 @@
-"""``python -m attnkit <command>``: the command line lives in ``attnkit.cli``."""
+"""``python -m attnkit <command>``: the entry point, a front end; the command line lives in ``attnkit.cli``.
+
+It is loaded by name so that no library module's import graph reaches the front end."""
+import importlib
 import sys
 
-from attnkit.cli import COMMANDS, main  # noqa: F401  (COMMANDS: the command table, for tests)
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(importlib.import_module("attnkit.cli").main())

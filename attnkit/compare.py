@@ -23,7 +23,7 @@ import torch
 from .weights import head_name
 
 __all__ = [
-    "head_name", "head_label", "markdown_table", "parse_head", "js_divergence_rows", "js_distance", "distance_matrix", "sample_rows",
+    "head_name", "markdown_table", "parse_head", "js_divergence_rows", "js_distance", "distance_matrix", "sample_rows",
     "similarity_order", "rank_heads_for_pair", "mean_scores", "scores_frame", "find_token",
     "Similarity", "head_similarity", "SIMILARITY_BUDGET",
 ]
@@ -40,7 +40,6 @@ def markdown_table(df: pd.DataFrame) -> str:
 
 
 #: the old name of :func:`attnkit.weights.head_name`, kept while attnkit.corpus imports it
-head_label = head_name
 
 
 _HEAD_RE = re.compile(r"^(?:[Ll](\d+)[Hh](\d+)|(\d+)\.(\d+))$")

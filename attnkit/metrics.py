@@ -307,5 +307,3 @@ def head_table(weights, ids, induction_n: int = 50, bos_id: int | None = None):
 
 #: Old names that attnkit.corpus and attnkit.train still import (their owners move them to prompts.SAMPLE_TEXT and
 #: compare.markdown_table); remove with those imports.
-_DEFAULT_TEXT = SAMPLE_TEXT
-_markdown = markdown_table

@@ -28,7 +28,7 @@ import pyarrow as pa
 import torch
 
 from .. import ablations as A
-from ..compare import head_label
+from ..weights import head_name
 from ..entropy import entropy_profile, sample_positions
 from ..metrics import HEAD_STATS, head_scores
 from ..model import Intervention
@@ -151,13 +151,15 @@ class HeadScorer(Intervention):
     """metrics.head_scores from each layer's pattern as the forward pass makes it (so the L patterns of
     a long window are never held together)."""
 
-    def __init__(self, ids):
+    def __init__(self, ids, config=None):
         super().__init__()
         self.ids = ids                  # [B, T]
+        self.config = config            # for each layer's sliding window (the normalised-entropy bound)
         self.per_layer: list[dict] = []  # per layer: stat -> [B, H]
 
     def pattern(self, pattern, layer):
-        per_b = [head_scores(pattern[b], self.ids[b]) for b in range(pattern.shape[0])]
+        window = None if self.config is None else self.config.window(layer)
+        per_b = [head_scores(pattern[b], self.ids[b], window=window) for b in range(pattern.shape[0])]
         self.per_layer.append({k: np.stack([d[k].double().cpu().numpy() for d in per_b]) for k in per_b[0]})
 
 
@@ -169,7 +171,7 @@ class Heads(Analysis):
         return LAYER_HEAD + [(s, pa.float64()) for s in HEAD_STATS]
 
     def hook(self, batch):
-        return HeadScorer(batch.ids)
+        return HeadScorer(batch.ids, batch.weights.config)
 
     def compute(self, batch, hook=None, intervention=None):
         c = batch.per_head_key()
@@ -195,7 +197,7 @@ class Heads(Analysis):
         mean, lo, hi = acc.result(s.level)
         ll, hh, ss = np.meshgrid(np.arange(L), np.arange(H), np.arange(len(stats)), indexing="ij")
         return pd.DataFrame({
-            "layer": ll.ravel(), "head": hh.ravel(), "label": [head_label(int(l), int(h)) for l, h in zip(ll.ravel(), hh.ravel())],
+            "layer": ll.ravel(), "head": hh.ravel(), "label": [head_name(int(l), int(h)) for l, h in zip(ll.ravel(), hh.ravel())],
             "stat": np.array(stats)[ss.ravel()], "mean": mean.ravel(), "lo": lo.ravel(), "hi": hi.ravel(),
             "windows": acc.N.ravel().astype(np.int64),
         }), {}

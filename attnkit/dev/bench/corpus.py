@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 
 from ...corpus import run_corpus
-from ...metrics import _DEFAULT_TEXT
+from ...prompts import SAMPLE_TEXT
 
 
 def bench_corpus(folder, docs: int = 48, words: int = 120, seed: int = 0) -> Path:
     """A synthetic .jsonl corpus of ``docs`` documents of about ``words`` words (sentences of the
     heads command's default text, shuffled per document), for timing only."""
-    sentences = sorted({s.strip() + "." for s in _DEFAULT_TEXT.split(".") if s.strip()})
+    sentences = sorted({s.strip() + "." for s in SAMPLE_TEXT.split(".") if s.strip()})
     rng = np.random.default_rng(seed)
     path = Path(folder) / "bench.jsonl"
     with open(path, "w", encoding="utf-8") as f:

@@ -6,7 +6,9 @@ import math
 from pathlib import Path
 
 from ...loading import load
-from ...metrics import _DEFAULT_TEXT, _markdown, head_table
+from ...compare import markdown_table
+from ...metrics import head_table
+from ...prompts import SAMPLE_TEXT
 from ...prompts import truncate
 from .mixture import span_range
 from .sources import DOCS, EOT, MAX_DOC_CHARS, PROSE, SOURCES, VAL_EVERY
@@ -20,7 +22,7 @@ def head_report(folder: Path, top: int = 3) -> tuple[str, dict]:
     ``python -m attnkit heads`` does (its built-in paragraph; induction on 4 x 50 random tokens
     repeated, and TransformerLens's recipe), and the best score per statistic."""
     m = load(str(folder), "cpu")
-    ids, _ = truncate(m.encode(_DEFAULT_TEXT), m.config.n_ctx)
+    ids, _ = truncate(m.encode(SAMPLE_TEXT), m.config.n_ctx)
     df = head_table(m.weights, ids, 50, bos_id=m.tokenizer.bos_token_id)
     parts, best = [], {}
     for stat in ("previous-token", "first-token", "self", "duplicate-token", "induction",
@@ -28,7 +30,7 @@ def head_report(folder: Path, top: int = 3) -> tuple[str, dict]:
         top_df = df.nlargest(top, stat)[["layer", "head", stat]]
         best[stat] = {"layer": int(top_df.iloc[0]["layer"]), "head": int(top_df.iloc[0]["head"]),
                       "score": float(top_df.iloc[0][stat])}
-        parts.append(f"best heads by {stat}:\n{_markdown(top_df)}")
+        parts.append(f"best heads by {stat}:\n{markdown_table(top_df)}")
     sinks = df[df["first-token"] >= 0.5]   # attention sinks: half or more of the mass on position 0
     best["sink_heads"] = [(int(l), int(h), float(f))
                           for l, h, f in zip(sinks["layer"], sinks["head"], sinks["first-token"])]
