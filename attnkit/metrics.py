@@ -304,6 +304,3 @@ def head_table(weights, ids, induction_n: int = 50, bos_id: int | None = None):
             rows.append(row)
     return pd.DataFrame(rows)
 
-
-#: Old names that attnkit.corpus and attnkit.train still import (their owners move them to prompts.SAMPLE_TEXT and
-#: compare.markdown_table); remove with those imports.
