@@ -11,7 +11,8 @@ import numpy as np
 from ..circuits.attribution_patching import edge_attribution, head_attribution
 from ..circuits.discover import ABLATIONS, discover
 from ..circuits.path import SOURCES, path_map
-from ..patching import DIRECTIONS, PatchError, _common_args, _write_json, load_pair, make_pair
+from ..patching import DIRECTIONS, PatchError, make_pair
+from .pair import add_pair_args, load_pair, write_json
 from . import args as C
 
 PROG = "attnkit circuit"
@@ -39,7 +40,7 @@ def _parser() -> C.Parser:
                              "sender (or --sender) into that receiver's input only. Otherwise: circuit discovery — "
                              "edges ranked by edge attribution patching, kept until the circuit, run with every "
                              "other edge ablated, recovers --share of the clean logit difference.")
-    _common_args(p)
+    add_pair_args(p)
     p.add_argument("--more-corrupt", action="append", default=[], type=C.utf8_text, metavar="TEXT",
                    help="another corrupted prompt for the same clean prompt (repeatable): a prompt set")
     p.add_argument("--receiver", type=node, default=None, help="path patching into this input, e.g. L3H0.k")
@@ -124,7 +125,7 @@ def cli(argv=None) -> int:
     if a.exact:
         _exact(m, pair, a, out)
     if a.json_out:
-        if not _write_json(a.json_out, out, PROG):
+        if not write_json(a.json_out, out, PROG):
             return 1
         print(f"wrote {a.json_out}")
     return 0

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..circuits.compose import composition, head_scores
 from ..loading import load_for_cli
-from ..patching import _write_json
+from .pair import write_json
 from . import args as C
 
 PROG = "attnkit compose"
@@ -74,7 +74,7 @@ def cli(argv=None) -> int:
     out["heads"] = df.to_dict(orient="records")
     out["head_notes"] = hs.notes
     if a.json_out:
-        if not _write_json(a.json_out, out, PROG):
+        if not write_json(a.json_out, out, PROG):
             return 1
         print(f"wrote {a.json_out}")
     return 0
