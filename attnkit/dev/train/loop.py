@@ -148,7 +148,7 @@ def build_model(o: Options, data: Data, block: int, log) -> tuple[GPT2LMHeadMode
     stages = []
     if o.init_from:
         init = Path(o.init_from)
-        model = GPT2LMHeadModel.from_pretrained(str(init))
+        model = GPT2LMHeadModel.from_pretrained(str(init), trust_remote_code=False)
         if model.config.vocab_size != data.vocab or model.config.n_positions != block:
             raise TrainError(f"{init}: vocab/context {model.config.vocab_size}/{model.config.n_positions} "
                              f"do not match this run's {data.vocab}/{block}")
@@ -365,7 +365,7 @@ def _bits_per_byte(model, data: Data, o: Options, block: int, short: int, log) -
     vt_text = data.val_ids[1:][data.val_ids[1:] != data.eot]
     bpb["unigram baseline"] = float(-logp[vt_text].sum()) / math.log(2) / val_bytes
     if o.compare_with:
-        old = GPT2LMHeadModel.from_pretrained(o.compare_with)
+        old = GPT2LMHeadModel.from_pretrained(o.compare_with, trust_remote_code=False)
         old_tok = load_tokenizer(Path(o.compare_with))
         bpb[f"previous model ({o.compare_with}, {old.config.n_positions}-token windows)"] = bits_per_byte(
             old, old_tok, data.val_docs, old.config.n_positions)
@@ -479,7 +479,7 @@ def rewrite_card(out: Path, threads: int = 1, log=lambda s: None) -> Path:
 def probe_saved(out: Path, seed: int = 1234, threads: int = 1) -> str:
     """The training probe's previous-token and induction table for the model saved in ``out``."""
     torch.set_num_threads(threads)
-    model = GPT2LMHeadModel.from_pretrained(str(out), attn_implementation="eager")
+    model = GPT2LMHeadModel.from_pretrained(str(out), attn_implementation="eager", trust_remote_code=False)
     tok = load_tokenizer(out)
     prev, ind = prev_induction_scores(model, len(tok), seed=seed, bos_id=tok.convert_tokens_to_ids(EOT))
     return format_head_table(prev, ind)

@@ -41,7 +41,7 @@ def train_tokenizer(texts: list[str], vocab_size: int, out: Path, max_len: int =
 
 
 def load_tokenizer(folder: Path):
-    return AutoTokenizer.from_pretrained(str(folder))
+    return AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
 
 
 def single_tokens(tokenizer, words=REQUIRED_TOKENS) -> list[str]:
