@@ -79,7 +79,7 @@ def peak_rss_mb(pid: int) -> float:
 
 #: The pages of app.py's navigation: title -> URL path (st.Page takes it from the file name).
 PAGES = {"Home": "", "Heatmaps": "Heatmaps", "Compare heads": "Compare_heads", "Head effects": "Head_effects",
-         "Entropy": "Entropy", "Ablations": "Ablations", "Step by step": "Step_by_step", "Verify": "Verify"}
+         "Circuits": "Circuits", "Entropy": "Entropy", "Ablations": "Ablations", "Step by step": "Step_by_step", "Verify": "Verify"}
 CHART = "[data-testid='stVegaLiteChart'] canvas, [data-testid='stVegaLiteChart'] svg"
 SCREENSHOTS = ROOT / "artifacts" / "screenshots"
 
@@ -112,6 +112,9 @@ def open_page(page, base_url: str, page_name: str = "Home", query: dict | None =
     wait until it has run: its heading shown (``heading``, default the page name; Home's is the app's title),
     no script running, and at least ``charts`` Vega charts drawn. Returns the Playwright page."""
     page.goto(page_url(base_url, page_name, query), wait_until="domcontentloaded")
+    # the script has run at least as far as the sidebar's model choice (the idle check alone can pass
+    # before the first run has even started on a slow machine)
+    page.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']").first.wait_for(timeout=timeout)
     if heading is None and page_name != "Home":
         heading = page_name
     if heading:

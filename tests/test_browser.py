@@ -97,7 +97,9 @@ def test_every_page_renders_and_is_saved_at_1440(server, page, tmp_path):
     url, model = server
     open_page(page, url, "Home")
     side = page.locator("[data-testid='stSidebar']")
-    assert side.get_by_role("textbox", name="Folder", exact=True).input_value() == str(model)
+    from playwright.sync_api import expect
+
+    expect(side.get_by_role("textbox", name="Folder", exact=True)).to_have_value(str(model), timeout=30_000)
     enter_prompt(page, PROMPT, _n_tokens(model, PROMPT))
     shots = [screenshot(page, "home")]
     wide = {}

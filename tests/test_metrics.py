@@ -199,6 +199,26 @@ def test_a_registered_statistic_is_in_the_compare_overview(toy_statistic, odd_di
     assert any("a_i0 + a_ii" in c.value for c in at.caption)
 
 
+def test_a_registered_statistic_reaches_a_corpus_run(toy_statistic, tmp_path):
+    """The corpus's heads table takes its columns from the registry when the run starts: the toy statistic
+    gets a column, equal to first-token + self computed by the same run."""
+    import json
+
+    import pandas as pd
+
+    from attnkit import corpus as C
+
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("\n".join(json.dumps({"text": t}) for t in
+                              ["The cat sat on the mat and the cat sat again.", "A dog ran in the park today."]) + "\n")
+    rep = C.run_corpus(docs, tmp_path / "out", model="attnkit-tiny", analyses=("heads",), window=16, batch=2,
+                       shard_docs=2, bootstrap=20)
+    assert rep.docs == 2
+    heads = pd.read_parquet(tmp_path / "out" / "heads")
+    assert toy_statistic in heads.columns
+    np.testing.assert_allclose(heads[toy_statistic], heads["first-token"] + heads["self"], rtol=0, atol=1e-6)
+
+
 def test_entropy_summaries_use_the_window_too(tmp_path):
     """The Entropy page's numbers (entropy.profile_documents -> Summary.normalised, DocCurves.normalised) divide
     by the same ln(min(i + 1, w)) as metrics.normalised_entropy."""
