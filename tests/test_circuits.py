@@ -598,7 +598,9 @@ def test_circuits_page(tiny):
     for k, v in dict(ci_recv_layer=3, ci_recv_head=0, ci_recv_input="k", ci_sender="L2H1").items():
         at.session_state[k] = v
     at.run()
-    assert any("L2H1 → L3H0.k" in i.value for i in at.info), [i.value for i in at.info]
+    info = [i.value for i in at.info if "L2H1 → L3H0.k" in i.value]
+    assert info, [i.value for i in at.info]
+    assert float(info[0].split("(change ")[1].split(",")[0]) > 1.0       # the keys' path moves the LD
     at.text_input(key="ci_corrupt").input("Install the kernel").run()
     assert any("must be the same length" in e.value for e in at.error)
 
