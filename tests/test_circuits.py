@@ -35,9 +35,14 @@ SWAPS = [("Install", "kernel", "module", "source", "binary"), ("Install", "pytho
          ("Take", "red", "blue", "box", "car")]
 
 
-def swapped(model, verb, a, b, x, y):
-    return P.make_pair(model, f"{verb} the {a} {x} and the {b} {y}. {verb} the {a}",
-                       f"{verb} the {b} {x} and the {a} {y}. {verb} the {a}", " " + x, " " + y)
+def swapped_texts(verb, a, b, x, y) -> dict:
+    return {"clean": f"{verb} the {a} {x} and the {b} {y}. {verb} the {a}",
+            "corrupt": f"{verb} the {b} {x} and the {a} {y}. {verb} the {a}", "answer": " " + x, "distractor": " " + y}
+
+
+def swapped(model, *words):
+    t = swapped_texts(*words)
+    return P.make_pair(model, t["clean"], t["corrupt"], t["answer"], t["distractor"])
 
 
 @pytest.fixture(scope="module")
@@ -550,6 +555,10 @@ def test_compose_cli(tmp_path, capsys):
      "--sender needs --receiver"),
     (["circuit", "--clean", "a", "--corrupt", "b", "--answer", "a", "--distractor", "b", "--ablation", "zero"],
      "--ablation"),
+    (["circuit", "--clean", "a", "--corrupt", "b", "--answer", "a", "--distractor", "b", "--steps", "0"],
+     "--steps"),
+    (["circuit", "--clean", "a", "--corrupt", "b", "--answer", "a", "--distractor", "b", "--pairs", "/nonexistent"],
+     "--pairs"),
 ])
 def test_cli_bad_args_exit_2_before_loading(argv, msg, capsys, monkeypatch):
     from attnkit import loading
@@ -559,6 +568,39 @@ def test_cli_bad_args_exit_2_before_loading(argv, msg, capsys, monkeypatch):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and msg in err[0] and "Traceback" not in err[0], err
+
+
+@pytest.mark.parametrize("text, msg", [("{\"clean\": 1}", "line 1: needs the text fields"),
+                                       ("\n{not json", "line 2: not JSON"), ("[1, 2]", "line 1: needs")])
+def test_circuit_cli_bad_pairs_file(text, msg, tmp_path, capsys, monkeypatch):
+    from attnkit import loading
+    from attnkit.cli import main
+
+    monkeypatch.setattr(loading, "load", lambda *a, **k: pytest.fail("a model was loaded"))
+    f = tmp_path / "pairs.jsonl"
+    f.write_text(text)
+    assert main(["circuit", "--clean", "a", "--corrupt", "b", "--answer", "a", "--distractor", "b",
+                 "--pairs", str(f)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and msg in err[0] and "--pairs" in err[0], err
+
+
+def test_circuit_cli_prompt_set(tiny, tmp_path, capsys):
+    """Discovery over the five swapped-match pairs from a --pairs file; a pair of unequal lengths is refused."""
+    from attnkit.cli import main
+
+    f = tmp_path / "pairs.jsonl"
+    f.write_text("\n".join(json.dumps(swapped_texts(*v)) for v in SWAPS[1:]))
+    out = tmp_path / "c.json"
+    base = ["circuit", "--model", "attnkit-tiny", "--clean", TINY_CLEAN, "--corrupt", TINY_CORRUPT,
+            "--answer", " source", "--distractor", " binary"]
+    assert main(base + ["--pairs", str(f), "--top", "2", "--json", str(out)]) == 0
+    assert "5 pair(s)" in capsys.readouterr().out
+    c = json.loads(out.read_text())["circuit"]
+    assert c["pairs"] == 5 and c["reached"] and c["size"] < 100 and {"L2H1", "L3H0", "L3H2"} <= set(c["heads"])
+    f.write_text(json.dumps({"clean": "a b c", "corrupt": "a b", "answer": "a", "distractor": "b"}))
+    assert main(base + ["--pairs", str(f)]) == 2
+    assert "--pairs, pair 1:" in capsys.readouterr().err
 
 
 def test_circuit_cli(tiny, tmp_path, capsys):
