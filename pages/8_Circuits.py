@@ -15,11 +15,18 @@ from attnkit.circuits import discover as DI
 from attnkit.circuits import path as PA
 
 EXAMPLES = {
-    "A repeated phrase": dict(
+    # the corrupted prompt swaps the words before "source" and "binary": "kernel" is now followed by
+    # "binary", so what changes is what the induction heads' keys match on (the previous-token head's output)
+    "A repeated phrase, match swapped": dict(
+        clean="Install the kernel source and the module binary. Install the kernel",
+        corrupt="Install the module source and the kernel binary. Install the kernel", more="",
+        answer=" source", distractor=" binary"),
+    # the copied token changed instead: the previous-token head's output is the same in both prompts up to
+    # the change, so this pair hardly exercises L2H1 → the induction heads' keys
+    "A repeated phrase, copied token changed": dict(
         clean="Install the python package and the kernel source. Install the python package and the kernel",
         corrupt="Install the python package and the kernel binary. Install the python package and the kernel",
-        more="Install the python package and the module source. Install the python package and the kernel",
-        answer=" source", distractor=" binary"),
+        more="", answer=" source", distractor=" binary"),
     "Indirect object, names swapped": dict(
         clean="When Mary and John went to the store, John gave a drink to",
         corrupt="When John and Mary went to the store, Mary gave a drink to", more="",
@@ -178,6 +185,7 @@ def path_section(pair: P.Pair):
     c1, c2, c3, c4, c5 = st.columns(5)
     if st.session_state.get("ci_recv_layer") not in range(1, L):
         st.session_state["ci_recv_layer"] = L - 1
+    st.session_state.setdefault("ci_recv_input", "k")        # keys: where an induction head reads the prev-token head
     layer = c1.selectbox("Receiver layer", range(1, L), key="ci_recv_layer")
     head = c2.selectbox("Receiver head", range(H), key="ci_recv_head")
     inp = c3.radio("Input", list(PA.INPUTS), key="ci_recv_input", horizontal=True)

@@ -19,10 +19,30 @@ from helpers import make_family_checkpoint
 
 CLEAN = "The animal didn't cross the street because it was too tired."
 CORRUPT = "The animal didn't cross the street because it was too tired!"
-TINY_CLEAN = "Install the python package and the kernel source. Install the python package and the kernel"
-TINY_CORRUPT = "Install the python package and the kernel binary. Install the python package and the kernel"
-#: the same clean prompt with the first "kernel" replaced: the induction match itself is broken
-TINY_CORRUPT_MATCH = "Install the python package and the module source. Install the python package and the kernel"
+#: the repeated-phrase task: "kernel" was followed by "source" (clean) or by "binary" (corrupted). The two
+#: prompts differ only in which word precedes "source" and "binary", so what changes is the previous-token
+#: information the induction heads' keys match on, not the tokens they copy.
+TINY_CLEAN = "Install the kernel source and the module binary. Install the kernel"
+TINY_CORRUPT = "Install the module source and the kernel binary. Install the kernel"
+#: the same clean prompt with the match broken ("kernel" no longer occurs before the end)
+TINY_CORRUPT_MATCH = "Install the python source and the module binary. Install the kernel"
+#: a pair that changes the copied token instead of the match (the prev-token head's output is the same)
+COPY_CLEAN = "Install the python package and the kernel source. Install the python package and the kernel"
+COPY_CORRUPT = "Install the python package and the kernel binary. Install the python package and the kernel"
+#: more swapped-match pairs (word before the answer, word before the distractor, answer, distractor)
+SWAPS = [("Install", "kernel", "module", "source", "binary"), ("Install", "python", "kernel", "package", "source"),
+         ("Open", "file", "window", "name", "size"), ("Install", "kernel", "python", "source", "package"),
+         ("Take", "red", "blue", "box", "car")]
+
+
+def swapped_texts(verb, a, b, x, y) -> dict:
+    return {"clean": f"{verb} the {a} {x} and the {b} {y}. {verb} the {a}",
+            "corrupt": f"{verb} the {b} {x} and the {a} {y}. {verb} the {a}", "answer": " " + x, "distractor": " " + y}
+
+
+def swapped(model, *words):
+    t = swapped_texts(*words)
+    return P.make_pair(model, t["clean"], t["corrupt"], t["answer"], t["distractor"])
 
 
 @pytest.fixture(scope="module")
@@ -245,16 +265,33 @@ def test_path_patching_equals_hand_hooked_hf(odd, pair, direction):
 
 
 def test_path_patching_moves_tiny_induction_keys(tiny, tiny_pair):
-    """Acceptance: L2H1 → L3H0's keys. On this pair L2H1's output hardly differs between the prompts (the
-    corruption changes the copied token, not the match), so the pair patch is small but real; the mean
-    source (L2H1's output averaged over positions, i.e. the previous-token information removed) is large."""
-    res = PA.path_patch(tiny.weights, tiny_pair, "L2H1", "L3H0.k", "denoise")
-    assert abs(res.change[0]) > 5e-3
-    mean = PA.path_patch(tiny.weights, tiny_pair, "L2H1", "L3H0.k", "noise", source="mean")
-    assert mean.change[0] < -0.2
-    broken = P.make_pair(tiny, TINY_CLEAN, TINY_CORRUPT_MATCH, " source", " binary")
-    moved = PA.path_patch(tiny.weights, broken, "L2H1", "L3H0.k", "noise")
-    assert moved.change[0] < -0.2
+    """Acceptance: L2H1 → L3H0's and L3H2's keys carry a large share of the clean/corrupted gap on the
+    swapped-match pair, in both directions, and only through the keys (not q or v)."""
+    runs = PA.cache_runs(tiny.weights, tiny_pair)
+    assert runs.clean_ld > 4 and runs.clean_ld - runs.corrupt_ld > 4
+    for recv in ("L3H0.k", "L3H2.k"):
+        res = PA.path_patch(tiny.weights, tiny_pair, "L2H1", recv, "denoise", runs=runs)
+        assert res.change[0] > 1.0 and res.normalised[0] > 0.2, (recv, res.change)
+        back = PA.path_patch(tiny.weights, tiny_pair, "L2H1", recv, "noise", runs=runs)
+        assert back.change[0] < -0.5, (recv, back.change)
+    for recv in ("L3H0.q", "L3H0.v"):
+        assert abs(PA.path_patch(tiny.weights, tiny_pair, "L2H1", recv, runs=runs).change[0]) < 0.1
+    # the other swapped pairs agree: on average L2H1 → L3H0.k restores ≥ 15 % of each gap
+    many = PA.path_map_many(tiny.weights, [swapped(tiny, *v) for v in SWAPS], "L3H0.k", senders=["L2H1"])
+    assert many["mean"][0] > 0.15 and (many["per_pair"][:, 0] > 0.1).all(), many["per_pair"]
+
+
+def test_copy_pair_does_not_exercise_the_prev_token_head(tiny):
+    """Why the earlier default pair (the copied token changed) showed almost nothing on this edge: L2H1's
+    output is the same in both prompts except after the changed token, so patching it moves little; its
+    mean over positions (the previous-token information removed) moves a lot."""
+    pr = P.make_pair(tiny, COPY_CLEAN, COPY_CORRUPT, " source", " binary")
+    runs = PA.cache_runs(tiny.weights, pr)
+    out = PA.sender_output(runs.clean, ("head", 2, 1)) - PA.sender_output(runs.corrupt, ("head", 2, 1))
+    changed = [t for t in range(pr.T) if pr.clean[t] != pr.corrupt[t]]
+    assert changed == [7] and out[:7].abs().max() < 1e-5        # causal: nothing before the change moves
+    assert abs(PA.path_patch(tiny.weights, pr, "L2H1", "L3H0.k", runs=runs).change[0]) < 0.05
+    assert PA.path_patch(tiny.weights, pr, "L2H1", "L3H0.k", "noise", "mean", runs=runs).change[0] < -0.2
 
 
 def test_path_bad_nodes(odd, pair):
@@ -418,18 +455,42 @@ def test_circuit_runs_other_families(family):
 
 
 def test_discovery_on_tiny_finds_the_induction_circuit(tiny, tiny_pair):
-    """Acceptance. On the pair alone the circuit carries the copied token (induction heads L3H0 and L3H2,
-    L2H1's output barely differs between the prompts); with a second corruption that breaks the match
-    the previous-token head L2H1 joins. Both recover ≥ 80 % of the clean LD, measured by ablation."""
+    """Acceptance: the circuit found on the swapped-match pair, and on five such pairs at once, holds the
+    previous-token head L2H1 and the induction heads L3H0 and L3H2, is a small share of the 1,519 edges,
+    and recovers ≥ 80 % of the clean LD when every other edge is resample-ablated."""
     c = DI.discover(tiny.weights, tiny_pair, 0.8)
     assert c.reached and c.circuit_ld / c.clean_ld >= 0.8
-    assert {"L3H0", "L3H2"} <= set(c.heads)
+    assert {"L2H1", "L3H0", "L3H2"} <= set(c.heads)
+    assert {("L2H1", "L3H0.k"), ("L2H1", "L3H2.k")} <= {e[:2] for e in c.edges}
     assert c.empty_ld == pytest.approx(c.corrupt_ld, abs=1e-4) and c.faithfulness[-1] == pytest.approx(1, abs=1e-5)
     assert c.size < len(c.ranked) / 10
-    broken = P.make_pair(tiny, TINY_CLEAN, TINY_CORRUPT_MATCH, " source", " binary")
-    c2 = DI.discover(tiny.weights, [tiny_pair, broken], 0.8)
-    assert c2.reached and {"L2H1", "L3H0", "L3H2"} <= set(c2.heads)
-    assert json.loads(json.dumps(c2.to_json()))["size"] == c2.size
+    pairs = [swapped(tiny, *v) for v in SWAPS]
+    many = DI.discover(tiny.weights, pairs, 0.8)
+    assert many.reached and many.size < 100 and {"L2H1", "L3H0", "L3H2"} <= set(many.heads), many.size
+    assert json.loads(json.dumps(many.to_json()))["size"] == many.size
+    # plain edge attribution (gradients at the clean run only) ranks these edges too low: far more are needed
+    plain = DI.discover(tiny.weights, pairs, 0.8, steps=1)
+    assert plain.size > 5 * many.size, (plain.size, many.size)
+
+
+def test_integrated_edge_attribution_is_complete_over_the_embedding(tiny, tiny_pair):
+    """Σ over every reader r of the embedding's edge score embed → r is Δembed · ∂LD/∂embed (the gradient
+    through each reader, summed, is the whole gradient); averaged along the line from the clean to the
+    corrupted embedding it is LD(corrupted) − LD(clean) (integrated gradients' completeness). One point (at
+    the clean run) is far off on this pair; 16 points are within 0.5 %."""
+    w64 = _double(tiny.weights)
+    runs = PA.cache_runs(w64, tiny_pair)
+    gap = runs.corrupt_ld - runs.clean_ld
+
+    def total(steps):
+        ea = AP.edge_attribution(w64, tiny_pair, "noise", steps=steps, runs=runs)
+        assert ea.receiving_ld == pytest.approx(runs.clean_ld, abs=1e-9)
+        return np.nansum(ea.scores[ea.senders.index("embed")])
+
+    assert total(16) == pytest.approx(gap, rel=5e-3)
+    assert abs(total(1) - gap) > 0.2 * abs(gap)
+    with pytest.raises(P.PatchError, match="steps"):
+        AP.edge_attribution(w64, tiny_pair, steps=0, runs=runs)
 
 
 def test_discovery_bad_input(odd, pair):
@@ -494,6 +555,10 @@ def test_compose_cli(tmp_path, capsys):
      "--sender needs --receiver"),
     (["circuit", "--clean", "a", "--corrupt", "b", "--answer", "a", "--distractor", "b", "--ablation", "zero"],
      "--ablation"),
+    (["circuit", "--clean", "a", "--corrupt", "b", "--answer", "a", "--distractor", "b", "--steps", "0"],
+     "--steps"),
+    (["circuit", "--clean", "a", "--corrupt", "b", "--answer", "a", "--distractor", "b", "--pairs", "/nonexistent"],
+     "--pairs"),
 ])
 def test_cli_bad_args_exit_2_before_loading(argv, msg, capsys, monkeypatch):
     from attnkit import loading
@@ -503,6 +568,39 @@ def test_cli_bad_args_exit_2_before_loading(argv, msg, capsys, monkeypatch):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and msg in err[0] and "Traceback" not in err[0], err
+
+
+@pytest.mark.parametrize("text, msg", [("{\"clean\": 1}", "line 1: needs the text fields"),
+                                       ("\n{not json", "line 2: not JSON"), ("[1, 2]", "line 1: needs")])
+def test_circuit_cli_bad_pairs_file(text, msg, tmp_path, capsys, monkeypatch):
+    from attnkit import loading
+    from attnkit.cli import main
+
+    monkeypatch.setattr(loading, "load", lambda *a, **k: pytest.fail("a model was loaded"))
+    f = tmp_path / "pairs.jsonl"
+    f.write_text(text)
+    assert main(["circuit", "--clean", "a", "--corrupt", "b", "--answer", "a", "--distractor", "b",
+                 "--pairs", str(f)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and msg in err[0] and "--pairs" in err[0], err
+
+
+def test_circuit_cli_prompt_set(tiny, tmp_path, capsys):
+    """Discovery over the five swapped-match pairs from a --pairs file; a pair of unequal lengths is refused."""
+    from attnkit.cli import main
+
+    f = tmp_path / "pairs.jsonl"
+    f.write_text("\n".join(json.dumps(swapped_texts(*v)) for v in SWAPS[1:]))
+    out = tmp_path / "c.json"
+    base = ["circuit", "--model", "attnkit-tiny", "--clean", TINY_CLEAN, "--corrupt", TINY_CORRUPT,
+            "--answer", " source", "--distractor", " binary"]
+    assert main(base + ["--pairs", str(f), "--top", "2", "--json", str(out)]) == 0
+    assert "5 pair(s)" in capsys.readouterr().out
+    c = json.loads(out.read_text())["circuit"]
+    assert c["pairs"] == 5 and c["reached"] and c["size"] < 100 and {"L2H1", "L3H0", "L3H2"} <= set(c["heads"])
+    f.write_text(json.dumps({"clean": "a b c", "corrupt": "a b", "answer": "a", "distractor": "b"}))
+    assert main(base + ["--pairs", str(f)]) == 2
+    assert "--pairs, pair 1:" in capsys.readouterr().err
 
 
 def test_circuit_cli(tiny, tmp_path, capsys):
@@ -542,7 +640,9 @@ def test_circuits_page(tiny):
     for k, v in dict(ci_recv_layer=3, ci_recv_head=0, ci_recv_input="k", ci_sender="L2H1").items():
         at.session_state[k] = v
     at.run()
-    assert any("L2H1 → L3H0.k" in i.value for i in at.info), [i.value for i in at.info]
+    info = [i.value for i in at.info if "L2H1 → L3H0.k" in i.value]
+    assert info, [i.value for i in at.info]
+    assert float(info[0].split("(change ")[1].split(",")[0]) > 1.0       # the keys' path moves the LD
     at.text_input(key="ci_corrupt").input("Install the kernel").run()
     assert any("must be the same length" in e.value for e in at.error)
 

@@ -30,7 +30,7 @@ from ..weights import Weights
 from .path import Runs, cache_runs, edge_effects, parse_node, precedes, receiver_names, sender_names, sender_output
 
 __all__ = ["spearman", "rank", "Gradients", "gradients", "HeadAttribution", "head_attribution",
-           "EdgeAttribution", "edge_attribution", "norm_vjp", "receiver_grads"]
+           "EdgeAttribution", "edge_attribution", "norm_vjp", "receiver_grads", "integrated_receiver_grads"]
 
 _RUN = getattr(run, "__wrapped__", run)        # model.run without its inference_mode: a gradient path
 
@@ -85,9 +85,12 @@ class Gradients:
     grads: dict           # (point, layer) -> ∂LD/∂activation
 
 
-def gradients(w2: Weights, ids: list[int], pos: int, points=("z",)) -> Gradients:
+def gradients(w2: Weights, ids: list[int], pos: int, points=("z",), resid0: torch.Tensor | None = None,
+              capture=()) -> Gradients:
     """``w2``: two-token weights (answer, distractor). Adds a zero leaf at each of ``points`` in every layer
-    (q, k, v, z, ln2 per layer; ln_final) so the backward pass leaves LD's gradient there."""
+    (q, k, v, z, ln2 per layer; ln_final) so the backward pass leaves LD's gradient there. ``resid0``
+    [T, d]: the first block's input in place of the embedding (e.g. an interpolated one); ``capture``:
+    further points whose values are kept (detached) in ``values``."""
     leaves, values = {}, {}
 
     def hook(name):
@@ -99,12 +102,14 @@ def gradients(w2: Weights, ids: list[int], pos: int, points=("z",)) -> Gradients
         return f
 
     hooks = {p: hook(p) for p in points}
+    start = {} if resid0 is None else {"start": 0, "resid": resid0[None].clone()}
     with torch.inference_mode(False), torch.enable_grad():
-        tr = _RUN(w2, ids, hooks=hooks)
+        tr = _RUN(w2, ids, hooks=hooks, capture=list(capture) or None, **start)
         ld = logit_diffs(tr.logits, pos)[0]
         keys = list(leaves)
         grads = torch.autograd.grad(ld, [leaves[k] for k in keys], allow_unused=True)
     out = {k: (torch.zeros_like(values[k]) if g is None else g[0].detach()) for k, g in zip(keys, grads)}
+    values.update({k: v.detach()[0] for k, v in tr.captures.items()})
     return Gradients(float(ld.detach()), values, out)
 
 
@@ -154,23 +159,45 @@ def head_attribution(weights: Weights, pair: Pair, direction: str = "denoise", e
     return HeadAttribution(direction, est, ex, clean_ld, corrupt_ld, list(pair.notes))
 
 
-def receiver_grads(w2: Weights, ids: list[int], pos: int, recv_cache: dict) -> tuple[float, dict]:
-    """{receiver node: ∂LD/∂(the stream it reads, through that input only) [T, d]} from one backward pass."""
+def receiver_grads(w2: Weights, ids: list[int], pos: int, recv_cache: dict | None = None,
+                   resid0: torch.Tensor | None = None) -> tuple[float, dict]:
+    """{receiver node: ∂LD/∂(the stream it reads, through that input only) [T, d]} from one backward pass.
+    ``resid0``: run from this first-block input instead of the embedding (the streams are then this run's);
+    otherwise ``recv_cache`` holds the run's streams."""
     cfg = w2.config
-    gr = gradients(w2, ids, pos, ("q", "k", "v", "ln2", "ln_final"))
+    streams = ("resid_pre", "resid_mid", "resid_post") if resid0 is not None or recv_cache is None else ()
+    gr = gradients(w2, ids, pos, ("q", "k", "v", "ln2", "ln_final"), resid0, streams)
+    st = (lambda k: gr.values[k]) if streams else (lambda k: recv_cache[k][0])     # noqa: E731
     out = {}
     for l, lw in enumerate(w2.layers):
-        x = recv_cache[("resid_pre", l)][0]
+        x = st(("resid_pre", l))
         for inp, W in (("q", lw.W_Q), ("k", lw.W_K), ("v", lw.W_V)):
             g = gr.grads[(inp, l)]                                          # [H or H_kv, T, e]
             gx = norm_vjp(x, torch.einsum("hte,hde->htd", g.double(), W.double()), lw.ln1_w, cfg)
             for h in range(cfg.n_heads):
                 out[(inp, l, h)] = gx[h if inp == "q" else h // cfg.group]
-        x2 = x if cfg.parallel else recv_cache[("resid_mid", l)][0]
+        x2 = x if cfg.parallel else st(("resid_mid", l))
         out[("mlp", l)] = norm_vjp(x2, gr.grads[("ln2", l)], lw.ln2_w, cfg)
-    xf = recv_cache[("resid_post", cfg.n_layers - 1)][0]
+    xf = st(("resid_post", cfg.n_layers - 1))
     out[("logits",)] = norm_vjp(xf, gr.grads[("ln_final", None)], w2.lnf_w, cfg)
     return gr.ld, out
+
+
+def integrated_receiver_grads(w2: Weights, ids: list[int], pos: int, recv_cache: dict, delta0: torch.Tensor,
+                              steps: int) -> tuple[float, dict]:
+    """Receiver gradients averaged along the straight line from the receiving run's embedding e to
+    e + ``delta0`` (EAP-IG, Hanna et al. 2024): at α = (k + ½)/steps, k = 0 … steps − 1; ``steps`` = 1 is
+    the receiving run itself (α = 0, plain edge attribution). Returns (the receiving run's LD, gradients)."""
+    if steps == 1:
+        return receiver_grads(w2, ids, pos, recv_cache)
+    e = recv_cache[("resid_pre", 0)][0]
+    total: dict = {}
+    for k in range(steps):
+        _, g = receiver_grads(w2, ids, pos, resid0=e + (k + 0.5) / steps * delta0)
+        for r, v in g.items():
+            total[r] = v / steps if r not in total else total[r] + v / steps
+    ld = float(logit_diffs(run(w2, ids).logits, pos)[0])
+    return ld, total
 
 
 @dataclass
@@ -206,18 +233,24 @@ class EdgeAttribution:
 
 
 def edge_attribution(weights: Weights, pair: Pair, direction: str = "noise", *, deltas: dict | None = None,
-                     mlps: bool = True, exact: bool = False, runs: Runs | None = None) -> EdgeAttribution:
+                     mlps: bool = True, exact: bool = False, runs: Runs | None = None,
+                     steps: int = 1) -> EdgeAttribution:
     """Edge attribution patching over the head/MLP graph. ``deltas`` (optional): {sender node: Δ [T, d]}
-    replacing (source − receiving run), e.g. a mean ablation."""
+    replacing (source − receiving run), e.g. a mean ablation. ``steps`` > 1: the gradients are averaged
+    along the line from the receiving run's embedding to the embedding plus its Δ (integrated gradients
+    over the input, :func:`integrated_receiver_grads`); 1: at the receiving run only."""
+    if not isinstance(steps, int) or steps < 1:
+        raise PatchError(f"steps must be a whole number ≥ 1, got {steps!r}")
     cfg = weights.config
     runs = runs or cache_runs(weights, pair)
     recv_c, src_c, ids = runs.side(direction)
     S_names, R_names = sender_names(cfg, mlps), receiver_names(cfg, mlps)
     S_nodes = [parse_node(s, cfg) for s in S_names]
     R_nodes = [parse_node(r, cfg, "receiver") for r in R_names]
-    ld, g = receiver_grads(runs.w2, ids, pair.pos, recv_c)
-    D = torch.stack([(deltas[s] if deltas is not None else sender_output(src_c, s) - sender_output(recv_c, s))
-                     .double() for s in S_nodes])                              # [S, T, d]
+    delta = {s: deltas[s] if deltas is not None else sender_output(src_c, s) - sender_output(recv_c, s)
+             for s in S_nodes}
+    ld, g = integrated_receiver_grads(runs.w2, ids, pair.pos, recv_c, delta[("embed",)], steps)
+    D = torch.stack([delta[s].double() for s in S_nodes])                    # [S, T, d]
     G = torch.stack([g[r] for r in R_nodes])                                  # [R, T, d]
     scores = torch.einsum("std,rtd->sr", D, G).cpu().numpy()
     ok = np.array([[precedes(s, r, cfg) for r in R_nodes] for s in S_nodes])
@@ -229,5 +262,7 @@ def edge_attribution(weights: Weights, pair: Pair, direction: str = "noise", *, 
                             deltas=deltas)
         ex = np.full(scores.shape, np.nan)
         ex[ii, jj] = vals - ld
-    return EdgeAttribution(S_names, R_names, scores, direction, ld, ex, list(pair.notes))
+    notes = list(pair.notes) + ([f"gradients averaged over {steps} points between the receiving run's "
+                                 "embedding and the ablated one (integrated gradients)"] if steps > 1 else [])
+    return EdgeAttribution(S_names, R_names, scores, direction, ld, ex, notes)
 

@@ -1,8 +1,13 @@
 """Automatic circuit discovery: the top edges by edge attribution, checked by running the circuit.
 
 1. Every edge of the head/MLP graph (:mod:`attnkit.circuits.path`) is scored by edge attribution
-   patching on the clean run with Δ = (ablated − clean) sender output
-   (:func:`attnkit.circuits.attribution_patching.edge_attribution`), summed over the prompt set.
+   patching with Δ = (ablated − clean) sender output
+   (:func:`attnkit.circuits.attribution_patching.edge_attribution`), summed over the prompt set. The
+   gradients are averaged over ``steps`` runs whose embedding moves from the clean one towards the
+   ablated one (EAP-IG, Hanna et al. 2024): at the clean run alone (steps = 1, Syed et al. 2023) the
+   first-order estimate misses edges whose effect only appears once others have changed (an induction
+   head's keys matter only when the previous-token head's output has moved), and ranks such circuits'
+   upstream edges too low to be kept.
 2. Edges are ranked by |score|. A circuit of the top k edges is **run**: on the clean prompt, each
    receiver reads ``x − Σ_{senders s not in its circuit edges} (out_s − ablated_s)`` — every edge outside
    the circuit carries the sender's ablated output instead of its actual one, edges inside carry the
@@ -29,9 +34,12 @@ from ..weights import Weights
 from .attribution_patching import edge_attribution
 from .path import Runs, cache_runs, parse_node, precedes, receiver_names, sender_names, sender_output
 
-__all__ = ["ABLATIONS", "Circuit", "ablated_outputs", "circuit_logit_diffs", "discover"]
+__all__ = ["ABLATIONS", "STEPS", "Circuit", "ablated_outputs", "circuit_logit_diffs", "discover"]
 
 ABLATIONS = ("resample", "mean")
+#: integrated-gradient points behind the edge ranking (EAP-IG). On attnkit-tiny's swapped-match prompt set
+#: 1 point (plain EAP) ranks the logit-side edges first and needs hundreds of edges; 5 reach 80 % with tens.
+STEPS = 5
 
 
 def ablated_outputs(runs: Runs, senders: list[tuple], ablation: str) -> dict:
@@ -221,22 +229,23 @@ def _keep(order: np.ndarray, shape: tuple, ks: list[int]) -> torch.Tensor:
     return keep
 
 
-def _scores(weights: Weights, pairs: list[Pair], S, R, ablation: str, mlps: bool):
+def _scores(weights: Weights, pairs: list[Pair], S, R, ablation: str, mlps: bool, steps: int):
     """(summed edge attribution [S, R], per pair (runs, ablated outputs))."""
     total, per = None, []
     for pr in pairs:
         runs = cache_runs(weights, pr)
         abl = ablated_outputs(runs, S, ablation)
         deltas = {s: abl[s] - sender_output(runs.clean, s) for s in S}
-        ea = edge_attribution(weights, pr, "noise", deltas=deltas, mlps=mlps, runs=runs)
+        ea = edge_attribution(weights, pr, "noise", deltas=deltas, mlps=mlps, runs=runs, steps=steps)
         total = ea.scores if total is None else total + ea.scores
         per.append((runs, abl))
     return total, per
 
 
 def discover(weights: Weights, pairs: Pair | list[Pair], target: float = 0.8, *, ablation: str = "resample",
-             mlps: bool = True, points: int = 24, refine: int = 12) -> Circuit:
-    """The smallest top-k edge circuit (by |edge attribution|) whose faithfulness reaches ``target``."""
+             mlps: bool = True, points: int = 24, refine: int = 12, steps: int = STEPS) -> Circuit:
+    """The smallest top-k edge circuit (by |edge attribution|) whose faithfulness reaches ``target``.
+    ``steps``: points of the integrated-gradients average behind the edge scores (1: plain edge attribution)."""
     pairs = [pairs] if isinstance(pairs, Pair) else list(pairs)
     if not pairs:
         raise PatchError("no prompt pairs to discover a circuit on")
@@ -246,7 +255,7 @@ def discover(weights: Weights, pairs: Pair | list[Pair], target: float = 0.8, *,
     S_names, R_names = sender_names(cfg, mlps), receiver_names(cfg, mlps)
     S = [parse_node(n, cfg) for n in S_names]
     R = [parse_node(n, cfg, "receiver") for n in R_names]
-    scores, per = _scores(weights, pairs, S, R, ablation, mlps)
+    scores, per = _scores(weights, pairs, S, R, ablation, mlps, steps)
     ok = np.isfinite(scores)
     flat = np.where(ok, np.abs(scores), -1.0).ravel()
     order = np.argsort(-flat, kind="stable")[: int(ok.sum())]
@@ -268,7 +277,9 @@ def discover(weights: Weights, pairs: Pair | list[Pair], target: float = 0.8, *,
             o = np.argsort(ks)
             ks, lds = [ks[i] for i in o], lds[o]
             hit = [i for i, v in enumerate(lds) if clean and v / clean >= target]
-    notes = [f"{len(pairs)} pair(s); edges ranked by |edge attribution| (Δ = {ablation}-ablated − clean output); "
+    how = f"integrated over {steps} points from the clean to the ablated embedding" if steps > 1 else "at the clean run"
+    notes = [f"{len(pairs)} pair(s); edges ranked by |edge attribution| (Δ = {ablation}-ablated − clean output; "
+             f"gradients {how}); "
              "faithfulness = LD(circuit) / LD(clean) with every other edge ablated"]
     if clean <= 0:
         notes.append(f"the clean logit difference is {clean:+.4f} (not positive): LD(circuit) / LD(clean) is not a "

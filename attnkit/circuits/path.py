@@ -304,9 +304,9 @@ def path_map(weights: Weights, pair: Pair, receiver: str, direction: str = "deno
 
 
 def path_map_many(weights: Weights, pairs: list[Pair], receiver: str, direction: str = "denoise",
-                  mlps: bool = False, source: str = "pair") -> dict:
+                  mlps: bool = False, source: str = "pair", senders: list[str] | None = None) -> dict:
     """Normalised path maps over a prompt set: {"senders", "mean", "std", "n", "per_pair"}."""
-    res = [path_map(weights, p, receiver, direction, mlps=mlps, source=source) for p in pairs]
+    res = [path_map(weights, p, receiver, direction, mlps=mlps, source=source, senders=senders) for p in pairs]
     stack = np.stack([r.normalised for r in res])
     with np.errstate(invalid="ignore"):
         return {"senders": res[0].senders, "mean": np.nanmean(stack, 0), "std": np.nanstd(stack, 0),

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
+from pathlib import Path
 
 import numpy as np
 
 from ..circuits.attribution_patching import edge_attribution, head_attribution
-from ..circuits.discover import ABLATIONS, discover
+from ..circuits.discover import ABLATIONS, STEPS as DI_STEPS, discover
 from ..circuits.path import SOURCES, path_map
 from ..patching import DIRECTIONS, PatchError, make_pair
 from .pair import add_pair_args, load_pair, write_json
@@ -34,6 +36,28 @@ def share(s: str) -> float:
     return x
 
 
+PAIR_FIELDS = ("clean", "corrupt", "answer", "distractor")
+
+
+def pairs_file(s: str) -> list[dict]:
+    """JSON lines, one object per pair with string fields clean, corrupt, answer and distractor."""
+    C.existing_nonempty_text_file(s)
+    out = []
+    for n, line in enumerate(Path(s).expanduser().read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise argparse.ArgumentTypeError(f"line {n}: not JSON ({e.msg})") from None
+        bad = [k for k in PAIR_FIELDS if not isinstance(obj, dict) or not isinstance(obj.get(k), str)]
+        if bad:
+            raise argparse.ArgumentTypeError(f"line {n}: needs the text fields {', '.join(PAIR_FIELDS)} "
+                                             f"(missing or not text: {', '.join(bad)})")
+        out.append({k: obj[k] for k in PAIR_FIELDS})
+    return out
+
+
 def _parser() -> C.Parser:
     p = C.Parser(prog="python -m attnkit circuit",
                  description="Circuits on a clean/corrupted pair. With --receiver: path patching of every earlier "
@@ -43,6 +67,12 @@ def _parser() -> C.Parser:
     add_pair_args(p)
     p.add_argument("--more-corrupt", action="append", default=[], type=C.utf8_text, metavar="TEXT",
                    help="another corrupted prompt for the same clean prompt (repeatable): a prompt set")
+    p.add_argument("--pairs", type=pairs_file, default=[], metavar="FILE",
+                   help="discovery: more pairs from a JSON-lines file (one {\"clean\", \"corrupt\", \"answer\", "
+                        "\"distractor\"} object per line), added to the prompt set")
+    p.add_argument("--steps", type=C.positive_int, default=DI_STEPS,
+                   help=f"discovery: integrated-gradient points behind the edge ranking (default {DI_STEPS}; "
+                        "1 = plain edge attribution at the clean run)")
     p.add_argument("--receiver", type=node, default=None, help="path patching into this input, e.g. L3H0.k")
     p.add_argument("--sender", type=node, default=None, help="with --receiver: only this sender, e.g. L2H1")
     p.add_argument("--source", choices=SOURCES, default="pair",
@@ -78,7 +108,7 @@ def _path(m, pair, a, out) -> int:
 
 
 def _discover(m, pairs, a, out) -> None:
-    c = discover(m.weights, pairs, a.share, ablation=a.ablation, mlps=not a.no_mlps)
+    c = discover(m.weights, pairs, a.share, ablation=a.ablation, mlps=not a.no_mlps, steps=a.steps)
     print(f"{m.name} · circuit discovery · {len(pairs)} pair(s) · {a.ablation} ablation of every other edge")
     for n in c.notes:
         print(f"  note: {n}")
@@ -111,10 +141,16 @@ def cli(argv=None) -> int:
     m, pair = got
     try:
         pairs = [pair] + [make_pair(m, a.clean, k, a.answer, a.distractor, a.position) for k in a.more_corrupt]
+        for n, d in enumerate(a.pairs, 1):
+            try:
+                pairs.append(make_pair(m, d["clean"], d["corrupt"], d["answer"], d["distractor"], a.position))
+            except PatchError as e:
+                raise PatchError(f"--pairs, pair {n}: {e}") from None
     except PatchError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
-    out = {"model": m.name, "clean": a.clean, "corrupt": [a.corrupt] + a.more_corrupt, "answer": pair.answer_token,
+    out = {"model": m.name, "clean": a.clean, "corrupt": [a.corrupt] + a.more_corrupt, "more_pairs": a.pairs,
+           "answer": pair.answer_token,
            "distractor": pair.distractor_token, "position_read": pair.pos}
     if a.receiver:
         rc = _path(m, pair, a, out)
