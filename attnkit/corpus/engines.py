@@ -7,9 +7,11 @@ writes the results, so cluster nodes need no shared filesystem.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -209,8 +211,9 @@ def ray_engine(settings, items, address=None, workers=None, gpus_per_worker=0.0,
     if not ray.is_initialized():
         check_ray_request(address, gpus_per_worker)
         try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                     logging_level="ERROR", configure_logging=True)
+            with _quiet_stderr(bool(address)):      # a peer that is not Ray: a warning a second from C++
+                ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                         logging_level="ERROR", configure_logging=True)
         except Exception as e:    # noqa: BLE001 - Ray's many ways of not connecting: one line
             raise CorpusError(f"cannot start or reach Ray{' at ' + address if address else ''}: {_err(e)}") from None
         started = True
@@ -258,6 +261,24 @@ def check_ray_request(address: str | None, gpus_per_worker: float = 0.0, timeout
     if gpus_per_worker and not address and not torch.cuda.is_available():
         raise CorpusError(f"--gpus-per-worker {gpus_per_worker:g}: this machine has no GPU that torch can use, "
                           "and without --address Ray runs here")
+
+
+@contextlib.contextmanager
+def _quiet_stderr(on: bool):
+    """File descriptor 2 sent to /dev/null while connecting (Ray's C++ client writes there directly)."""
+    if not on:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
 
 
 def _runtime_env(address) -> dict:
