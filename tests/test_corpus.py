@@ -159,7 +159,9 @@ def test_resume_after_interrupted_run(corpus_file, local_run, tmp_path):
     lines = corpus_file.read_text(encoding="utf-8").splitlines()
     lines[3] = json.dumps({"text": "An edited document about heads and tokens."})
     changed.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    rep = C.run_corpus(changed, out, **KW)
+    with pytest.raises(C.CorpusError, match="other documents"):      # refused unless asked for
+        C.run_corpus(changed, out, **KW)
+    rep = C.run_corpus(changed, out, redo_changed=True, **KW)
     assert rep.skipped_shards == rep.shards - 1 and rep.processed_docs == 2
     assert C.load_result(out).complete
 

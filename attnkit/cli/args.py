@@ -15,8 +15,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["Parser", "positive_int", "nonneg_int", "int_at_least", "positive_float", "utf8_text", "writable_path",
-           "writable_dir", "existing_file", "existing_nonempty_text_file", "device"]
+__all__ = ["Parser", "positive_int", "nonneg_int", "int_at_least", "positive_float", "nonneg_float", "fraction",
+           "utf8_text", "writable_path", "writable_dir", "new_or_own_dir", "existing_file", "existing_nonempty_text_file",
+           "device"]
 
 Err = argparse.ArgumentTypeError
 
@@ -59,6 +60,25 @@ def positive_float(s: str) -> float:
         raise Err(f"expected a number, got {s!r}") from None
     if not (x > 0 and x != float("inf")):
         raise Err(f"must be a finite number > 0, got {s!r}")
+    return x
+
+
+def nonneg_float(s: str) -> float:
+    """A finite number ≥ 0 (not nan, not inf)."""
+    try:
+        x = float(s)
+    except ValueError:
+        raise Err(f"expected a number, got {s!r}") from None
+    if not (0 <= x < float("inf")):
+        raise Err(f"must be a finite number ≥ 0, got {s!r}")
+    return x
+
+
+def fraction(s: str) -> float:
+    """A share: a number from 0 to 1."""
+    x = nonneg_float(s)
+    if x > 1:
+        raise Err(f"must be a share from 0 to 1, got {s!r}")
     return x
 
 
@@ -120,6 +140,20 @@ def writable_dir(s: str) -> str:
     except OSError as e:
         raise Err(f"cannot write into {_shown(s)}: {e.strerror or e}") from None
     return s
+
+
+def new_or_own_dir(marker: str, what: str):
+    """An argparse type: a writable folder that is new, empty, or holds ``marker`` (a file only the
+    command that writes the folder writes) — a command never writes into someone else's folder."""
+    def check(s: str) -> str:
+        writable_dir(s)
+        p = _path(s)
+        if p.is_dir() and not (p / marker).exists() and any(p.iterdir()):
+            raise Err(f"{_shown(s)} is not empty and was not written by {what} (no {marker}); "
+                      "give a new or empty folder")
+        return s
+    check.__name__ = "output folder"
+    return check
 
 
 def existing_file(s: str) -> str:

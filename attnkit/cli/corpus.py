@@ -25,15 +25,20 @@ def _parser():
                    help="hub name, attnkit-tiny or a local folder (default: as verify)")
     p.add_argument("--input", type=T.utf8_text,
                    help=".jsonl (one document per line), .txt/.md (one document) or a folder of them")
-    p.add_argument("--field", default="text", help="field of a .jsonl object holding the document (default text)")
+    p.add_argument("--field", default="text", type=T.utf8_text, help="field of a .jsonl object holding the document (default text)")
     p.add_argument("--analyses", default=",".join(C.ANALYSES), help="comma-separated: " + ", ".join(C.ANALYSES))
     p.add_argument("--ablation", action="append", default=None, metavar="SPEC",
                    help="an ablation for ablation-loss (repeatable; default: " + ", ".join(C.DEFAULT_ABLATIONS) + ")")
-    p.add_argument("--out", type=T.writable_dir, help="result folder (created; a rerun resumes it)")
+    p.add_argument("--out", type=T.new_or_own_dir("manifest.json", "attnkit corpus"),
+                   help="result folder: new, empty, or one this command wrote (a rerun with the same input and "
+                        "settings resumes it; other input or settings are refused)")
+    p.add_argument("--redo-changed", action="store_true",
+                   help="the input of --out's run changed: recompute the shards whose documents changed (and drop "
+                        "those past the input's end) instead of refusing")
     p.add_argument("--engine", default="local", choices=sorted(C.ENGINES))
-    p.add_argument("--address", default=None, help="Ray cluster: auto or HOST:PORT (default: start Ray here)")
+    p.add_argument("--address", default=None, type=T.utf8_text, help="Ray cluster: auto or HOST:PORT (default: start Ray here)")
     p.add_argument("--workers", type=T.positive_int, default=None, help="Ray actors (default: as many as the cluster holds)")
-    p.add_argument("--gpus-per-worker", type=float, default=0.0, help="> 0 runs each actor's model on a GPU")
+    p.add_argument("--gpus-per-worker", type=T.nonneg_float, default=0.0, help="> 0 runs each actor's model on a GPU")
     # --window, --batch, --shard-docs and --threads are checked by corpus.settings_for (one message for
     # the library and the command line)
     p.add_argument("--window", type=int, default=None, help="tokens per window (default: the model's context)")
@@ -57,10 +62,8 @@ def _note(text: str) -> None:
     print(f"{PROG}: {text}", file=sys.stderr, flush=True)
 
 
-def _check(a) -> list:
-    """Every check that needs no model (CorpusError); the ablations to run."""
-    if a.gpus_per_worker < 0:
-        raise C.CorpusError("--gpus-per-worker must not be negative")
+def _check(a) -> tuple[str, list]:
+    """Every check that needs no model (CorpusError): (the model's name, the ablations to run)."""
     if not a.input or not a.out:
         raise C.CorpusError("--input and --out are required")
     if a.engine == "ray" and importlib.util.find_spec("ray") is None:
@@ -69,21 +72,27 @@ def _check(a) -> list:
         raise C.CorpusError("--address, --workers and --gpus-per-worker are for --engine ray")
     ablations = a.ablation if a.ablation is not None else C.DEFAULT_ABLATIONS
     C.settings_for(a.model or "?", a.analyses, a.window, a.batch, a.shard_docs, ablations, a.field, a.device, a.threads)
-    C.read_inputs(a.input, a.field, a.max_docs)          # a missing or unusable input: stop before any work
-    return list(ablations)
-
-
-def _run(a) -> C.RunReport:
-    ablations = _check(a)
+    docs, _ = C.read_inputs(a.input, a.field, a.max_docs)    # a missing or unusable input: stop before any work
+    if a.engine == "ray":
+        C.check_ray_request(a.address, a.gpus_per_worker)
     model = a.model
     if model is None:
         model, notice = default_model()
         if notice:
             print(notice, file=sys.stderr)
+    settings = C.settings_for(model, a.analyses, a.window, a.batch, a.shard_docs, ablations, a.field, a.device,
+                              a.threads)
+    C.check_output(a.out, settings, docs, redo_changed=a.redo_changed)    # other settings or documents there
+    return model, list(ablations)
+
+
+def _run(a) -> C.RunReport:
+    model, ablations = _check(a)
     return C.run_corpus(a.input, a.out, model, a.analyses, engine=a.engine, address=a.address, window=a.window,
                         batch=a.batch, shard_docs=a.shard_docs, ablations=ablations, field=a.field,
                         device=a.device, threads=a.threads, workers=a.workers, gpus_per_worker=a.gpus_per_worker,
-                        max_docs=a.max_docs, bootstrap=a.bootstrap, progress=C.Progress(), log=_note)
+                        max_docs=a.max_docs, bootstrap=a.bootstrap, redo_changed=a.redo_changed,
+                        progress=C.Progress(), log=_note)
 
 
 def cli(argv=None) -> int:
@@ -99,6 +108,9 @@ def cli(argv=None) -> int:
     except (C.CorpusError, LoadError) as e:    # bad input, or a model that will not load (here or in an actor)
         _note(str(e))
         return 2
+    except KeyboardInterrupt:
+        print(f"\n{PROG}: interrupted; finished shards kept, rerun to resume", file=sys.stderr)
+        return 130
     except Exception as e:       # noqa: BLE001 - the run stopped part-way: say so in one line
         msg = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
         _note(f"the run stopped: {type(e).__name__}{': ' + msg if msg else ''}; "

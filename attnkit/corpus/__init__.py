@@ -19,7 +19,9 @@ process (``local``) or in Ray Data actors (``ray``). The driver alone writes the
 (:mod:`.store`): one Parquet part per table and shard, then a ``_done`` marker. A rerun skips every
 shard whose marker matches its documents' hash. A document that fails (unreadable line, tokenizer or
 analysis error) gets ``status = "error"`` with the stage and the error, and the run goes on. Rows are
-sorted within each shard, so both engines write the same files.
+sorted within each shard, so both engines write the same files. A rerun into a folder holding a run
+with other settings or other documents is refused (``redo_changed`` recomputes the changed shards
+instead); a shard whose part no longer matches its marker (size and SHA-256) is computed again.
 
 Summaries (:mod:`.summary`): percentile-bootstrap intervals (95 %) resampling documents.
 """
@@ -27,15 +29,15 @@ from __future__ import annotations
 
 from .analyses import (ANALYSES, DEFAULT_ABLATIONS, UNAVAILABLE, Analysis, SummaryInput, Windows, ablation_loss,
                        check_ablation, register)
-from .engines import ENGINES, ShardWorker
+from .engines import ENGINES, ShardWorker, check_ray_request
 from .inputs import CorpusError, read_inputs
 from .progress import Progress
-from .run import SHARD_DOCS, RunReport, run_corpus, settings_for
+from .run import SHARD_DOCS, RunReport, check_output, run_corpus, settings_for
 from .store import tables_for
 from .summary import CorpusResult, load_result, summarise
 
 __all__ = [
     "ANALYSES", "UNAVAILABLE", "DEFAULT_ABLATIONS", "Analysis", "register", "Windows", "SummaryInput", "CorpusError",
     "read_inputs", "ShardWorker", "ENGINES", "ablation_loss", "check_ablation", "run_corpus", "settings_for",
-    "RunReport", "SHARD_DOCS", "tables_for", "summarise", "load_result", "CorpusResult", "Progress",
+    "RunReport", "SHARD_DOCS", "check_output", "check_ray_request", "tables_for", "summarise", "load_result", "CorpusResult", "Progress",
 ]

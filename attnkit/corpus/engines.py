@@ -7,8 +7,11 @@ writes the results, so cluster nodes need no shared filesystem.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
+import sys
 import time
 from pathlib import Path
 
@@ -21,6 +24,10 @@ from ..model import Composed, run
 from ..prompts import MAX_PROMPT_CHARS as MAX_CHARS      # entropy.documents cuts each text there
 from . import store
 from .analyses import Windows, selected
+from .inputs import CorpusError
+
+#: Seconds to wait for a Ray cluster's address to answer before giving up (a wrong address must not hang).
+CONNECT_TIMEOUT = 10.0
 
 
 def _err(e: BaseException) -> str:
@@ -180,6 +187,10 @@ def _pool(ray, settings, items, workers, gpus_per_worker, log):
             workers = max(1, int(res.get("CPU", 1) // max(cpus_per_worker, 1e-9)))
     workers = max(1, min(int(workers), len(items)))
     fits = res.get("GPU", 0) // gpus_per_worker if gpus_per_worker else res.get("CPU", 0) // cpus_per_worker
+    if fits < 1:          # not even one actor can start: Ray Data would wait for ever
+        what = (f"{res.get('GPU', 0):g} GPU(s) and --gpus-per-worker {gpus_per_worker:g}" if gpus_per_worker
+                else f"{res.get('CPU', 0):g} CPU(s) and --threads {cpus_per_worker} (CPUs per actor)")
+        raise CorpusError(f"the Ray cluster has {what}: no actor fits")
     if workers > fits and log is not None:
         log(f"{workers} actors asked for, the cluster has room for {int(fits)} now "
             "(the rest wait for the autoscaler, if any)")
@@ -198,8 +209,13 @@ def ray_engine(settings, items, address=None, workers=None, gpus_per_worker=0.0,
 
     started = False
     if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                 logging_level="ERROR", configure_logging=True)
+        check_ray_request(address, gpus_per_worker)
+        try:
+            with _quiet_stderr(bool(address)):      # a peer that is not Ray: a warning a second from C++
+                ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                         logging_level="ERROR", configure_logging=True)
+        except Exception as e:    # noqa: BLE001 - Ray's many ways of not connecting: one line
+            raise CorpusError(f"cannot start or reach Ray{' at ' + address if address else ''}: {_err(e)}") from None
         started = True
     try:
         ctx = ray.data.DataContext.get_current()
@@ -217,6 +233,52 @@ def ray_engine(settings, items, address=None, workers=None, gpus_per_worker=0.0,
     finally:
         if started:
             ray.shutdown()
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """(host, port) of a ``HOST:PORT`` or ``ray://HOST:PORT`` address; None for ``auto``/``local``."""
+    a = address.strip()
+    a = a[len("ray://"):] if a.startswith("ray://") else a
+    if a in ("auto", "local", "") or ":" not in a:
+        return None
+    host, _, port = a.rpartition(":")
+    if not port.isdigit():
+        raise CorpusError(f"--address {address!r}: expected auto or HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+def check_ray_request(address: str | None, gpus_per_worker: float = 0.0, timeout: float | None = None) -> None:
+    """Before Ray starts or connects, what can fail fast: a ``HOST:PORT`` that does not answer within
+    ``timeout`` seconds (CONNECT_TIMEOUT), and GPUs asked of a Ray started here on a machine without one."""
+    hp = _host_port(address) if address else None
+    if hp is not None:
+        try:
+            socket.create_connection(hp, timeout=CONNECT_TIMEOUT if timeout is None else timeout).close()
+        except OSError as e:
+            why = "no answer" if isinstance(e, TimeoutError) else (e.strerror or type(e).__name__)
+            raise CorpusError(f"cannot reach the Ray cluster at {address}: {why} "
+                              f"(waited at most {CONNECT_TIMEOUT if timeout is None else timeout:g} s)") from None
+    if gpus_per_worker and not address and not torch.cuda.is_available():
+        raise CorpusError(f"--gpus-per-worker {gpus_per_worker:g}: this machine has no GPU that torch can use, "
+                          "and without --address Ray runs here")
+
+
+@contextlib.contextmanager
+def _quiet_stderr(on: bool):
+    """File descriptor 2 sent to /dev/null while connecting (Ray's C++ client writes there directly)."""
+    if not on:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
 
 
 def _runtime_env(address) -> dict:

@@ -81,9 +81,17 @@ def _write_shard(out: Path, row: dict, names, digest: str, n_docs: int) -> tuple
         if n == "documents":
             errs = sum(1 for s in t["status"].to_pylist() if s == "error")
     meta = json.loads(row["meta"])
+    files = {n: store.file_record(out / n / f"{store.part(k)}.parquet") for n in names}
     store.write_atomic(out / "_done" / f"{store.part(k)}.json", lambda p: p.write_text(json.dumps(
-        {"shard": k, "hash": digest, "docs": n_docs, "errors": errs, "meta": meta}), encoding="utf-8"))
+        {"shard": k, "hash": digest, "docs": n_docs, "errors": errs, "files": files, "meta": meta}),
+        encoding="utf-8"))
     return errs, meta
+
+
+def check_output(out, settings: dict, docs, redo_changed: bool = False) -> None:
+    """What run_corpus checks of ``out`` before any work (CorpusError), without writing anything: a
+    folder that is not a corpus result, or one holding a run with other settings or other documents."""
+    store.check_manifest(Path(out), settings, docs, redo_changed=redo_changed, write=False)
 
 
 def check_engine(engine: str) -> None:
@@ -97,11 +105,14 @@ def run_corpus(input, out, model="attnkit-tiny", analyses=("heads", "entropy", "
                engine: str = "local", address: str | None = None, window: int | None = None, batch: int = 4,
                shard_docs: int = SHARD_DOCS, ablations=DEFAULT_ABLATIONS, field: str = "text", device: str = "cpu",
                threads: int = 1, workers: int | None = None, gpus_per_worker: float = 0.0,
-               max_docs: int | None = None, bootstrap: int = 1000,
+               max_docs: int | None = None, bootstrap: int = 1000, redo_changed: bool = False,
                progress=None, summary: bool = True, log=None) -> RunReport:
     """Run the analyses over the documents of ``input`` into the folder ``out`` (see the package doc).
 
-    Shards already finished in ``out`` (same settings, same documents) are skipped. ``progress(done,
+    Shards already finished in ``out`` (same settings, same documents) are skipped; a damaged one is
+    computed again. A folder that is not a corpus result, or holds a run with other settings or other
+    documents, is refused (CorpusError) before anything is written — with ``redo_changed`` the shards
+    whose documents changed are computed again instead. ``progress(done,
     total, info)`` is called after each shard is written (an exception there stops the run; what is
     written stays and a rerun resumes). With ``summary`` the summary files are written at the end.
     ``log(text)`` receives notes (files left out of a folder, a Ray cluster too small).
@@ -112,11 +123,11 @@ def run_corpus(input, out, model="attnkit-tiny", analyses=("heads", "entropy", "
     for n in notes if log is not None else ():
         log(n)
     out = Path(out)
-    store.check_manifest(out, settings, docs)
     shards = store.shards(docs, settings["shard_docs"])
     digests = [store.digest(s) for s in shards]
+    store.check_manifest(out, settings, docs, digests, redo_changed=redo_changed)
     names = store.tables_for(settings["analyses"])
-    pending, finished = store.pending_shards(out, digests, names)
+    pending, finished = store.pending_shards(out, digests, names, log)
     resumed = sum(len(shards[k]) for k in finished)
     items = [{"shard": k, "docs": json.dumps(shards[k], ensure_ascii=False)} for k in pending]
     t0 = time.perf_counter()

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from .analyses import ANALYSES, KEY, selected
 from .inputs import CorpusError
@@ -111,11 +112,36 @@ def part(k: int) -> str:
     return f"part-{k:05d}"
 
 
-def check_manifest(out: Path, settings: dict, docs) -> dict:
-    """Write the manifest, or check that the one in ``out`` was made with the same settings."""
+def _changed(out: Path, old: dict, digests: list[str]) -> str | None:
+    """How the documents differ from those of the run in ``out``, or None when they are the same."""
+    was = (old.get("inputs") or {}).get("shards")
+    if was is None:               # a folder from before inputs were recorded: its markers' hashes
+        was = {}
+        for m in sorted((out / "_done").glob("part-*.json")) if (out / "_done").exists() else []:
+            try:
+                was[int(m.stem.split("-")[1])] = json.loads(m.read_text(encoding="utf-8")).get("hash")
+            except (OSError, ValueError):
+                continue
+        bad = [k for k, h in was.items() if k >= len(digests) or digests[k] != h]
+        return None if not bad else f"shard {bad[0]} holds other documents"
+    if was == digests:
+        return None
+    first = next((k for k, (a, b) in enumerate(zip(was, digests)) if a != b), min(len(was), len(digests)))
+    return (f"{old.get('n_docs')} document(s) in {len(was)} shard(s) there, other documents now: "
+            f"{len(digests)} shard(s), the first different one is shard {first}")
+
+
+def check_manifest(out: Path, settings: dict, docs, digests: list[str] | None = None, *,
+                   redo_changed: bool = False, write: bool = True) -> dict:
+    """Write the manifest, or check that the one in ``out`` was made with the same settings and the
+    same documents (``digests``: one hash a shard). CorpusError when not: a folder that is not a
+    corpus result, other settings, or other documents (unless ``redo_changed``: the shards whose
+    documents changed are then redone). ``write=False`` only checks (nothing is created)."""
     path = out / "manifest.json"
     keys = result_keys()
     mine = {k: settings[k] for k in keys}
+    digests = [digest(s) for s in shards(docs, settings["shard_docs"])] if digests is None else digests
+    inputs = {"n_docs": len(docs), "shards": digests}
     if path.exists():
         try:
             old = json.loads(path.read_text(encoding="utf-8"))
@@ -127,14 +153,21 @@ def check_manifest(out: Path, settings: dict, docs) -> dict:
             what = ", ".join(f"{k}: {was.get(k)!r} there, {mine[k]!r} now" for k in diff)
             raise CorpusError(f"{out} holds a run with other settings ({what}); "
                               "use another --out, or the same settings to resume")
-        if old.get("n_docs") != len(docs):        # the input grew or shrank: the shards say what is finished
-            old["n_docs"] = len(docs)
+        change = _changed(out, old, digests)
+        if change and not redo_changed:
+            raise CorpusError(f"{out} holds a run over other documents ({change}); nothing was changed. Use "
+                              "another --out, the same input and --max-docs to resume, or --redo-changed to "
+                              "recompute the shards whose documents changed")
+        if write and (old.get("inputs") != inputs or old.get("n_docs") != len(docs)):
+            old.update(n_docs=len(docs), inputs=inputs)
             write_json(path, old)
         return old
-    elif out.exists() and any(out.iterdir()):
+    elif out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise CorpusError(f"{out} exists and is not a corpus result folder (no manifest.json); use an empty or new folder")
-    man = {"settings": mine, "n_docs": len(docs), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    write_json(path, man)
+    man = {"settings": mine, "n_docs": len(docs), "inputs": inputs,
+           "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if write:
+        write_json(path, man)
     return man
 
 
@@ -157,21 +190,46 @@ def done_shards(out: Path, names) -> list[int]:
     return ks
 
 
-def pending_shards(out: Path, digests: list[str], names) -> tuple[list[int], list[int]]:
-    """(shards to do, shards finished with these documents); markers of changed shards are removed,
-    and the parts of shards past the input's end (it shrank)."""
+def file_record(path: Path) -> dict:
+    """What a ``_done`` marker records of a part: its size and SHA-256 (a damaged part is found)."""
+    return {"bytes": path.stat().st_size, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
+def intact(out: Path, k: int, names, marker: dict) -> bool:
+    """Every table's part of shard ``k`` is there and as its marker recorded it (older markers, without
+    a record: the part's Parquet footer reads)."""
+    files = marker.get("files")
+    for n in names:
+        f = out / n / f"{part(k)}.parquet"
+        try:
+            if files is None:
+                pq.read_metadata(f)
+            elif n not in files or file_record(f) != files[n]:
+                return False
+        except (OSError, pa.ArrowException):
+            return False
+    return True
+
+
+def pending_shards(out: Path, digests: list[str], names, log=None) -> tuple[list[int], list[int]]:
+    """(shards to do, shards finished with these documents). A shard whose part is damaged or missing
+    is redone (``log`` says so); the markers of changed shards are removed, and the parts of shards
+    past the input's end (only reached with ``redo_changed``: check_manifest refuses other documents)."""
     pending, finished = [], []
     for k, h in enumerate(digests):
         marker = out / "_done" / f"{part(k)}.json"
         try:
-            ok = json.loads(marker.read_text(encoding="utf-8")).get("hash") == h
+            m = json.loads(marker.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            ok = False
-        if ok and all((out / n / f"{part(k)}.parquet").exists() for n in names):
+            m = None
+        ours = isinstance(m, dict) and m.get("hash") == h
+        if ours and intact(out, k, names, m):
             finished.append(k)
-        else:
-            pending.append(k)
-            marker.unlink(missing_ok=True)     # its documents changed: not finished until redone
+            continue
+        pending.append(k)
+        if marker.exists() and log is not None:
+            log(f"shard {k} is damaged or incomplete in {out}: it is computed again")
+        marker.unlink(missing_ok=True)     # not finished until redone
     for stale in sorted((out / "_done").glob("part-*.json")) if (out / "_done").exists() else []:
         if int(stale.stem.split("-")[1]) >= len(digests):
             stale.unlink()                # the input shrank: shards past its end are no longer part of it

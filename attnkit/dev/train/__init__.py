@@ -46,7 +46,7 @@ heads with attnkit's own metrics, and write ``MODEL_CARD.md``.
 Everything is seeded (Python, NumPy-free, torch), so the same command on the same
 machine and library versions reproduces the same weights. Examples::
 
-    python -m attnkit train-default --out attnkit/models/attnkit-tiny --steps 1800
+    python -m attnkit train-default --out attnkit/models/attnkit-tiny --overwrite-shipped --steps 1800
     python -m attnkit train-default --tiny-test --out /tmp/tiny   # seconds, for tests
 
 ``--minutes M`` makes a time-boxed run (warmup-stable-decay schedule whose decay
@@ -60,14 +60,14 @@ from __future__ import annotations
 
 from .card import HEAD_TARGETS, HEADS_CMD, formation_text, head_report, reproduce_argv, write_card
 from .evaluate import bits_per_byte, format_head_table, full_loss, prev_induction_scores, unigram_baseline
-from .loop import (DEFAULT_OUT, Options, lr_at, probe_saved, rewrite_card, sinusoid_positions, train)
+from .loop import (DEFAULT_OUT, Options, check_out, lr_at, probe_saved, rewrite_card, sinusoid_positions, train)
 from .mixture import sample_batch, sample_mixed_batch
 from .sources import EOT, SOURCES, TrainError, build_corpus, chunk, collect_documents, html_to_text, wordnet_lines
 from .tokenizer import REQUIRED_TOKENS, encode_stream, load_tokenizer, train_tokenizer
 
 __all__ = ["HEAD_TARGETS", "HEADS_CMD", "formation_text", "head_report", "reproduce_argv", "write_card",
            "bits_per_byte", "format_head_table", "full_loss", "prev_induction_scores", "unigram_baseline",
-           "DEFAULT_OUT", "Options", "lr_at", "probe_saved", "rewrite_card", "sinusoid_positions", "train",
+           "DEFAULT_OUT", "Options", "check_out", "lr_at", "probe_saved", "rewrite_card", "sinusoid_positions", "train",
            "sample_batch", "sample_mixed_batch", "EOT", "SOURCES", "TrainError", "build_corpus", "chunk",
            "collect_documents", "html_to_text", "wordnet_lines", "REQUIRED_TOKENS", "encode_stream",
            "load_tokenizer", "train_tokenizer"]

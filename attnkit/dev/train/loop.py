@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -30,7 +33,7 @@ DEFAULT_OUT = Path(__file__).resolve().parents[2] / "models" / "attnkit-tiny"
 class Options:
     """Every setting of a training run (``python -m attnkit train-default`` has a flag for each)."""
 
-    out: str = str(DEFAULT_OUT)
+    out: str | None = None                 # required; the shipped model's folder only with overwrite_shipped
     steps: int = 1800
     minutes: float | None = None
     schedule: str = "cosine"
@@ -60,6 +63,7 @@ class Options:
     pos_init: str = "gpt2"
     bf16: bool = False
     compare_with: str | None = None
+    overwrite_shipped: bool = False
 
     @classmethod
     def of(cls, obj) -> "Options":
@@ -148,7 +152,10 @@ def build_model(o: Options, data: Data, block: int, log) -> tuple[GPT2LMHeadMode
     stages = []
     if o.init_from:
         init = Path(o.init_from)
-        model = GPT2LMHeadModel.from_pretrained(str(init), trust_remote_code=False)
+        try:
+            model = GPT2LMHeadModel.from_pretrained(str(init), trust_remote_code=False, use_safetensors=True)
+        except (OSError, ValueError, KeyError) as e:
+            raise TrainError(f"--init-from {init}: not a GPT-2 folder with model.safetensors ({e})") from None
         if model.config.vocab_size != data.vocab or model.config.n_positions != block:
             raise TrainError(f"{init}: vocab/context {model.config.vocab_size}/{model.config.n_positions} "
                              f"do not match this run's {data.vocab}/{block}")
@@ -307,6 +314,8 @@ def train_loop(model, opt, data: Data, o: Options, p: Schedule, gen, log) -> Pro
             log(f"SIGUSR1: stopping after step {pr.step}")
             break
         loss, lr, blk = _step(model, opt, data, o, p, gen, pr.step)
+        if not math.isfinite(loss):
+            raise TrainError(f"training diverged at step {pr.step + 1} (loss {loss}); nothing was saved")
         pr.step += 1
         run_loss += loss
         run_n += 1
@@ -324,6 +333,8 @@ def train_loop(model, opt, data: Data, o: Options, p: Schedule, gen, log) -> Pro
                 f"{el / 60:.1f} min")
             run_loss, run_n = 0.0, 0
     pr.seconds = time.time() - t_train
+    if not all(bool(torch.isfinite(q).all()) for q in model.parameters()):
+        raise TrainError(f"training diverged: weights are NaN or infinite after step {pr.step}; nothing was saved")
     return pr
 
 
@@ -365,7 +376,7 @@ def _bits_per_byte(model, data: Data, o: Options, block: int, short: int, log) -
     vt_text = data.val_ids[1:][data.val_ids[1:] != data.eot]
     bpb["unigram baseline"] = float(-logp[vt_text].sum()) / math.log(2) / val_bytes
     if o.compare_with:
-        old = GPT2LMHeadModel.from_pretrained(o.compare_with, trust_remote_code=False)
+        old = GPT2LMHeadModel.from_pretrained(o.compare_with, trust_remote_code=False, use_safetensors=True)
         old_tok = load_tokenizer(Path(o.compare_with))
         bpb[f"previous model ({o.compare_with}, {old.config.n_positions}-token windows)"] = bits_per_byte(
             old, old_tok, data.val_docs, old.config.n_positions)
@@ -425,12 +436,50 @@ def finish_card(out: Path, info: dict, log) -> None:
     (out / "training_log.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
 
 
+def check_out(out, overwrite_shipped: bool = False) -> Path:
+    """``out`` as a folder training may write: TrainError for none, the shipped model's folder (unless
+    ``overwrite_shipped``), or a folder that is not empty and was not written by train-default."""
+    if not out:
+        raise TrainError("no output folder: give --out (a new or empty folder)")
+    out = Path(out).expanduser()
+    if out.resolve() == DEFAULT_OUT.resolve() and not overwrite_shipped:
+        raise TrainError(f"{out} is the shipped attnkit-tiny model; it is replaced only with --overwrite-shipped")
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / "training_log.json").is_file())):
+        raise TrainError(f"{out} is not empty and was not written by train-default (no training_log.json); "
+                         "give a new or empty folder")
+    return out
+
+
+def _swap_in(work: Path, out: Path) -> None:
+    """Move the finished run's folder ``work`` to ``out`` (an earlier train-default result there is
+    replaced only now, when the new one is complete)."""
+    old = out.parent / f".{out.name}.old-{os.getpid()}"
+    if out.exists():
+        os.rename(out, old)
+    os.rename(work, out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def train(o: Options, argv: list[str], log=lambda s: None) -> dict:
-    """The whole run into ``o.out``: corpus, tokenizer, model, loop, evaluation, head scores, card and
-    log. ``argv`` (the command's flags) is recorded, with the schedule actually run, as the command
-    that reproduces the run. Returns the training log; TrainError when the run cannot go on."""
+    """The whole run into ``o.out`` (see check_out): corpus, tokenizer, model, loop, evaluation, head
+    scores, card and log, written into a hidden folder beside ``o.out`` and moved there when complete
+    (an interrupted or failed run leaves ``o.out`` as it was). ``argv`` (the command's flags) is
+    recorded, with the schedule actually run, as the command that reproduces the run. Returns the
+    training log; TrainError when the run cannot go on."""
+    out = check_out(o.out, o.overwrite_shipped)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    try:
+        info = _train_into(o, work, argv, log)
+        _swap_in(work, out)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    log(f"saved to {out}")
+    return info
+
+
+def _train_into(o: Options, out: Path, argv: list[str], log) -> dict:
     torch.set_num_threads(o.threads)
-    out = Path(o.out)
     t_start = time.time()
     random.seed(o.seed)
     torch.manual_seed(o.seed)
@@ -449,7 +498,6 @@ def train(o: Options, argv: list[str], log=lambda s: None) -> dict:
     gen = torch.Generator().manual_seed(o.seed + 1000 * len(stages))   # later stages draw other batches
     p = plan(o, model, block, short, t_start, log)
     pr = train_loop(model, opt, data, o, p, gen, log)
-    out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out), safe_serialization=True)
     ev = final_evaluation(model, data, o, p, log)
     scores = prev_induction_scores(model, data.vocab, val_ids=data.val_ids, seed=o.seed, bos_id=data.eot,
@@ -463,7 +511,7 @@ def train(o: Options, argv: list[str], log=lambda s: None) -> dict:
                         "train_seconds": time.time() - pr.started}]
     info = training_log(o, data, model, p, pr, ev, scores, stages, cmd.strip())
     finish_card(out, info, log)
-    log(f"saved to {out} ({time.time() - t_start:.0f}s total)")
+    log(f"finished in {time.time() - t_start:.0f}s")
     return info
 
 
