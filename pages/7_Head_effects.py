@@ -8,25 +8,12 @@ import streamlit as st
 
 from attnkit import attribution as AT
 from attnkit import compare
+from attnkit import examples as EX
 from attnkit import patching as P
 from attnkit import prompts as PR
 from attnkit import app as ui
 from attnkit.charts import effects as E
 
-EXAMPLES = {
-    "Indirect object, names swapped": dict(
-        clean="When Mary and John went to the store, John gave a drink to",
-        corrupt="When John and Mary went to the store, Mary gave a drink to",
-        answer=" Mary", distractor=" John"),
-    "The animal … too tired / too wide": dict(
-        clean="The animal didn't cross the street because it was too tired. The tired one was the",
-        corrupt="The animal didn't cross the street because it was too wide. The wide one was the",
-        answer=" animal", distractor=" street"),
-    "A repeated phrase": dict(
-        clean="Install the python package and the kernel source. Install the python package and the kernel",
-        corrupt="Install the python package and the kernel binary. Install the python package and the kernel",
-        answer=" source", distractor=" binary"),
-}
 CUSTOM = "Your own"
 MAX_SET = 100                 # pairs of an uploaded prompt set used
 LENS_MAX_T = 48               # logit-lens positions drawn
@@ -54,6 +41,11 @@ def patched(name: str, device: str, clean: tuple, corrupt: tuple, a: int, d: int
     pair = P.Pair(list(clean), list(corrupt), a, d, pos)
     return P.patch(ui.cached_model(name, device).weights, pair, target, per_position=per_position,
                    direction=direction)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def example_checks(name: str, device: str, bos: int | None) -> dict:
+    return EX.check_examples(ui.cached_model(name, device), bos=bos)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -106,24 +98,16 @@ if goto is not None:
 
 # ----------------------------------------------------------------------------- inputs
 
-def _fits(ex: dict) -> bool:
-    try:
-        P.make_pair(model, ex["clean"], ex["corrupt"], ex["answer"], ex["distractor"])
-        return True
-    except P.PatchError:
-        return False
-
-
 def _apply_example():
-    ex = EXAMPLES.get(st.session_state.get("he_example"))
+    ex = EX.EXAMPLES.get(st.session_state.get("he_example"))
     if ex:
         st.session_state.update(he_clean=ex["clean"], he_corrupt=ex["corrupt"], he_answer=ex["answer"],
                                 he_distractor=ex["distractor"])
 
 
+CHECKS = example_checks(ctx.model_name, ctx.device, BOS)
 if "he_clean" not in st.session_state:
-    first = next((k for k, ex in EXAMPLES.items() if _fits(ex)), next(iter(EXAMPLES)))
-    st.session_state["he_example"] = first
+    st.session_state["he_example"] = EX.pick_default(ctx.model_name, CHECKS)
     _apply_example()
 
 st.caption("Run a **clean** prompt and a **corrupted** one that differ in a detail, and measure the logit difference "
@@ -135,9 +119,11 @@ source = st.radio("Input", ["One prompt pair", "A prompt set (upload)"], key="he
 
 def _inputs():
     c0, c1 = st.columns([1.3, 3])
-    c0.selectbox("Example", list(EXAMPLES) + [CUSTOM], key="he_example", on_change=_apply_example,
-                 help="Each answer and distractor is one token, with the same token count for both prompts, in "
-                      "OpenAI's GPT-2 tokenizer and in the shipped attnkit-tiny's.")
+    c0.selectbox("Example", list(EX.EXAMPLES) + [CUSTOM], key="he_example", on_change=_apply_example,
+                 format_func=lambda n: CHECKS[n].label() if n in CHECKS else n,
+                 help=f"Each example is checked against the loaded model: it is solved when the clean run "
+                      f"prefers the answer, the corrupted run does not, and the gap is at least {EX.MARGIN:g} "
+                      "logits. Examples the model does not solve are marked.")
     c1.text_input("Clean prompt", key="he_clean", max_chars=4000)
     c1.text_input("Corrupted prompt (same number of tokens)", key="he_corrupt", max_chars=4000)
     c2, c3, c4 = st.columns([1, 1, 2])
@@ -195,9 +181,8 @@ def one_pair():
     if abs(gap) < 1e-6:
         st.warning("The clean and corrupted runs give the same logit difference: nothing to normalise against "
                    "(the maps show NaN). Pick prompts that differ in what the answer depends on.", icon="⚠️")
-    elif abs(gap) < 0.1:
-        st.info(f"The clean and corrupted logit differences are only {abs(gap):.3f} apart: normalised values "
-                "are noisy.", icon="ℹ️")
+    elif (why := EX.Check("", zres.clean_ld, zres.corrupt_ld).warning()) is not None:
+        st.warning(ui.plain(why), icon="⚠️")
     zdf = zres.frame()
     zmap = E.head_map(zdf, "normalised", select="pick", legend_title="normalised",
                       title=f"{direction}: normalised logit difference per head")
