@@ -193,7 +193,8 @@ def one_pair():
 
     # ------------------------------------------------------------------------- patching: layers × positions
     st.subheader("Where, layer by layer? (residual stream, attention and MLP outputs per position)")
-    targets = {"residual stream (entering the layer)": "resid", "attention output": "attn", "MLP output": "mlp"}
+    targets = {"residual stream (entering each layer, and after the last)": "resid", "attention output": "attn",
+               "MLP output": "mlp"}
     tname = st.radio("Patched activation", list(targets), key="he_lp_target", horizontal=True)
     target = targets[tname]
     if T > PER_POSITION_MAX_T:
@@ -216,7 +217,8 @@ def layer_position(key, target, tname, direction, toks_clean, labels, pos, meta)
         f"Each cell: the {tname} at one layer and one position patched alone. Positions after the one "
         f"read ({labels[pos]}) cannot matter (the causal mask). For the residual stream, each row adds up "
         "everything the earlier layers moved to each position: information moving between positions shows "
-        "as the bright cell shifting along the rows."))
+        "as the bright cell shifting along the rows; the last row is the stream after the last block, what "
+        "the final norm and the unembedding read."))
     ui.download_buttons(ldf, lmap, f"patch_{target}_{direction}", meta | {"target": target}, key="he_lp")
 
 
@@ -413,6 +415,8 @@ def prompt_set():
     dims = ("layer", "head") if target == "z" else ("layer", "position") if per_position else ("layer",)
     df = pd.DataFrame({d: idx[i] for i, d in enumerate(dims)})
     df["mean"], df["std"], df["n"] = mean.reshape(-1), std.reshape(-1), np.isfinite(stack).sum(0).reshape(-1)
+    if target == "resid":
+        df["row"] = [P.resid_row_name(int(l), L) for l in df["layer"]]
     if target == "z":
         left, right = st.columns(2)
         with left:
