@@ -192,7 +192,7 @@ def graph_edges(con: Contributions, threshold: float, tokens: list[str] | None =
         for i, j in zip(ii, jj):
             top = int(con.heads[l, :, i, j].argmax())
             rows.append({"layer": l, "from_pos": int(j), "to_pos": int(i), "share": float(tot[l, i, j]),
-                         "kind": "attention", "top_head": f"{l}.{top}",
+                         "kind": "attention", "top_head": head_name(l, top),
                          "top_head_share": float(con.heads[l, top, i, j])})
         for i in np.nonzero(con.resid[l] >= threshold)[0]:
             rows.append({"layer": l, "from_pos": int(i), "to_pos": int(i), "share": float(con.resid[l, i]),

@@ -92,7 +92,7 @@ if goto is not None:
     try:
         st.switch_page("pages/1_Heatmaps.py")
     except st.errors.StreamlitAPIException:        # this page run on its own, outside the navigation
-        st.info(ui.plain(f"Head {goto[0]}.{goto[1]} and the clean prompt are selected on the Heatmaps page; open "
+        st.info(ui.plain(f"Head {compare.head_name(*goto)} and the clean prompt are selected on the Heatmaps page; open "
                          "it from the navigation."), icon="🔥")
 
 
@@ -271,7 +271,7 @@ def attribution_sections(pair, pos, labels, toks_clean, toks_corrupt, T, meta):
     st.caption("The head's output at this position through the final norm (scale held fixed) and the unembedding: "
                f"the 10 tokens it pushes up most and down most ({which} run). Its effect on the answer − distractor "
                f"difference is {att.head_map[hl, hh]:+.4f}.")
-    ui.download_buttons(tdf, tch, f"head_{hl}_{hh}_tokens", meta | {"layer": hl, "head": hh, "run": which},
+    ui.download_buttons(tdf, tch, f"head_{head_name}_tokens", meta | {"layer": hl, "head": hh, "run": which},
                         key="he_tok")
 
     # ------------------------------------------------------------------------- contributions

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..weights import head_name
-from .heatmaps import PAD
+from .heatmaps import CELL_TEXT_PX, MIN_TEXT_CELL, PAD
 
 __all__ = ["head_map", "layer_pos_map", "layer_bars", "attribution_bars", "contribution_graph", "lens_chart",
            "head_tokens_chart"]
@@ -49,9 +49,9 @@ def head_map(df: pd.DataFrame, value: str = "normalised", *, title: str = "", se
     if select:
         rect = rect.add_params(alt.selection_point(name=select, fields=["cell"], on="click", clear=False))
     layers = [rect]
-    if text and L * H <= 200:
+    if text and cell >= MIN_TEXT_CELL:
         a = _sym(d[value])[1]
-        layers.append(base.mark_text(fontSize=9).encode(
+        layers.append(base.mark_text(fontSize=CELL_TEXT_PX).encode(
             text=alt.Text(f"{value}:Q", format=".2f"),
             color=alt.condition(f"abs(datum['{value}']) > {0.6 * a}", alt.value("white"), alt.value("black"))))
     return alt.layer(*layers).properties(width=cell * H, height=cell * L, autosize=PAD)
@@ -179,7 +179,7 @@ def lens_chart(df: pd.DataFrame, labels: list[str], rows: list[str], *, answer: 
         color = alt.Color("top_prob:Q", title="top token probability", scale=alt.Scale(scheme="viridis"))
     rect = base.mark_rect(stroke="white", strokeWidth=0.5).encode(color=color, tooltip=tips)
     dark = "datum.answer_rank > 30" if "answer_rank" in d else "datum.top_prob < 0.5"
-    text = base.mark_text(fontSize=9, limit=cw - 4).encode(
+    text = base.mark_text(fontSize=CELL_TEXT_PX, limit=cw - 4).encode(
         text="top_token:N", color=alt.condition(dark, alt.value("white"), alt.value("black")))
     return alt.layer(rect, text).properties(width=cw * T, height=ch * R, autosize=PAD)
 
