@@ -23,7 +23,7 @@ cfg = ctx.model.config
 L, H = cfg.n_layers, cfg.n_heads
 ids = ctx.ids
 T = len(ids)
-toks = ctx.model.token_strs(ids)
+toks = ctx.model.token_texts(ids)
 labels = ui.token_labels(toks)
 
 

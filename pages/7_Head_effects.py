@@ -150,7 +150,7 @@ def one_pair():
                          hide_index=True, width="stretch", height=min(420, 38 + 35 * len(e.table)))
         st.stop()
     T = pair.T
-    toks_clean, toks_corrupt = model.token_strs(pair.clean), model.token_strs(pair.corrupt)
+    toks_clean, toks_corrupt = model.token_texts(pair.clean), model.token_texts(pair.corrupt)
     labels = ui.token_labels(toks_clean)
     if st.session_state.get("he_pos") not in range(T):
         st.session_state["he_pos"] = T - 1
