@@ -279,10 +279,17 @@ def attribution_sections(pair, pos, labels, toks_clean, toks_corrupt, T, meta):
     if T > AT.CONTRIB_MAX_T:
         st.info(f"Contributions are computed for prompts of at most {AT.CONTRIB_MAX_T} tokens.")
     else:
-        thr = st.slider("Show edges carrying at least this share of what is added to a position", 0.0, 1.0, 0.1,
+        g1, g2 = st.columns([2, 1])
+        thr = g1.slider("Show edges carrying at least this share of what is added to a position", 0.0, 1.0, 0.1,
                         0.01, key="he_thresh")
+        top = g2.select_slider("Edges drawn (largest shares first)", [20, AT.GRAPH_TOP, 80, 160, 320, "all"],
+                               value=AT.GRAPH_TOP, key="he_graph_top",
+                               help=f"By default the {AT.GRAPH_TOP} edges with the largest shares are drawn, as the "
+                                    "LLM Transparency Tool prunes its graph; the CSV has every edge over the share.")
         con = contrib(ctx.model_name, ctx.device, tuple(ids))
-        nodes, edges = AT.graph_edges(con, thr, toks_clean if which == "clean" else toks_corrupt)
+        tk_ = toks_clean if which == "clean" else toks_corrupt
+        _, every = AT.graph_edges(con, thr, tk_)
+        nodes, edges = AT.graph_edges(con, thr, tk_, top=None if top == "all" else int(top))
         lo = max(0, T - GRAPH_MAX_T)
         if lo:
             st.caption(f"{T} tokens: the last {GRAPH_MAX_T} positions are drawn (the CSV has them all).")
@@ -290,14 +297,14 @@ def attribution_sections(pair, pos, labels, toks_clean, toks_corrupt, T, meta):
         ge = edges[(edges["from_pos"] >= lo)].assign(from_pos=lambda d: d["from_pos"] - lo,
                                                      to_pos=lambda d: d["to_pos"] - lo)
         graph = E.contribution_graph(gn, ge, labels[lo:], highlight=pos - lo,
-                                     title=f"{len(ge)} edges ≥ {thr:.2f} ({which} run)")
+                                     title=f"{len(ge)} of {len(every)} edges ≥ {thr:.2f} ({which} run)")
         st.altair_chart(graph, width="content")
         st.caption("Nodes: the residual stream at a position entering a layer (top row: after the last layer; the "
                    "read position in yellow). Edges: attention moving pattern_ij·v_j·W_O[h] from position j into i "
                    "(summed over heads; the tooltip names the largest head), and the residual stream carried "
                    "straight up; an edge's share is its size relative to everything added to that position in "
                    "that layer, the residual included.")
-        ui.download_buttons(edges, graph, f"contributions_{which}", meta | {"run": which, "threshold": thr},
+        ui.download_buttons(every, graph, f"contributions_{which}", meta | {"run": which, "threshold": thr},
                             key="he_graph")
 
     # ------------------------------------------------------------------------- logit lens
