@@ -32,7 +32,7 @@ from .model import norm, run
 from .patching import printable_token
 from .weights import Weights, head_name
 
-__all__ = ["DLA", "direct_logit_attribution", "Contributions", "contributions", "graph_edges",
+__all__ = ["DLA", "direct_logit_attribution", "Contributions", "contributions", "graph_edges", "GRAPH_TOP",
            "Lens", "logit_lens", "lens_logits", "HeadVocab", "head_vocab", "cli"]
 
 
@@ -179,25 +179,34 @@ def contributions(weights: Weights, ids) -> Contributions:
     return Contributions(np.stack(heads), np.stack(resid))
 
 
-def graph_edges(con: Contributions, threshold: float, tokens: list[str] | None = None):
+#: Edges the contribution graph draws by default: the largest shares only (the LLM Transparency
+#: Tool prunes its graph the same way); the page has a control for more.
+GRAPH_TOP = 40
+
+
+def graph_edges(con: Contributions, threshold: float, tokens: list[str] | None = None, top: int | None = None):
     """(nodes, edges) DataFrames for the contribution graph: a node (layer, position) is the residual
     stream at that position before ``layer`` (layer = L: after the last block); an edge from
     (l, j) to (l + 1, i) is attention (summed over heads, with the largest head named) or the residual
-    stream itself (j = i), kept when its share is ≥ ``threshold``."""
+    stream itself (j = i), kept when its share is ≥ ``threshold``; with ``top``, only the ``top``
+    edges of largest share among those (in their original order)."""
     L, H, T, _ = con.heads.shape
     tot = con.edges
     rows = []
     for l in range(L):
         ii, jj = np.nonzero(np.tril(tot[l] >= threshold))
         for i, j in zip(ii, jj):
-            top = int(con.heads[l, :, i, j].argmax())
+            big = int(con.heads[l, :, i, j].argmax())
             rows.append({"layer": l, "from_pos": int(j), "to_pos": int(i), "share": float(tot[l, i, j]),
-                         "kind": "attention", "top_head": f"{l}.{top}",
-                         "top_head_share": float(con.heads[l, top, i, j])})
+                         "kind": "attention", "top_head": head_name(l, big),
+                         "top_head_share": float(con.heads[l, big, i, j])})
         for i in np.nonzero(con.resid[l] >= threshold)[0]:
             rows.append({"layer": l, "from_pos": int(i), "to_pos": int(i), "share": float(con.resid[l, i]),
                          "kind": "residual", "top_head": "", "top_head_share": float("nan")})
     edges = pd.DataFrame(rows, columns=["layer", "from_pos", "to_pos", "share", "kind", "top_head", "top_head_share"])
+    if top is not None and len(edges) > top:
+        keep = edges["share"].sort_values(ascending=False, kind="stable").index[:max(int(top), 0)]
+        edges = edges.loc[sorted(keep)].reset_index(drop=True)
     nodes = pd.DataFrame([{"layer": l, "position": p} for l in range(L + 1) for p in range(T)])
     if tokens is not None:
         nodes["token"] = [tokens[p] for p in nodes["position"]]

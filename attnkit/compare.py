@@ -153,7 +153,7 @@ def similarity_order(dist) -> list[int]:
 def rank_heads_for_pair(patterns: torch.Tensor, query: int, key: int) -> pd.DataFrame:
     """Every head ranked by the attention weight from position ``query`` to position ``key``.
 
-    ``patterns``: ``[L, H, T, S]``. Columns: head ('L.H'), layer, head_index, weight,
+    ``patterns``: ``[L, H, T, S]``. Columns: head (``L{l}H{h}``), layer, head_index, weight,
     rank_in_row (1 = the key is this query's most attended position), top_key (that position).
     """
     L, H, T, S = patterns.shape
@@ -194,7 +194,7 @@ def mean_scores(per_prompt: list[dict[str, torch.Tensor]]) -> tuple[dict[str, to
 
 
 def scores_frame(values: torch.Tensor, stat: str = "value") -> pd.DataFrame:
-    """A [L, H] statistic as rows (head 'L.H', layer, head_index, value)."""
+    """A [L, H] statistic as rows (head ``L{l}H{h}``, layer, head_index, value)."""
     v = torch.as_tensor(values).double().cpu()
     L, H = v.shape
     return pd.DataFrame({

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from . import checkpoint
+from .pieces import Group, char_groups, token_texts
 from .weights import Weights, extract
 
 __all__ = [
@@ -99,6 +100,14 @@ class Loaded:
     def token_strs(self, ids) -> list[str]:
         """Readable tokens: UTF-8 text, with bytes of a character split across tokens shown as \\xNN."""
         return [b.decode("utf-8", errors="backslashreplace") for b in self.token_bytes(ids)]
+
+    def token_groups(self, ids) -> list[Group]:
+        """The tokens grouped into whole characters (a character split over tokens is one group)."""
+        return char_groups(self.token_bytes(ids))
+
+    def token_texts(self, ids) -> list[str]:
+        """Readable tokens for labels: a piece of a split character reads e.g. ``床[1/2]``, ``床[2/2]``."""
+        return token_texts(self.token_bytes(ids))
 
 
 _BYTE_DECODER: dict | None = None

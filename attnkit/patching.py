@@ -12,7 +12,9 @@ the clean run 1.
 Targets (``target`` × ``per_position``):
 
     z       each head's z (pattern·v, before W_O) at every position  -> [L, H]     per position [L, H, T]
-    resid   the residual stream entering each block (resid_pre)     -> [L]        per position [L, T]
+    resid   the residual stream entering each block (resid_pre), and
+            after the last block (what the final norm and the
+            unembedding read) as row L                           -> [L + 1]    per position [L + 1, T]
     attn    each layer's attention output (attn_out)                -> [L]        per position [L, T]
     mlp     each layer's MLP output (mlp_out)                       -> [L]        per position [L, T]
 
@@ -41,11 +43,12 @@ from .model import run
 from .weights import Weights
 
 __all__ = ["TARGETS", "DIRECTIONS", "PatchError", "Pair", "PatchResult", "resolve_token", "make_pair",
-           "side_by_side", "two_token_weights", "logit_diffs", "patch", "patch_many", "printable_token"]
+           "side_by_side", "two_token_weights", "logit_diffs", "patch", "patch_many", "printable_token",
+           "resid_row_name"]
 
 TARGETS = ("z", "resid", "attn", "mlp")
 DIRECTIONS = ("denoise", "noise")
-TARGET_LABELS = {"z": "head z (pattern·v)", "resid": "residual stream (resid_pre)",
+TARGET_LABELS = {"z": "head z (pattern·v)", "resid": "residual stream (resid_pre; and after the last block)",
                  "attn": "attention output (attn_out)", "mlp": "MLP output (mlp_out)"}
 #: Tokens (batch rows × positions) of one patched batch: bounds the memory of one batched run.
 MAX_BATCH_TOKENS = 8192
@@ -66,6 +69,12 @@ def printable_token(tok: str) -> str:
     characters as \\xNN (they cannot go into an SVG/PNG export)."""
     tok = tok.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥")
     return "".join(f"\\x{ord(c):02x}" if ord(c) < 32 or ord(c) == 127 else c for c in tok) or "∅"
+
+
+def resid_row_name(layer: int, n_layers: int) -> str:
+    """A row of the residual-stream map: the stream entering block ``layer``, or (``layer == n_layers``)
+    the stream after the last block, which the final norm and the unembedding read."""
+    return f"before L{layer}" if layer < n_layers else f"after L{n_layers - 1} (final)"
 
 
 @dataclass
@@ -201,6 +210,8 @@ class PatchResult:
         """Long table: one row per patched activation (layer[, head][, position], logit_diff, normalised)."""
         idx = np.indices(self.raw.shape).reshape(len(self.raw.shape), -1)
         df = pd.DataFrame({d: idx[i] for i, d in enumerate(self.dims)})
+        if self.target == "resid":
+            df["row"] = [resid_row_name(int(l), self.raw.shape[0] - 1) for l in df["layer"]]
         if "position" in df and tokens is not None:
             df["token"] = [tokens[p] for p in df["position"]]
         df["logit_diff"] = self.raw.reshape(-1)
@@ -220,9 +231,13 @@ class PatchResult:
 
 def _cache(w2: Weights, ids: list[int], points: set[str]) -> tuple[dict, float]:
     """One run: {(point, layer): activation} for ``points`` plus resid_pre, and its logit difference
-    at every position [T] (returned as the Trace's two-token logits)."""
-    tr = run(w2, ids, capture=sorted(points | {"resid_pre"}))
-    return tr.captures, tr.logits
+    at every position [T] (returned as the Trace's two-token logits). The stream after the last block
+    is stored as ``("resid_pre", n_layers)``: what a run started at block n_layers reads."""
+    tr = run(w2, ids, capture=sorted(points | {"resid_pre", "resid_post"}))
+    caps = dict(tr.captures)
+    n = w2.config.n_layers
+    caps[("resid_pre", n)] = caps[("resid_post", n - 1)]
+    return caps, tr.logits
 
 
 def _rows_for(target: str, per_position: bool, H: int, T: int) -> list[tuple]:
@@ -271,7 +286,7 @@ def patch(weights: Weights, pair: Pair, target: str = "z", *, per_position: bool
         raise PatchError(f"unknown direction {direction!r}; choose denoise or noise")
     cfg = weights.config
     L_all, H, T = cfg.n_layers, cfg.n_heads, pair.T
-    layers = list(range(L_all)) if layers is None else list(layers)
+    layers = None if layers is None else list(layers)
     w2 = two_token_weights(weights, pair.answer, pair.distractor)
     point = _POINT[target]
     clean_c, clean_logits = _cache(w2, pair.clean, {point})
@@ -280,7 +295,10 @@ def patch(weights: Weights, pair: Pair, target: str = "z", *, per_position: bool
     corrupt_ld = float(logit_diffs(corr_logits, pair.pos)[0])
     recv, src, recv_ids = (corr_c, clean_c, pair.corrupt) if direction == "denoise" else (clean_c, corr_c, pair.clean)
     rows = _rows_for(target, per_position, H, T)
-    shape = ((L_all, H) if target == "z" else (L_all,)) + ((T,) if per_position else ())
+    n_rows = L_all + 1 if target == "resid" else L_all        # resid: + the stream after the last block
+    if layers is None:
+        layers = list(range(n_rows))
+    shape = ((L_all, H) if target == "z" else (n_rows,)) + ((T,) if per_position else ())
     raw = np.full(shape, np.nan)
     if per_position:
         # a patch after the position read cannot reach it (causal mask): the receiving run's value, no run

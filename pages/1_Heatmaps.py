@@ -27,7 +27,7 @@ if ctx.all_selected:
             "Pick a prompt in the sidebar to see another; the Compare page averages over all of them.", icon="ℹ️")
 ids = ctx.ids
 T = len(ids)
-labels = ui.token_labels(ctx.model.token_strs(ids))
+labels = ui.token_labels(ctx.model.token_texts(ids))
 with st.spinner("Running the model (once per prompt; switching layer or head reuses the run) …"):
     tr = ui.trace(ctx, capture=CAPTURE)
 masked_full = hm.causal_masked(T)
@@ -139,13 +139,11 @@ def token_view():
         A, which = layer_p.mean(0), f"mean of layer {layer}'s {cfg.n_heads} heads"
     else:
         A, which = layer_p.max(0), f"max of layer {layer}'s {cfg.n_heads} heads"
-    tscale = "linear" if scale == "linear" else "sqrt"
-    chart = tk.token_chart(A, ctx.model.token_strs(ids), direction=direction, follow=follow, scale=tscale,
-                           title=f"{which}: {TOKEN_DIRS[direction]}")
+    chart = tk.token_chart(A, ctx.model.token_strs(ids), direction=direction, follow=follow, scale=scale,
+                           title=f"{which}: {TOKEN_DIRS[direction]}", groups=ctx.model.token_groups(ids), ids=ids)
     st.altair_chart(chart, width="content", key="hm_tokens")
-    st.caption(f"Colours: {'linear in' if tscale == 'linear' else 'the square root of'} the weight, from 0 to the "
-               "largest weight of the chosen token (itself left out; the legend shows the range). "
-               "The last token is the one chosen at first.")
+    st.caption(ui.plain(tk.scale_caption(scale)) + " The last token is the one chosen at first; a character split "
+               "over several byte-level tokens is drawn once across them (its tooltip lists the pieces).")
     tbl = pd.DataFrame(A, columns=[f"k{j}" for j in range(T)])
     tbl.insert(0, "query_token", ctx.model.token_strs(ids))
     tbl.insert(0, "query_pos", range(T))

@@ -23,7 +23,7 @@ cfg = ctx.model.config
 L, H = cfg.n_layers, cfg.n_heads
 ids = ctx.ids
 T = len(ids)
-toks = ctx.model.token_strs(ids)
+toks = ctx.model.token_texts(ids)
 labels = ui.token_labels(toks)
 
 
@@ -50,7 +50,7 @@ def matrix_csv(values: np.ndarray, layer: int, head: int) -> bytes:
 
 
 def _clicked_heads(event) -> list[str]:
-    """Heads ('L.H') picked in the overview chart's selection state, if any."""
+    """Heads (L{l}H{h}) picked in the overview chart's selection state, if any."""
     try:
         points = event["selection"]["pick"]
     except (KeyError, TypeError):

@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from attnkit import compare
 from attnkit import entropy as E
 from attnkit import app as ui
 from attnkit.charts import entropy as C
@@ -237,8 +238,9 @@ if on:
         dfc = E.compare_frame(s, s2, head_i, cl)
         chc = C.compare(dfc, log_x=log_x)
         st.altair_chart(chc, width="stretch")
-        st.caption("Solid: unmodified; dashed: with the factor; grey: ln n. " +
-                   ("Mean over heads." if head_i is None else f"Head {head_i}."))
+        which = "Mean over heads." if head_i is None else \
+            "Heads " + ", ".join(compare.head_name(l, head_i) for l in cl) + "."
+        st.caption("Solid: unmodified; dashed: with the factor; grey: ln n. " + which)
         ui.download_buttons(dfc, chc, stem="entropy_log_length", meta={**meta, "base": base, "clamp": clamp},
                             key="ent5")
     dfl = E.loss_frame(s, s2)

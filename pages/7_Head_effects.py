@@ -8,25 +8,12 @@ import streamlit as st
 
 from attnkit import attribution as AT
 from attnkit import compare
+from attnkit import examples as EX
 from attnkit import patching as P
 from attnkit import prompts as PR
 from attnkit import app as ui
 from attnkit.charts import effects as E
 
-EXAMPLES = {
-    "Indirect object, names swapped": dict(
-        clean="When Mary and John went to the store, John gave a drink to",
-        corrupt="When John and Mary went to the store, Mary gave a drink to",
-        answer=" Mary", distractor=" John"),
-    "The animal … too tired / too wide": dict(
-        clean="The animal didn't cross the street because it was too tired. The tired one was the",
-        corrupt="The animal didn't cross the street because it was too wide. The wide one was the",
-        answer=" animal", distractor=" street"),
-    "A repeated phrase": dict(
-        clean="Install the python package and the kernel source. Install the python package and the kernel",
-        corrupt="Install the python package and the kernel binary. Install the python package and the kernel",
-        answer=" source", distractor=" binary"),
-}
 CUSTOM = "Your own"
 MAX_SET = 100                 # pairs of an uploaded prompt set used
 LENS_MAX_T = 48               # logit-lens positions drawn
@@ -54,6 +41,11 @@ def patched(name: str, device: str, clean: tuple, corrupt: tuple, a: int, d: int
     pair = P.Pair(list(clean), list(corrupt), a, d, pos)
     return P.patch(ui.cached_model(name, device).weights, pair, target, per_position=per_position,
                    direction=direction)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def example_checks(name: str, device: str, bos: int | None) -> dict:
+    return EX.check_examples(ui.cached_model(name, device), bos=bos)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -100,30 +92,22 @@ if goto is not None:
     try:
         st.switch_page("pages/1_Heatmaps.py")
     except st.errors.StreamlitAPIException:        # this page run on its own, outside the navigation
-        st.info(ui.plain(f"Head {goto[0]}.{goto[1]} and the clean prompt are selected on the Heatmaps page; open "
+        st.info(ui.plain(f"Head {compare.head_name(*goto)} and the clean prompt are selected on the Heatmaps page; open "
                          "it from the navigation."), icon="🔥")
 
 
 # ----------------------------------------------------------------------------- inputs
 
-def _fits(ex: dict) -> bool:
-    try:
-        P.make_pair(model, ex["clean"], ex["corrupt"], ex["answer"], ex["distractor"])
-        return True
-    except P.PatchError:
-        return False
-
-
 def _apply_example():
-    ex = EXAMPLES.get(st.session_state.get("he_example"))
+    ex = EX.EXAMPLES.get(st.session_state.get("he_example"))
     if ex:
         st.session_state.update(he_clean=ex["clean"], he_corrupt=ex["corrupt"], he_answer=ex["answer"],
                                 he_distractor=ex["distractor"])
 
 
+CHECKS = example_checks(ctx.model_name, ctx.device, BOS)
 if "he_clean" not in st.session_state:
-    first = next((k for k, ex in EXAMPLES.items() if _fits(ex)), next(iter(EXAMPLES)))
-    st.session_state["he_example"] = first
+    st.session_state["he_example"] = EX.pick_default(ctx.model_name, CHECKS)
     _apply_example()
 
 st.caption("Run a **clean** prompt and a **corrupted** one that differ in a detail, and measure the logit difference "
@@ -135,9 +119,11 @@ source = st.radio("Input", ["One prompt pair", "A prompt set (upload)"], key="he
 
 def _inputs():
     c0, c1 = st.columns([1.3, 3])
-    c0.selectbox("Example", list(EXAMPLES) + [CUSTOM], key="he_example", on_change=_apply_example,
-                 help="Each answer and distractor is one token, with the same token count for both prompts, in "
-                      "OpenAI's GPT-2 tokenizer and in the shipped attnkit-tiny's.")
+    c0.selectbox("Example", list(EX.EXAMPLES) + [CUSTOM], key="he_example", on_change=_apply_example,
+                 format_func=lambda n: CHECKS[n].label() if n in CHECKS else n,
+                 help=f"Each example is checked against the loaded model: it is solved when the clean run "
+                      f"prefers the answer, the corrupted run does not, and the gap is at least {EX.MARGIN:g} "
+                      "logits. Examples the model does not solve are marked.")
     c1.text_input("Clean prompt", key="he_clean", max_chars=4000)
     c1.text_input("Corrupted prompt (same number of tokens)", key="he_corrupt", max_chars=4000)
     c2, c3, c4 = st.columns([1, 1, 2])
@@ -164,7 +150,7 @@ def one_pair():
                          hide_index=True, width="stretch", height=min(420, 38 + 35 * len(e.table)))
         st.stop()
     T = pair.T
-    toks_clean, toks_corrupt = model.token_strs(pair.clean), model.token_strs(pair.corrupt)
+    toks_clean, toks_corrupt = model.token_texts(pair.clean), model.token_texts(pair.corrupt)
     labels = ui.token_labels(toks_clean)
     if st.session_state.get("he_pos") not in range(T):
         st.session_state["he_pos"] = T - 1
@@ -195,9 +181,8 @@ def one_pair():
     if abs(gap) < 1e-6:
         st.warning("The clean and corrupted runs give the same logit difference: nothing to normalise against "
                    "(the maps show NaN). Pick prompts that differ in what the answer depends on.", icon="⚠️")
-    elif abs(gap) < 0.1:
-        st.info(f"The clean and corrupted logit differences are only {abs(gap):.3f} apart: normalised values "
-                "are noisy.", icon="ℹ️")
+    elif (why := EX.Check("", zres.clean_ld, zres.corrupt_ld).warning()) is not None:
+        st.warning(ui.plain(why), icon="⚠️")
     zdf = zres.frame()
     zmap = E.head_map(zdf, "normalised", select="pick", legend_title="normalised",
                       title=f"{direction}: normalised logit difference per head")
@@ -208,7 +193,8 @@ def one_pair():
 
     # ------------------------------------------------------------------------- patching: layers × positions
     st.subheader("Where, layer by layer? (residual stream, attention and MLP outputs per position)")
-    targets = {"residual stream (entering the layer)": "resid", "attention output": "attn", "MLP output": "mlp"}
+    targets = {"residual stream (entering each layer, and after the last)": "resid", "attention output": "attn",
+               "MLP output": "mlp"}
     tname = st.radio("Patched activation", list(targets), key="he_lp_target", horizontal=True)
     target = targets[tname]
     if T > PER_POSITION_MAX_T:
@@ -231,7 +217,8 @@ def layer_position(key, target, tname, direction, toks_clean, labels, pos, meta)
         f"Each cell: the {tname} at one layer and one position patched alone. Positions after the one "
         f"read ({labels[pos]}) cannot matter (the causal mask). For the residual stream, each row adds up "
         "everything the earlier layers moved to each position: information moving between positions shows "
-        "as the bright cell shifting along the rows."))
+        "as the bright cell shifting along the rows; the last row is the stream after the last block, what "
+        "the final norm and the unembedding read."))
     ui.download_buttons(ldf, lmap, f"patch_{target}_{direction}", meta | {"target": target}, key="he_lp")
 
 
@@ -284,7 +271,7 @@ def attribution_sections(pair, pos, labels, toks_clean, toks_corrupt, T, meta):
     st.caption("The head's output at this position through the final norm (scale held fixed) and the unembedding: "
                f"the 10 tokens it pushes up most and down most ({which} run). Its effect on the answer − distractor "
                f"difference is {att.head_map[hl, hh]:+.4f}.")
-    ui.download_buttons(tdf, tch, f"head_{hl}_{hh}_tokens", meta | {"layer": hl, "head": hh, "run": which},
+    ui.download_buttons(tdf, tch, f"head_{head_name}_tokens", meta | {"layer": hl, "head": hh, "run": which},
                         key="he_tok")
 
     # ------------------------------------------------------------------------- contributions
@@ -292,10 +279,17 @@ def attribution_sections(pair, pos, labels, toks_clean, toks_corrupt, T, meta):
     if T > AT.CONTRIB_MAX_T:
         st.info(f"Contributions are computed for prompts of at most {AT.CONTRIB_MAX_T} tokens.")
     else:
-        thr = st.slider("Show edges carrying at least this share of what is added to a position", 0.0, 1.0, 0.1,
+        g1, g2 = st.columns([2, 1])
+        thr = g1.slider("Show edges carrying at least this share of what is added to a position", 0.0, 1.0, 0.1,
                         0.01, key="he_thresh")
+        top = g2.select_slider("Edges drawn (largest shares first)", [20, AT.GRAPH_TOP, 80, 160, 320, "all"],
+                               value=AT.GRAPH_TOP, key="he_graph_top",
+                               help=f"By default the {AT.GRAPH_TOP} edges with the largest shares are drawn, as the "
+                                    "LLM Transparency Tool prunes its graph; the CSV has every edge over the share.")
         con = contrib(ctx.model_name, ctx.device, tuple(ids))
-        nodes, edges = AT.graph_edges(con, thr, toks_clean if which == "clean" else toks_corrupt)
+        tk_ = toks_clean if which == "clean" else toks_corrupt
+        _, every = AT.graph_edges(con, thr, tk_)
+        nodes, edges = AT.graph_edges(con, thr, tk_, top=None if top == "all" else int(top))
         lo = max(0, T - GRAPH_MAX_T)
         if lo:
             st.caption(f"{T} tokens: the last {GRAPH_MAX_T} positions are drawn (the CSV has them all).")
@@ -303,14 +297,14 @@ def attribution_sections(pair, pos, labels, toks_clean, toks_corrupt, T, meta):
         ge = edges[(edges["from_pos"] >= lo)].assign(from_pos=lambda d: d["from_pos"] - lo,
                                                      to_pos=lambda d: d["to_pos"] - lo)
         graph = E.contribution_graph(gn, ge, labels[lo:], highlight=pos - lo,
-                                     title=f"{len(ge)} edges ≥ {thr:.2f} ({which} run)")
+                                     title=f"{len(ge)} of {len(every)} edges ≥ {thr:.2f} ({which} run)")
         st.altair_chart(graph, width="content")
         st.caption("Nodes: the residual stream at a position entering a layer (top row: after the last layer; the "
                    "read position in yellow). Edges: attention moving pattern_ij·v_j·W_O[h] from position j into i "
                    "(summed over heads; the tooltip names the largest head), and the residual stream carried "
                    "straight up; an edge's share is its size relative to everything added to that position in "
                    "that layer, the residual included.")
-        ui.download_buttons(edges, graph, f"contributions_{which}", meta | {"run": which, "threshold": thr},
+        ui.download_buttons(every, graph, f"contributions_{which}", meta | {"run": which, "threshold": thr},
                             key="he_graph")
 
     # ------------------------------------------------------------------------- logit lens
@@ -428,6 +422,8 @@ def prompt_set():
     dims = ("layer", "head") if target == "z" else ("layer", "position") if per_position else ("layer",)
     df = pd.DataFrame({d: idx[i] for i, d in enumerate(dims)})
     df["mean"], df["std"], df["n"] = mean.reshape(-1), std.reshape(-1), np.isfinite(stack).sum(0).reshape(-1)
+    if target == "resid":
+        df["row"] = [P.resid_row_name(int(l), L) for l in df["layer"]]
     if target == "z":
         left, right = st.columns(2)
         with left:

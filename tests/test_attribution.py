@@ -74,6 +74,12 @@ def test_contributions_are_shares(odd):
     assert (edges["from_pos"] <= edges["to_pos"]).all()
     _, none = AT.graph_edges(con, 1.01)
     assert none.empty
+    _, top = AT.graph_edges(con, 0.0, top=7)                  # the 7 largest shares of all edges, order kept
+    _, every = AT.graph_edges(con, 0.0)
+    assert len(top) == 7 and len(every) > 7
+    assert sorted(top["share"], reverse=True) == sorted(every["share"], reverse=True)[:7]
+    assert list(top.index) == list(range(7)) and top["layer"].is_monotonic_increasing
+    assert all(n.startswith("L") and "H" in n for n in every.loc[every["kind"] == "attention", "top_head"])
 
 
 def test_attribute_cli_json(odd_dir, tmp_path, capsys):

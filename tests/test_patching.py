@@ -112,6 +112,39 @@ def test_resid_anchors(odd, pair):
     assert abs(res.normalised[0, -1] - 1.0) <= ZERO_ATOL     # the only differing position, at the embedding
 
 
+def test_resid_row_after_the_last_block_equals_a_hf_final_norm_hook(odd, pair):
+    """Row L of the residual map is the stream after the last block (what ln_f and the unembedding read):
+    per position it equals HF with a forward pre-hook on ln_f writing the clean run's stream at that
+    position; over all positions it is the clean run itself."""
+    hf, L = odd.hf_model, odd.config.n_layers
+    res = P.patch(odd.weights, pair, "resid", per_position=True)
+    assert res.raw.shape == (L + 1, pair.T)
+    assert list(res.frame()["row"].unique()) == [f"before L{l}" for l in range(L)] + [f"after L{L - 1} (final)"]
+    stored = {}
+    hk = hf.transformer.ln_f.register_forward_pre_hook(lambda m, a: stored.__setitem__("x", a[0].clone()))
+    _hf_ld(hf, pair.clean, pair.answer, pair.distractor, pair.pos)
+    hk.remove()
+    for p in (pair.T - 1, 2):
+        def put(m, a, p=p):
+            x = a[0].clone()
+            x[:, p] = stored["x"][:, p]
+            return (x,)
+        hk = hf.transformer.ln_f.register_forward_pre_hook(put)
+        try:
+            ref = _hf_ld(hf, pair.corrupt, pair.answer, pair.distractor, pair.pos)
+        finally:
+            hk.remove()
+        assert abs(res.raw[L, p] - ref) < 1e-5, p
+    assert abs(res.raw[L, pair.pos] - res.clean_ld) < 1e-5           # the read position carries everything
+    whole = P.patch(odd.weights, pair, "resid")
+    assert whole.raw.shape == (L + 1,) and abs(whole.normalised[L] - 1.0) <= ZERO_ATOL
+    from attnkit.charts.effects import layer_pos_map
+
+    spec = layer_pos_map(res.frame(), [str(i) for i in range(pair.T)]).to_dict()
+    y = spec["layer"][0]["encoding"]["y"]
+    assert y["field"] == "row" and y["sort"][-1] == f"after L{L - 1} (final)" and len(y["sort"]) == L + 1
+
+
 def test_attn_mlp_targets_match_hooks(odd, pair):
     """attn/mlp per position equal a plain full run with the same replacement hook."""
     from attnkit.model import run
@@ -251,7 +284,7 @@ def test_positions_after_the_read_one_are_not_run(odd, pair):
     early = P.Pair(pair.clean, pair.corrupt, pair.answer, pair.distractor, pos=pair.T - 3)
     res = P.patch(odd.weights, early, "resid", per_position=True)
     assert np.all(res.raw[:, early.pos + 1:] == res.corrupt_ld)
-    assert res.n_runs == odd.config.n_layers * (early.pos + 1)
+    assert res.n_runs == (odd.config.n_layers + 1) * (early.pos + 1)      # + the stream after the last block
     from attnkit.model import run
 
     src = run(odd.weights, early.clean, capture=["resid_pre"])

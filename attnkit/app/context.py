@@ -55,7 +55,8 @@ class Context:
 
     @property
     def tokens(self) -> list[str]:
-        return self.model.token_strs(self.ids)
+        """Readable tokens (a piece of a character split over tokens reads e.g. ``床[1/2]``)."""
+        return self.model.token_texts(self.ids)
 
     @property
     def key(self) -> tuple[str, str]:

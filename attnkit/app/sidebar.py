@@ -35,12 +35,19 @@ def _pick_model() -> tuple[str | None, str]:
              "with attnkit, or a local folder holding config.json + model.safetensors.",
     )
     if notice and choice == default == SHIPPED_MODEL:
-        st.info(plain(notice), icon="ℹ️")
+        _offline_notice(notice)
     if choice == LOCAL:
         folder = st.text_input("Folder", key="ak_folder", placeholder="/path/to/checkpoint")
         choice = folder.strip() or None
     device = st.selectbox("Device", ["auto", "cpu", "cuda"], key="ak_device")
     return choice, device
+
+
+def _offline_notice(notice: str):
+    """The offline fallback in one line, its reason and the command to fetch GPT-2 in an expander."""
+    st.caption(f"ℹ️ Offline: using the shipped {plain(SHIPPED_MODEL)} (not OpenAI's GPT-2).")
+    with st.expander("Why, and how to get GPT-2"):
+        st.text(notice)
 
 
 def _read_prompts() -> tuple[list[str] | None, int | None, list[str]]:

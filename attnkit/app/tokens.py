@@ -22,11 +22,19 @@ def tokens_inline(tokens: list[str]) -> str:
 
 
 def show_tokens(ctx: Context, ids: list[int] | None = None):
-    """The tokens as wrapped plain text (never Markdown), with the table of positions and ids a click away."""
+    """The tokens as wrapped plain text (never Markdown), with the table of positions and ids a click away.
+    A character split over several byte-level tokens is drawn once (the table lists its pieces)."""
     ids = ctx.ids if ids is None else ids
-    toks = ctx.model.token_strs(ids)
-    with st.container(border=True, height=min(320, 40 + 26 * (1 + len(tokens_inline(toks)) // 120))):
-        st.text(tokens_inline(toks))
+    groups = ctx.model.token_groups(ids)
+    inline = tokens_inline([g.text for g in groups])
+    with st.container(border=True, height=min(320, 40 + 26 * (1 + len(inline) // 120))):
+        st.text(inline)
+    split = sum(g.size > 1 for g in groups)
+    if split:
+        st.caption(f"{split} character(s) are split over several tokens by the byte-level tokenizer: each is "
+                   "drawn once above; the table lists every token, its bytes and its id.")
     with st.expander("As a table (position, id, token)"):
-        st.dataframe(pd.DataFrame({"position": range(len(ids)), "id": ids, "token": [show_spaces(t) for t in toks]}),
+        st.dataframe(pd.DataFrame({"position": range(len(ids)), "id": ids,
+                                   "token": [show_spaces(t) for t in ctx.model.token_texts(ids)],
+                                   "bytes": [show_spaces(t) for t in ctx.model.token_strs(ids)]}),
                      hide_index=True, width="stretch", height=min(400, 38 + 35 * len(ids)))

@@ -102,7 +102,7 @@ def head_map_chart(df: pd.DataFrame, title: str) -> alt.Chart:
         tooltip=[alt.Tooltip("name:N", title="head"), alt.Tooltip("increase:Q", format="+.4f", title="Δ loss"),
                  alt.Tooltip("low:Q", format="+.4f", title="95 % low"),
                  alt.Tooltip("high:Q", format="+.4f", title="95 % high")])
-    text = base.mark_text(fontSize=10).encode(
+    text = base.mark_text(fontSize=11).encode(
         text=alt.Text("increase:Q", format="+.3f"),
         color=alt.condition(f"abs(datum.increase) > {m * 0.55}", alt.value("white"), alt.value("black")))
     return (rect + text).properties(width=alt.Step(cell_w), height=alt.Step(30))

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..weights import head_name
-from .heatmaps import PAD
+from .heatmaps import CELL_TEXT_PX, MIN_TEXT_CELL, PAD
 
 __all__ = ["head_map", "layer_pos_map", "layer_bars", "attribution_bars", "contribution_graph", "lens_chart",
            "head_tokens_chart"]
@@ -49,9 +49,9 @@ def head_map(df: pd.DataFrame, value: str = "normalised", *, title: str = "", se
     if select:
         rect = rect.add_params(alt.selection_point(name=select, fields=["cell"], on="click", clear=False))
     layers = [rect]
-    if text and L * H <= 200:
+    if text and cell >= MIN_TEXT_CELL:
         a = _sym(d[value])[1]
-        layers.append(base.mark_text(fontSize=9).encode(
+        layers.append(base.mark_text(fontSize=CELL_TEXT_PX).encode(
             text=alt.Text(f"{value}:Q", format=".2f"),
             color=alt.condition(f"abs(datum['{value}']) > {0.6 * a}", alt.value("white"), alt.value("black"))))
     return alt.layer(*layers).properties(width=cell * H, height=cell * L, autosize=PAD)
@@ -59,7 +59,8 @@ def head_map(df: pd.DataFrame, value: str = "normalised", *, title: str = "", se
 
 def layer_pos_map(df: pd.DataFrame, labels: list[str], value: str = "normalised", *, title: str = "",
                   legend_title: str | None = None, domain=None) -> alt.LayerChart:
-    """Layer × position cells (columns layer, position, value); x labelled with the tokens."""
+    """Layer × position cells (columns layer, position, value); x labelled with the tokens. A ``row``
+    column (the residual map's "before L0" … "after L3 (final)") names the rows instead of ``layer``."""
     d = df.copy()
     d["label"] = [labels[int(p)] for p in d["position"]]
     L, T = int(d["layer"].max()) + 1, len(labels)
@@ -67,22 +68,37 @@ def layer_pos_map(df: pd.DataFrame, labels: list[str], value: str = "normalised"
     ch = max(14, min(30, 360 // max(L, 1)))
     base = alt.Chart(d, title=title).encode(
         x=alt.X("label:N", sort=labels, title="position (token)", axis=alt.Axis(labelOverlap=False, labelAngle=-60)),
-        y=alt.Y("layer:O", title="layer"))
-    tips = [alt.Tooltip("layer:O"), alt.Tooltip("label:N", title="position"), alt.Tooltip(f"{value}:Q", format=".4f")]
+        y=_row_axis(d))
+    tips = [alt.Tooltip("row:N" if "row" in d else "layer:O"), alt.Tooltip("label:N", title="position"),
+            alt.Tooltip(f"{value}:Q", format=".4f")]
     tips += [alt.Tooltip(f"{c}:Q", format=".4f") for c in ("logit_diff", "std") if c in d and c != value]
     rect = base.mark_rect(stroke="white", strokeWidth=0.5).encode(
         color=_diverging(value, d[value], legend_title or value, domain), tooltip=tips)
     return alt.layer(rect).properties(width=cw * T, height=ch * L, autosize=PAD)
 
 
+def _row_axis(d: pd.DataFrame) -> alt.Y:
+    """The rows of a per-layer map: ``row`` names in layer order when given, else the layer number."""
+    if "row" in d:
+        order = list(d.sort_values("layer")["row"].drop_duplicates())
+        return alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelOverlap=False, labelLimit=0))
+    return alt.Y("layer:O", title="layer")
+
+
 def layer_bars(df: pd.DataFrame, *, title: str = "") -> alt.LayerChart:
     """Per-layer mean with ± std error bars (columns layer, mean, std) over a prompt set."""
     d = df.copy()
     d["lo"], d["hi"] = d["mean"] - d["std"], d["mean"] + d["std"]
-    base = alt.Chart(d, title=title).encode(x=alt.X("layer:O", title="layer"))
+    if "row" in d:
+        x = alt.X("row:N", sort=list(d.sort_values("layer")["row"].drop_duplicates()), title=None,
+                  axis=alt.Axis(labelAngle=-30, labelLimit=0))
+    else:
+        x = alt.X("layer:O", title="layer")
+    base = alt.Chart(d, title=title).encode(x=x)
     bars = base.mark_bar(color="#d6604d").encode(
         y=alt.Y("mean:Q", title="normalised logit difference"),
-        tooltip=["layer", alt.Tooltip("mean:Q", format=".4f"), alt.Tooltip("std:Q", format=".4f"), "n"])
+        tooltip=["row" if "row" in d else "layer", alt.Tooltip("mean:Q", format=".4f"),
+                 alt.Tooltip("std:Q", format=".4f"), "n"])
     err = base.mark_errorbar(ticks=True).encode(y=alt.Y("lo:Q", title=""), y2="hi:Q")
     return alt.layer(bars, err).properties(width=max(240, 40 * len(d)), height=240, autosize=PAD)
 
@@ -163,7 +179,7 @@ def lens_chart(df: pd.DataFrame, labels: list[str], rows: list[str], *, answer: 
         color = alt.Color("top_prob:Q", title="top token probability", scale=alt.Scale(scheme="viridis"))
     rect = base.mark_rect(stroke="white", strokeWidth=0.5).encode(color=color, tooltip=tips)
     dark = "datum.answer_rank > 30" if "answer_rank" in d else "datum.top_prob < 0.5"
-    text = base.mark_text(fontSize=9, limit=cw - 4).encode(
+    text = base.mark_text(fontSize=CELL_TEXT_PX, limit=cw - 4).encode(
         text="top_token:N", color=alt.condition(dark, alt.value("white"), alt.value("black")))
     return alt.layer(rect, text).properties(width=cw * T, height=ch * R, autosize=PAD)
 

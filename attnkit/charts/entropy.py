@@ -5,6 +5,8 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from .heatmaps import CELL_TEXT_PX
+
 __all__ = ["curves", "slope_map", "compare", "loss_bins"]
 
 
@@ -73,10 +75,13 @@ def slope_map(df: pd.DataFrame, height: int = 320) -> alt.LayerChart:
                                                                          reverse=True)),
         tooltip=[alt.Tooltip("layer:O"), alt.Tooltip("head:O"), alt.Tooltip("slope:Q", format=".3f"),
                  alt.Tooltip("intercept:Q", format=".3f"), alt.Tooltip("r2:Q", format=".3f", title="r²")])
-    text = base.mark_text(fontSize=9).encode(
+    text = base.mark_text(fontSize=CELL_TEXT_PX).encode(
         text=alt.Text("slope:Q", format=".2f"),
         color=alt.condition(f"abs(datum.slope) > {0.6 * lim}", alt.value("white"), alt.value("black")))
-    return alt.layer(rect, text).properties(height=height)
+    n_layers, n_heads = int(df["layer"].max()) + 1, int(df["head"].max()) + 1
+    # the chart fills the page's width (≥ ~800 px): numbers only where a cell has room for "−0.12" at 11 px
+    fits = n_heads <= 20 and height / n_layers >= CELL_TEXT_PX + 4
+    return alt.layer(*([rect, text] if fits else [rect])).properties(height=height)
 
 
 def compare(df: pd.DataFrame, y_title: str = "entropy (nats)", log_x: bool = True, height: int = 320):

@@ -35,7 +35,7 @@ from ..weights import head_name
 __all__ = [
     "MARK_LIMIT", "GRID_MARK_LIMIT", "MASKED_COLOR", "causal_masked", "cells_frame", "cell_chart",
     "colour_domain", "to_png", "image_chart", "grid_chart", "block_max", "SCALES", "default_scale", "scale_note",
-    "colour_scale", "shade", "blocks_frame", "densest_block", "head_name", "CONTENT_WIDTH", "grid_panel_size",
+    "CELL_TEXT_PX", "MIN_TEXT_CELL", "colour_scale", "shade", "blocks_frame", "densest_block", "head_name", "CONTENT_WIDTH", "grid_panel_size",
 ]
 
 MARK_LIMIT = 64          # rows/columns drawn as one mark per cell (64² = 4,096 marks)
@@ -50,6 +50,10 @@ LOG_DECADES = 3          # a log scale spans [top/10³, top]; smaller weights ta
 # Sizes are the plot area's; axes and legends come on top ("pad"). Without this Streamlit fits the
 # whole chart, axes and legend included, into the given width, and the cells shrink.
 PAD = alt.AutoSizeParams(type="pad", contains="padding")
+#: Numbers written in cells: at least this font size, and only in cells at least MIN_TEXT_CELL px wide
+#: (a "−0.12" at 11 px is about 31 px); smaller cells show the number in the tooltip only.
+CELL_TEXT_PX = 11
+MIN_TEXT_CELL = 34
 _SCHEME = {"pattern": "viridis", "scores": "redblue"}
 
 # Anchor colours of Vega's schemes, interpolated linearly in RGB for the PNG images.
@@ -484,10 +488,10 @@ def head_overview_chart(df: pd.DataFrame, stat: str, *, text: bool = True, selec
         rect = rect.add_params(alt.selection_point(name=select, fields=["head"], on="click", clear=False))
     outline = base.transform_filter("datum.picked").mark_rect(fill=None, stroke="#ff2d55", strokeWidth=2.5)
     layers = [rect, outline]
-    if text and L * H <= 200:
+    if text and cell >= MIN_TEXT_CELL:
         spread = float(d[stat].max() - d[stat].min()) if d[stat].notna().any() else 1.0
         fmt = ".3f" if spread < 0.05 else ".2f"
-        layers.append(base.mark_text(fontSize=9).encode(
+        layers.append(base.mark_text(fontSize=CELL_TEXT_PX).encode(
             text=alt.Text(f"{stat}:Q", format=fmt),
             color=alt.condition(f"datum['{stat}'] > {float(d[stat].median()) if d[stat].notna().any() else 0}",
                                 alt.value("black"), alt.value("white"))))

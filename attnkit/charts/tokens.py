@@ -18,8 +18,10 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from .heatmaps import LOG_DECADES
+
 __all__ = ["TOKEN_LIMIT", "CHAR_PX", "LINE_PX", "char_columns", "display_token", "wrap_tokens", "token_chart",
-           "FOCUS_COLOR"]
+           "FOCUS_COLOR", "SCALES", "scale_caption"]
 
 TOKEN_LIMIT = 512        # the view sends a T×T table to the browser: ordinary prompt lengths only
 CHAR_PX = 7.83           # one character column of a 13 px monospace font (0.602 em)
@@ -27,6 +29,7 @@ LINE_PX = 26
 FONT = "DejaVu Sans Mono, Menlo, Consolas, Noto Sans Mono CJK SC, monospace"
 FOCUS_COLOR = "#d62728"
 FUTURE_TEXT = "#a0a0a0"
+SCALES = ("linear", "sqrt", "log")
 
 
 def char_columns(text: str) -> int:
@@ -49,15 +52,29 @@ def display_token(tok: str) -> tuple[bool, str]:
     return lead, body or ("" if lead else "∅")
 
 
-def wrap_tokens(tokens: list[str], budget: int = 110) -> pd.DataFrame:
+def _spans(tokens: list[str], groups) -> list[tuple[int, int, str]]:
+    """(start, end, text) of each drawn unit: a token, or a character split over tokens (``groups``)."""
+    if groups is None:
+        return [(i, i + 1, t) for i, t in enumerate(tokens)]
+    spans = [(int(g.start), int(g.end), str(g.text)) for g in groups]
+    if [p for a, b, _ in spans for p in range(a, b)] != list(range(len(tokens))):
+        raise ValueError("groups must cover the tokens once, in order")
+    return spans
+
+
+def wrap_tokens(tokens: list[str], budget: int = 110, groups=None) -> pd.DataFrame:
     """Lay tokens out as running text on lines of at most ``budget`` columns.
 
     One row per token: ``pos``, ``text`` (what is drawn), ``line`` (0-based), ``x0``/``x1`` (first and
-    one-past-last column of the drawn text). A token with a leading space starts one column after the
+    one-past-last column of its box). A token with a leading space starts one column after the
     previous one (the space); a token holding a line break ends its line; a token that does not fit
-    starts a new line; a token longer than a whole line is cut to it with "…"."""
+    starts a new line; a token longer than a whole line is cut to it with "…".
+
+    ``groups`` (:func:`attnkit.pieces.char_groups`): a character split over k byte-level tokens is
+    drawn once — its first token carries the text, the k boxes share its width — and ``group`` names
+    the span (``"3–4"``), empty for a whole token."""
     rows, line, col = [], 0, 0
-    for pos, tok in enumerate(tokens):
+    for start, end, tok in _spans(tokens, groups):
         lead, text = display_token(tok)
         w = char_columns(text)
         if w > budget:
@@ -67,26 +84,56 @@ def wrap_tokens(tokens: list[str], budget: int = 110) -> pd.DataFrame:
         gap = 1 if lead and col > 0 else 0
         if col > 0 and col + gap + w > budget:
             line, col, gap = line + 1, 0, 0
-        x0 = col + gap
-        rows.append({"pos": pos, "text": text, "line": line, "x0": x0, "x1": x0 + max(w, 1)})
-        col = x0 + max(w, 1)
+        x0, k, width = col + gap, end - start, max(w, 1)
+        for j in range(k):
+            rows.append({"pos": start + j, "text": text if j == 0 else "", "line": line,
+                         "x0": x0 + width * j / k, "x1": x0 + width * (j + 1) / k,
+                         "group": f"{start}–{end - 1}" if k > 1 else ""})
+        col = x0 + width
         if "\n" in tok:
             line, col = line + 1, 0
-    return pd.DataFrame(rows, columns=["pos", "text", "line", "x0", "x1"])
+    return pd.DataFrame(rows, columns=["pos", "text", "line", "x0", "x1", "group"])
 
 
-def _token_frame(A: np.ndarray, tokens: list[str], lay: pd.DataFrame, direction: str) -> pd.DataFrame:
+def _token_frame(A: np.ndarray, tokens: list[str], lay: pd.DataFrame, direction: str,
+                 ids: list[int] | None = None) -> pd.DataFrame:
     """One row per token: its layout, column w{i} = its weight when token i is the focus, and box paddings."""
     T = len(tokens)
     M = A.T if direction == "to" else A
     M = np.where(np.isfinite(M), np.round(M, 5), 0.0).astype(np.float32)
     df = pd.concat([lay, pd.DataFrame(M, columns=[f"w{i}" for i in range(T)])], axis=1)
-    df["token"] = [f"{p}: {t}" for p, t in zip(lay["pos"], lay["text"])]
+    shown = {}
+    for p, t, g in zip(lay["pos"], lay["text"], lay["group"]):      # a split character: its text on every piece
+        shown[p] = shown[p - 1] if (g and not t) else t
+    df["token"] = [f"{p}: {shown[p]}" for p in lay["pos"]]
+    pieces = [tokens[p].replace(" ", "␣") + (f" (id {ids[p]})" if ids is not None else "") for p in range(T)]
+    df["pieces"] = [_group_pieces(g, pieces) for g in lay["group"]]
     # a box reaches into the gap beside it (a space, the line's end), not into a neighbouring sub-word
     nxt = list(zip(lay["line"], lay["x0"]))[1:] + [(-1, 0)]
-    df["pad_l"] = np.where([x == 0 or tokens[p].startswith(" ") for p, x in zip(lay["pos"], lay["x0"])], 0.35, 0.03)
+    first = [not g or g.startswith(f"{p}–") for p, g in zip(lay["pos"], lay["group"])]
+    df["pad_l"] = np.where([x == 0 or (f and tokens[p].startswith(" "))
+                            for p, x, f in zip(lay["pos"], lay["x0"], first)], 0.35, 0.03)
     df["pad_r"] = np.where([nl != ln or nx > x1 for (nl, nx), ln, x1 in zip(nxt, lay["line"], lay["x1"])], 0.35, 0.03)
     return df
+
+
+def _group_pieces(group: str, pieces: list[str]) -> str:
+    """The byte-level pieces (and ids) of a split character, e.g. "3–4: \\xe5\\xba (id 871) + \\x8a (id 233)"."""
+    if not group:
+        return ""
+    a, b = (int(x) for x in group.split("–"))
+    return f"tokens {group}: " + " + ".join(pieces[a: b + 1])
+
+
+def scale_caption(scale: str) -> str:
+    """How the token view's colours follow the weight under ``scale`` (the words match the control)."""
+    if scale == "log":
+        return (f"Colours: log scale — logarithmic in the weight, from 1/{10 ** LOG_DECADES:,} of the chosen token's "
+                "largest weight (smaller weights take the lowest colour) up to that largest weight (the chosen "
+                "token itself left out; the legend shows the range).")
+    how = {"linear": "linear scale — linear in", "sqrt": "square-root scale — the square root of"}[scale]
+    return (f"Colours: {how} the weight, from 0 to the largest weight of the chosen token (itself left out; "
+            "the legend shows the range).")
 
 
 def _focus_selections(name: str, focus: int, follow: str) -> tuple[list, str]:
@@ -115,13 +162,26 @@ def _token_base(df: pd.DataFrame, f_expr: str, seen: str, scale: str) -> alt.Cha
         ty="datum.line + 0.5",
     ).transform_joinaggregate(top="max(shade)").transform_calculate(
         dark="datum.seen && !datum.is_focus && datum.top > 0 && "
-             + ("datum.shade > 0.55 * datum.top" if scale != "sqrt" else "datum.shade > 0.3 * datum.top"),
+             + {"linear": "datum.shade > 0.55 * datum.top", "sqrt": "datum.shade > 0.3 * datum.top",
+                "log": f"datum.shade > datum.top * pow(10, -{LOG_DECADES} * 0.4)"}[scale],
+        # log: weights under 10^-LOG_DECADES of the top take the lowest colour (a log scale cannot hold 0)
+        lshade=f"max(datum.shade, max(datum.top, 1e-12) * pow(10, -{LOG_DECADES}))",
     )
+
+
+def _colour(scale: str, wname: str) -> dict:
+    """The boxes' colour: the focus red, tokens it cannot see white, the rest by weight under ``scale``."""
+    vscale = alt.Scale(scheme="oranges", type="log", nice=False) if scale == "log" else \
+        alt.Scale(scheme="oranges", type=scale, zero=True, nice=False)
+    colour = alt.Color("lshade:Q" if scale == "log" else "shade:Q", title=wname, scale=vscale,
+                       legend=alt.Legend(orient="top", direction="horizontal", gradientLength=220, titleOrient="left"))
+    return {**colour.to_dict(), "condition": [{"test": "datum.is_focus", "value": FOCUS_COLOR},
+                                              {"test": "!datum.seen", "value": "#ffffff"}]}
 
 
 def token_chart(weights: np.ndarray, tokens: list[str], *, direction: str = "to", focus: int | None = None,
                 follow: str = "click", scale: str = "sqrt", budget: int = 110, title: str = "",
-                name: str = "tok") -> alt.LayerChart:
+                name: str = "tok", groups=None, ids: list[int] | None = None) -> alt.LayerChart:
     """The prompt as wrapped text; the focus token's attention colours the others.
 
     ``weights``: [T, T] attention (rows queries, columns keys; a head's pattern, or a mean/max over
@@ -130,8 +190,11 @@ def token_chart(weights: np.ndarray, tokens: list[str], *, direction: str = "to"
     is coloured by weights[j, focus] (how much j attends to the focus; tokens before it are greyed).
     ``focus``: the token chosen at first (default the last). ``follow``: ``"click"`` (a click chooses
     the focus, hovering shows a token's weight in its tooltip) or ``"hover"`` (the focus follows the
-    pointer, back to the clicked one when it leaves the text). ``scale``: ``"linear"`` or ``"sqrt"``;
-    the colours run from 0 to the largest weight of the current focus, which the legend shows.
+    pointer, back to the clicked one when it leaves the text). ``scale``: ``"linear"``, ``"sqrt"`` or
+    ``"log"``; the colours run from 0 (log: from 10^-LOG_DECADES of it) to the largest weight of the
+    current focus, which the legend shows. ``groups`` (:func:`attnkit.pieces.char_groups`): a character
+    split over byte-level tokens is drawn once across its tokens; the tooltip names its pieces and
+    their ``ids``.
     ``name``: the prefix of the selection parameters (``{name}_pick``, ``{name}_hover``)."""
     A = np.asarray(weights, dtype=np.float32)
     T = len(tokens)
@@ -141,9 +204,11 @@ def token_chart(weights: np.ndarray, tokens: list[str], *, direction: str = "to"
         raise ValueError(f"{T} tokens: the token view is for at most {TOKEN_LIMIT}")
     if direction not in ("to", "from"):
         raise ValueError("direction is 'to' or 'from'")
+    if scale not in SCALES:
+        raise ValueError(f"scale is one of {', '.join(SCALES)}")
     focus = T - 1 if focus is None else int(focus)
-    lay = wrap_tokens(tokens, budget)
-    df = _token_frame(A, tokens, lay, direction)
+    lay = wrap_tokens(tokens, budget, groups)
+    df = _token_frame(A, tokens, lay, direction, ids)
     params, f_expr = _focus_selections(name, focus, follow)
     seen = "datum.pos <= datum.focus" if direction == "to" else "datum.pos >= datum.focus"
     n_lines = int(lay["line"].max()) + 1 if T else 1
@@ -153,11 +218,9 @@ def token_chart(weights: np.ndarray, tokens: list[str], *, direction: str = "to"
     wname = "weight from the chosen token" if direction == "to" else "weight to the chosen token"
     base = _token_base(df, f_expr, seen, scale)
     tips = [alt.Tooltip("token:N", title="token"), alt.Tooltip("weight:Q", title=wname, format=".4f")]
-    colour = alt.Color("shade:Q", title=wname, scale=alt.Scale(
-        scheme="oranges", type="sqrt" if scale == "sqrt" else "linear", zero=True, nice=False),
-        legend=alt.Legend(orient="top", direction="horizontal", gradientLength=220, titleOrient="left"))
-    colour_enc = {**colour.to_dict(), "condition": [{"test": "datum.is_focus", "value": FOCUS_COLOR},
-                                                    {"test": "!datum.seen", "value": "#ffffff"}]}
+    if df["pieces"].astype(bool).any():
+        tips.append(alt.Tooltip("pieces:N", title="byte-level pieces"))
+    colour_enc = _colour(scale, wname)
     boxes = base.mark_rect(cornerRadius=3, stroke="#e4e4e4", strokeWidth=0.5, cursor="pointer").encode(
         x=alt.X("bx0:Q", scale=xs, axis=None), x2="bx1:Q",
         y=alt.Y("y0:Q", scale=ys, axis=None), y2="y1:Q",

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..weights import Weights
+from ..weights import Weights, head_name
 
 __all__ = ["MODES", "Composition", "HeadScores", "composition", "random_baseline", "head_scores", "head_name",
            "pair_scores"]
@@ -52,10 +52,6 @@ __all__ = ["MODES", "Composition", "HeadScores", "composition", "random_baseline
 MODES = ("q", "k", "v")
 #: Above this many multiply-adds the [S·e, d] × [d, R·e] product is done in float32 (else float64).
 F64_LIMIT = 2e9
-
-
-def head_name(layer: int, head: int) -> str:
-    return f"L{layer}H{head}"
 
 
 def _folded(w: Weights, l: int):

@@ -38,7 +38,8 @@ def cli(argv=None) -> int:
     df = res.frame(toks).sort_values("normalised", ascending=False, key=lambda s: s.abs(), na_position="last")
     print("  largest effects (normalised: corrupted 0, clean 1):")
     for _, r in df.head(10).iterrows():
-        where = (head_name(int(r["layer"]), int(r["head"])) if "head" in r else f"L{int(r['layer'])}") + \
+        where = (head_name(int(r["layer"]), int(r["head"])) if "head" in r else r["row"] if "row" in r
+                 else f"L{int(r['layer'])}") + \
                 (f" pos {int(r['position'])} {printable_token(r['token'])}" if "position" in r else "")
         print(f"    {where:<28} {r['normalised']:+.4f}  (logit diff {r['logit_diff']:+.4f})")
     if a.json_out:

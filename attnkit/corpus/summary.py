@@ -44,7 +44,7 @@ class CorpusResult:
         return bool(self.info.get("complete"))
 
     def head_stat(self, stat: str):
-        """One head statistic as compare.scores_frame lays it out — head ('L.H'), layer, head_index,
+        """One head statistic as compare.scores_frame lays it out — head (``L{l}H{h}``), layer, head_index,
         ``stat`` (the corpus mean) — plus lo, hi and windows. KeyError for a statistic not in the result."""
         if self.heads is None:
             raise KeyError("this corpus run has no head statistics (analysis 'heads')")

@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 from ...loading import load
-from ...compare import markdown_table
+from ...compare import head_name, markdown_table
 from ...metrics import head_table
 from ...prompts import SAMPLE_TEXT
 from ...prompts import truncate
@@ -235,7 +235,7 @@ def _sink_text(best: dict) -> str:
     if not sinks:
         return "First-token (attention sink) heads: none puts half or more of its attention on position 0."
     return ("First-token (attention sink) heads, half or more of their attention on position 0: "
-            + ", ".join(f"layer {l} head {h} ({f:.2f})" for l, h, f in sinks) + ".")
+            + ", ".join(f"{head_name(l, h)} ({f:.2f})" for l, h, f in sinks) + ".")
 
 
 #: What the shipped model is meant to show (issue 14): heads a researcher recognises from real GPT-2.
@@ -249,7 +249,7 @@ def _targets_text(best: dict) -> str:
         if b is None:
             continue
         ok = "met" if b["score"] >= target else "**not met**"
-        rows.append(f"| {stat} | ≥ {target} | {b['score']:.3f} (layer {b['layer']} head {b['head']}) | {ok} |")
+        rows.append(f"| {stat} | ≥ {target} | {b['score']:.3f} ({head_name(b['layer'], b['head'])}) | {ok} |")
     return ("Targets this model was trained for:\n\n| head | target | best reached | |\n|---|---|---|---|\n"
             + "\n".join(rows))
 

@@ -1,0 +1,108 @@
+"""Example prompt pairs for activation patching, and whether a model actually solves each one.
+
+A pair is *solved* by a model when, at the position read (the last), the clean run prefers the
+answer (LD_clean > 0), the corrupted run does not (LD_corrupted ≤ 0), and the gap
+LD_clean − LD_corrupted is at least :data:`MARGIN` logits. A patching map normalised by a pair the
+model does not solve is noise; :func:`check_pair` says why in one line, and :func:`pick_default`
+offers a solved example as the default (the repeated phrase for attnkit-tiny, the indirect object
+for GPT-2, then any solved one).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .patching import Pair, PatchError, logit_diffs, make_pair, two_token_weights
+from .model import run
+
+__all__ = ["EXAMPLES", "MARGIN", "PREFERRED", "Check", "check_pair", "check_examples", "pick_default"]
+
+#: Logits: a clean − corrupted gap below this is too small to normalise a map by.
+MARGIN = 1.0
+
+EXAMPLES = {
+    "Indirect object, names swapped": dict(
+        clean="When Mary and John went to the store, John gave a drink to",
+        corrupt="When John and Mary went to the store, Mary gave a drink to",
+        answer=" Mary", distractor=" John"),
+    "The animal … too tired / too wide": dict(
+        clean="The animal didn't cross the street because it was too tired. The tired one was the",
+        corrupt="The animal didn't cross the street because it was too wide. The wide one was the",
+        answer=" animal", distractor=" street"),
+    "A repeated phrase": dict(
+        clean="Install the python package and the kernel source. Install the python package and the kernel",
+        corrupt="Install the python package and the kernel binary. Install the python package and the kernel",
+        answer=" source", distractor=" binary"),
+}
+
+#: The example offered first for a model (by name); a model not listed gets the first solved one.
+PREFERRED = {"attnkit-tiny": "A repeated phrase", "gpt2": "Indirect object, names swapped"}
+
+
+@dataclass(frozen=True)
+class Check:
+    """How a model does on one pair: its logit differences at the position read, and a verdict."""
+    name: str
+    clean_ld: float | None = None
+    corrupt_ld: float | None = None
+    problem: str | None = None         # the pair cannot be made for this tokenizer (one line)
+    margin: float = MARGIN
+
+    @property
+    def gap(self) -> float | None:
+        return None if self.clean_ld is None else self.clean_ld - self.corrupt_ld
+
+    @property
+    def solved(self) -> bool:
+        return self.problem is None and self.clean_ld > 0 >= self.corrupt_ld and self.gap >= self.margin
+
+    def warning(self) -> str | None:
+        """One line when a map normalised by this pair should not be trusted, else None."""
+        if self.problem is not None:
+            return self.problem
+        why = []
+        if self.clean_ld <= 0:
+            why.append(f"the clean run does not prefer the answer (logit difference {self.clean_ld:+.2f})")
+        if self.corrupt_ld > 0:
+            why.append(f"the corrupted run also prefers the answer ({self.corrupt_ld:+.2f})")
+        if self.gap < self.margin:
+            why.append(f"the clean − corrupted gap is only {self.gap:+.2f} (under {self.margin:g} logits)")
+        if not why:
+            return None
+        return "The model does not solve this pair: " + "; ".join(why) + \
+            ". The normalised values below divide by that gap and are mostly noise."
+
+    def label(self) -> str:
+        """The example's name, marked when the model does not solve it."""
+        return self.name if self.solved else f"{self.name} (not solved by this model)"
+
+
+def check_pair(weights, pair: Pair, name: str = "", margin: float = MARGIN) -> Check:
+    """Run both prompts once and judge the pair (logit differences at ``pair.pos``)."""
+    w2 = two_token_weights(weights, pair.answer, pair.distractor)
+    lds = [float(logit_diffs(run(w2, ids).logits, pair.pos)[0]) for ids in (pair.clean, pair.corrupt)]
+    return Check(name, lds[0], lds[1], margin=margin)
+
+
+def check_examples(model, examples: dict | None = None, margin: float = MARGIN,
+                   bos: int | None = None) -> dict[str, Check]:
+    """{name: Check} for every example (``model``: a :class:`attnkit.loading.Loaded`); a pair the
+    tokenizer cannot make (different lengths, a multi-token answer) gets its reason as ``problem``."""
+    out = {}
+    for name, ex in (EXAMPLES if examples is None else examples).items():
+        try:
+            pair = make_pair(model, ex["clean"], ex["corrupt"], ex["answer"], ex["distractor"], bos=bos)
+        except PatchError as e:
+            out[name] = Check(name, problem=f"This tokenizer cannot make the pair: {str(e).split(' clean: ')[0]}.",
+                              margin=margin)
+            continue
+        out[name] = check_pair(model.weights, pair, name, margin)
+    return out
+
+
+def pick_default(model_name: str, checks: dict[str, Check]) -> str:
+    """The example offered first: the model's preferred one if it solves it, else the first solved one,
+    else the preferred one (or the first) anyway — the page then warns."""
+    base = str(model_name).rstrip("/").rsplit("/", 1)[-1]
+    preferred = PREFERRED.get(base)
+    order = ([preferred] if preferred in checks else []) + [n for n in checks if n != preferred]
+    return next((n for n in order if checks[n].solved), order[0] if order else "")

@@ -1,0 +1,74 @@
+"""Byte-level BPE pieces merged back into the characters they encode.
+
+GPT-2's tokenizer works on UTF-8 bytes, so one character can be split over several tokens: 床 is
+``\\xe5\\xba`` + ``\\x8a``, 🙂 up to four single-byte tokens. Shown token by token those are byte
+escapes; here consecutive tokens are grouped until their bytes decode, so a view can draw the
+character once across the tokens that carry it, and name the pieces and ids beside it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["MAX_GROUP", "Group", "char_groups", "piece_text", "token_texts"]
+
+#: Tokens joined at most to finish a character (a UTF-8 character is ≤ 4 bytes; a run of split
+#: characters can chain a few more); past this the tokens are shown one by one with \\xNN escapes.
+MAX_GROUP = 8
+
+
+@dataclass(frozen=True)
+class Group:
+    """Tokens ``start … end − 1`` whose bytes together decode to ``text``."""
+    start: int
+    end: int
+    text: str
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+def piece_text(piece: bytes) -> str:
+    """One token's bytes as text, with bytes that are not whole UTF-8 characters shown as \\xNN."""
+    return piece.decode("utf-8", errors="backslashreplace")
+
+
+def _decodes(b: bytes) -> str | None:
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def char_groups(pieces: list[bytes], max_group: int = MAX_GROUP) -> list[Group]:
+    """Consecutive tokens grouped so that each group's bytes decode as UTF-8, in order, covering every
+    token once. A token that decodes alone is its own group; a split character's tokens are joined
+    (to the shortest run that decodes, at most ``max_group``); bytes that never decode stay single
+    tokens with \\xNN escapes."""
+    out, i, n = [], 0, len(pieces)
+    while i < n:
+        text = _decodes(pieces[i])
+        j = i + 1
+        if text is None:
+            for k in range(i + 2, min(n, i + max_group) + 1):
+                text = _decodes(b"".join(pieces[i:k]))
+                if text is not None:
+                    j = k
+                    break
+            else:
+                text = piece_text(pieces[i])
+        out.append(Group(i, j, text))
+        i = j
+    return out
+
+
+def token_texts(pieces: list[bytes]) -> list[str]:
+    """One readable string per token: the token's text, or for a piece of a split character the
+    character(s) it helps encode with the piece's place, e.g. ``床[1/2]`` and ``床[2/2]``."""
+    out = []
+    for g in char_groups(pieces):
+        if g.size == 1:
+            out.append(g.text)
+        else:
+            out += [f"{g.text}[{k + 1}/{g.size}]" for k in range(g.size)]
+    return out
