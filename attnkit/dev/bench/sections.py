@@ -163,18 +163,23 @@ def entropy_section(loaded, T: int, repeats: int, warmup: int) -> tuple[list, di
     return rows, {"timed": source}
 
 
+def patch_pair(c, T: int = PATCH_T) -> P.Pair:
+    """The bench's clean/corrupted pair: random tokens, the corrupted prompt differing at two positions."""
+    clean = random_ids(c.d_vocab, T, "cpu", seed=7)[0].tolist()
+    corrupt = list(clean)
+    for p in (1, T // 2):
+        corrupt[p] = (corrupt[p] + 1) % c.d_vocab
+    return P.Pair(clean, corrupt, answer=clean[-1], distractor=(clean[-1] + 1) % c.d_vocab, pos=T - 1)
+
+
 def patching_section(loaded, repeats: int, warmup: int, T: int = PATCH_T) -> tuple[list, dict]:
     """Check 7: all L·H heads patched (z, all positions, denoising) vs L·H full forwards of one prompt."""
     w, dev = loaded.weights, loaded.device
     c = w.config
     T = min(T, c.n_ctx)
-    clean = random_ids(c.d_vocab, T, dev, seed=7)[0].tolist()
-    corrupt = list(clean)
-    for p in (1, T // 2):                       # the corrupted prompt differs at two positions
-        corrupt[p] = (corrupt[p] + 1) % c.d_vocab
-    pair = P.Pair(clean, corrupt, answer=clean[-1], distractor=(clean[-1] + 1) % c.d_vocab, pos=T - 1)
+    pair = patch_pair(c, T)
     n = c.n_layers * c.n_heads
-    ids = torch.tensor([clean], device=dev)
+    ids = torch.tensor([pair.clean], device=dev)
     batched = ids.expand(n, -1)
 
     def forwards():
