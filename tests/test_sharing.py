@@ -115,7 +115,8 @@ def test_a_link_naming_a_system_path_as_the_model_loads_nothing(monkeypatch):
     sidebar = importlib.import_module("attnkit.app.sidebar")
 
     loaded = []
-    monkeypatch.setattr(sidebar, "cached_model", lambda name, dev: loaded.append(name))
+    real = sidebar.cached_model
+    monkeypatch.setattr(sidebar, "cached_model", lambda name, dev: loaded.append(name) or real(name, dev))
     at = apptest("app.py", None, text="Some text here.")
     at.query_params["model"] = "/etc"
     at.run()
