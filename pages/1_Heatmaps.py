@@ -1,5 +1,7 @@
 """Heatmaps: one head's attention pattern (or pre-softmax scores), a layer's heads, a head through the layers,
 and the prompt as text coloured by one token's attention (the Tokens view)."""
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -18,6 +20,24 @@ TOKEN_DIRS = {"to": "what the chosen token attends to", "from": "what attends to
 KINDS = {"pattern (after softmax)": "pattern", "scores (before softmax)": "scores"}
 
 
+@dataclass
+class Inputs(ui.PageState):
+    """The page's inputs (session keys hm_*, URL parameters by field name)."""
+
+    prefix = "hm"
+    view: str = VIEWS[0]
+    values: str = next(iter(KINDS))
+    layer: int = 0
+    head: int = 0
+    scale: str = ui.param(None)                  # the length's default until the user picks one
+    tok_dir: str = "to"
+    tok_heads: str = "one"
+    tok_follow: str = "click"
+    shared: bool = False
+    win: int = ui.param(32)
+    q0: int = ui.param(0)
+    k0: int = ui.param(0)
+
 
 ctx = ui.page("Heatmaps")
 
@@ -31,7 +51,15 @@ labels = ui.token_labels(ctx.model.token_texts(ids))
 with st.spinner("Running the model (once per prompt; switching layer or head reuses the run) …"):
     tr = ui.trace(ctx, capture=CAPTURE)
 masked_full = hm.causal_masked(T)
-
+state = Inputs.load(scale=hm.default_scale(T))
+for name, opts, why in (("view", VIEWS, "not a view of this page"), ("values", list(KINDS), "not a kind of values"),
+                        ("tok_dir", list(TOKEN_DIRS), "not a choice"), ("tok_heads", list(TOKEN_HEADS), "not a choice"),
+                        ("tok_follow", ["click", "hover"], "not a choice")):
+    state.fit(name, opts, opts[0], what=name.replace("_", " ").capitalize(), because=why)
+state.fit("layer", range(cfg.n_layers), 0, what="Layer", because=f"the model has {cfg.n_layers} layers",
+          basis=ctx.model_name)
+state.fit("head", range(cfg.n_heads), 0, what="Head", because=f"the model has {cfg.n_heads} heads per layer",
+          basis=ctx.model_name)
 
 
 def _selected(state, param: str) -> list[dict]:
@@ -70,7 +98,7 @@ kind = KINDS[c2.radio("Values", list(KINDS), key="hm_values", disabled=tokens_vi
 kind = "pattern" if tokens_view else kind
 layer = c3.selectbox("Layer", range(cfg.n_layers), key="hm_layer", disabled=view == VIEWS[2])
 head = c4.selectbox("Head", range(cfg.n_heads), key="hm_head", disabled=view == VIEWS[1],
-                    format_func=lambda h: f"{h} (L{layer}H{h})")
+                    help="The head's number in its layer; the chart's title names it L{layer}H{head}.")
 scale = c5.radio("Colour scale", list(hm.SCALES), key="hm_scale", disabled=kind != "pattern",
                  format_func=SCALE_NAMES.get,
                  help=f"Patterns only. Above {hm.MARK_LIMIT} tokens most weights are tiny and a linear scale draws "
@@ -176,11 +204,12 @@ elif view == VIEWS[0]:
         st.altair_chart(chart, width="content")
         ui.download_buttons(long_table(vals), chart, stem, meta(layer=layer, head=head), key="one")
     else:
-        if st.session_state.get("hm_win") not in range(8, hm.MARK_LIMIT + 1, 4):
-            st.session_state["hm_win"] = min(32, hm.MARK_LIMIT)
-        size = int(st.session_state["hm_win"])
+        size = state.fit("win", range(8, hm.MARK_LIMIT + 1, 4), min(32, hm.MARK_LIMIT), what="Window size",
+                         because=f"the window is 8 to {hm.MARK_LIMIT} tokens, in steps of 4")
         # the focus window starts on the block holding the most attention, for each head (until moved)
         auto_key = (tuple(ids), layer, head, kind, size)
+        if "hm_win_auto" not in st.session_state and ui.from_link("hm_q0", "hm_k0"):
+            st.session_state["hm_win_auto"] = auto_key          # the window the link names, not the densest
         if st.session_state.get("hm_win_auto") != auto_key:
             aq, ak, _ = hm.densest_block(vals, size, masked_full)
             st.session_state.update(hm_q0=aq, hm_k0=ak, hm_win_auto=auto_key, hm_win_start=(aq, ak))
@@ -249,7 +278,7 @@ else:
         panels = [(l, head) for l in range(cfg.n_layers)]
         stem, what_grid = f"{kind}_H{head}_all_layers", f"head {head} in each of the {cfg.n_layers} layers"
     titles = [hm.head_name(l, h) for l, h in panels]
-    shared = st.checkbox("One colour range for all panels", False, key="hm_shared",
+    shared = st.checkbox("One colour range for all panels", key="hm_shared",
                          help="Off: each panel spans its own range (shapes stand out). On: colours are comparable, "
                               "with one legend.")
     mats = [matrix(l, h) for l, h in panels]

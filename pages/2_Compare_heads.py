@@ -1,5 +1,7 @@
 """Compare heads: every head coloured by a statistic, heads side by side, which heads link two tokens,
 and which heads attend alike."""
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -14,7 +16,21 @@ RANDOM_INDUCTION = "induction (repeated random tokens)"
 STATS = {**metrics.HEAD_STATS,
          RANDOM_INDUCTION: "on 4 sequences of 50 random tokens repeated once: mean attention from a token in the "
                            "second copy to the token that followed it in the first copy (independent of the prompt)"}
+SCOPES = ["all heads", "the heads of one layer"]
 
+
+@dataclass
+class Inputs(ui.PageState):
+    """The page's inputs (session keys cmp_*, URL parameters by field name; the opened heads are ``heads``)."""
+
+    prefix = "cmp"
+    stat: str = next(iter(STATS))
+    open: list[str] = ui.param([], url="heads")
+    scale: str = ui.param(None)
+    q: int = -1
+    k: int = -1
+    scope: str = ui.param(None)
+    sim_layer: int = 0
 
 
 ctx = ui.page("Compare heads")
@@ -25,6 +41,14 @@ ids = ctx.ids
 T = len(ids)
 toks = ctx.model.token_texts(ids)
 labels = ui.token_labels(toks)
+state = Inputs.load(scale=hm.default_scale(T), scope=SCOPES[0] if L * H <= 64 else SCOPES[1])
+state.fit("stat", list(STATS), next(iter(STATS)), what="Statistic", because="not one of this page's statistics")
+state.fit("scale", list(hm.SCALES), hm.default_scale(T), what="Colour scale", because="not one of the scales")
+state.fit("scope", SCOPES, SCOPES[0] if L * H <= 64 else SCOPES[1], what="Compare",
+          because="not one of the choices")
+state.fit("sim_layer", range(L), 0, what="Layer", because=f"the model has {L} layers", basis=ctx.model_name)
+if ui.from_link("cmp_open") and "cmp_open_for" not in st.session_state:
+    st.session_state["cmp_open_for"] = state.stat          # the heads the link opened, not the statistic's top two
 
 
 @st.cache_data(show_spinner=False, max_entries=512)
@@ -90,6 +114,7 @@ undefined = bool(df_stat[stat].isna().all())
 all_heads = list(df_stat["head"])
 ranked = list(df_stat.sort_values(stat, ascending=False, na_position="last")["head"])
 # the heads opened below follow the chosen statistic: its top two, until the user opens others
+state.fit_many("open", all_heads, [], what="Opened heads", because=f"the model has {L}×{H} heads")
 if (st.session_state.get("cmp_open_for") != stat or "cmp_open" not in st.session_state
         or any(h not in all_heads for h in st.session_state["cmp_open"])):
     st.session_state["cmp_open"] = [] if undefined else ranked[:2]
@@ -137,8 +162,6 @@ picked = st.multiselect("Open heads (up to 4)", all_heads, key="cmp_open", max_s
                         help=f"Sorted list by “{stat}”: " + ", ".join(ranked[:5]) + " …")
 if ctx.all_selected:
     st.caption("Heatmaps use the first prompt; pick a single prompt in the sidebar for another.")
-if st.session_state.get("cmp_scale") not in hm.SCALES:
-    st.session_state["cmp_scale"] = hm.default_scale(T)
 side_scale = st.radio("Colour scale", hm.SCALES, key="cmp_scale", horizontal=True,
                       help="The same choice as on the Heatmaps page.")
 st.caption(hm.scale_note(side_scale))  # internal text: a sentence from the chart module
@@ -188,14 +211,16 @@ else:
     q_default = q_default if q_default else T - 1
     k_default = compare.find_token(toks, "animal", before=q_default + 1)
     k_default = 0 if k_default is None else k_default
-    if st.session_state.get("cmp_q") not in range(1, T):
-        st.session_state["cmp_q"] = q_default if q_default >= 1 else T - 1
+    because = "the prompt changed and that position holds another token"
+    state.fit("q", range(1, T), q_default if q_default >= 1 else T - 1, what="Query token", basis=tuple(ids),
+              meaning=ids.__getitem__, fmt=labels.__getitem__, because=because)
     c1, c2 = st.columns(2)
-    q = c1.selectbox("Query token (attending)", range(1, T), key="cmp_q", format_func=lambda i: labels[i])
-    if st.session_state.get("cmp_k") not in range(0, q + 1):
-        st.session_state["cmp_k"] = k_default if k_default <= q else 0
-    k = c2.selectbox("Key token (attended to, at or before the query)", range(0, q + 1), key="cmp_k",
-                     format_func=lambda j: labels[j])
+    q = ui.select(c1, "Query token (attending)", range(1, T), state, "q", labels.__getitem__)
+    state.fit("k", range(0, q + 1), k_default if k_default <= q else 0, what="Key token", basis=tuple(ids),
+              meaning=ids.__getitem__, fmt=labels.__getitem__,
+              because=because if state.k is not None and state.k <= q else "it must be at or before the query")
+    k = ui.select(c2, "Key token (attended to, at or before the query)", range(0, q + 1), state, "k",
+                  labels.__getitem__)
     tr = ui.trace(ctx, capture=CAPTURE, ids=ids)
     q_rows = torch.stack([tr["pattern", l][0, :, q : q + 1, :].cpu() for l in range(L)])   # [L, H, 1, T]: row q
     table = compare.rank_heads_for_pair(q_rows, 0, k)
@@ -218,9 +243,7 @@ st.caption("Similarity = 1 − Jensen–Shannon distance between two heads' patt
 if T < 2:
     st.info("The prompt needs at least two tokens.")
 else:
-    scopes = ["all heads", "the heads of one layer"]
-    if "cmp_scope" not in st.session_state:
-        st.session_state["cmp_scope"] = scopes[0] if L * H <= 64 else scopes[1]
+    scopes = SCOPES
     c1, c2 = st.columns([2, 1])
     scope = c1.radio("Compare", scopes, key="cmp_scope", horizontal=True)
     sim_layer = c2.selectbox("Layer", range(L), key="cmp_sim_layer", disabled=scope == scopes[0])

@@ -1,5 +1,6 @@
 """Entropy versus context length: does attention spread out as the context grows?"""
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -10,21 +11,44 @@ from attnkit import entropy as E
 from attnkit import app as ui
 from attnkit.charts import entropy as C
 
+SPLITS = ["split into windows", "first window only"]
+FACTORS = ["max(1, log_b(i+1))", "log_b(i+1)"]
+
+
+@dataclass
+class Inputs(ui.PageState):
+    """The page's inputs (session keys ent_*, URL parameters by field name)."""
+
+    prefix = "ent"
+    split: str = SPLITS[0]
+    window: int = ui.param(0)            # the model's context
+    max_docs: int = 200
+    layers: list[int] = ui.param(None)  # every layer
+    head: str = "mean"
+    logx: bool = True
+    log_on: bool = False
+    log_base: float = 0.0                # a quarter of the longest document, within 2…64
+    log_mode: str = FACTORS[0]
+    cmp_layers: list[int] = ui.param(None)
 
 
 ctx = ui.page("Entropy versus context length", icon="📈")
 cfg = ctx.model.config
 L, H = cfg.n_layers, cfg.n_heads
 
-# Widget state survives a change of model: keep it valid for this one (set before the widgets are drawn).
+# Inputs survive a change of model: keep them valid for this one (before the widgets are drawn).
 ss = st.session_state
-ss.setdefault("ent_window", cfg.n_ctx)
-ss["ent_window"] = int(min(max(2, ss["ent_window"]), cfg.n_ctx))
-ss.setdefault("ent_max_docs", 200)
-ss["ent_layers"] = [l for l in ss.get("ent_layers", list(range(L))) if l < L]
-ss["ent_cmp_layers"] = [l for l in ss.get("ent_cmp_layers", [0, L - 1] if L > 1 else [0]) if l < L]
-if ss.get("ent_head") not in ["mean"] + list(range(H)):
-    ss["ent_head"] = "mean"
+state = Inputs.load(window=cfg.n_ctx, layers=list(range(L)), cmp_layers=[0, L - 1] if L > 1 else [0])
+if not 2 <= state.window <= cfg.n_ctx:
+    state.fit("window", [cfg.n_ctx], cfg.n_ctx, what="Window", because=f"the model's context is {cfg.n_ctx} tokens")
+state.fit("max_docs", range(1, 2001), 200, what="At most this many documents", because="1 to 2,000")
+state.fit("split", SPLITS, SPLITS[0], what="Long texts", because="not one of the choices")
+state.fit("log_mode", FACTORS, FACTORS[0], what="Factor", because="not one of the choices")
+state.fit_many("layers", range(L), list(range(L)), what="Layers", because=f"the model has {L} layers")
+state.fit_many("cmp_layers", range(L), [0, L - 1] if L > 1 else [0], what="Layers to compare",
+               because=f"the model has {L} layers")
+state.fit("head", ["mean"] + [str(h) for h in range(H)], "mean", what="Head", because=f"the model has {H} heads",
+          basis=ctx.model_name)
 
 st.markdown(
     "**The seed's claim, in short:** the longer the context, the more terms share each softmax's mass; "
@@ -44,7 +68,7 @@ st.markdown(
 # ----------------------------------------------------------------------------- documents
 texts = ctx.prompts if ctx.all_selected else [ctx.text]
 c1, c2, c3 = st.columns(3)
-mode = c1.radio("Long texts", ["split into windows", "first window only"], key="ent_split", horizontal=True,
+mode = c1.radio("Long texts", SPLITS, key="ent_split", horizontal=True,
                 help="A text longer than the window is cut into consecutive windows (each one a document), "
                      "or only its first window is used.")
 window = int(c2.number_input("Window (tokens)", min_value=2, max_value=cfg.n_ctx, step=1,
@@ -135,9 +159,9 @@ st.caption("Mind what the slope measures: a random or untrained model attends al
 st.subheader("Entropy against context length")
 c1, c2, c3 = st.columns([2, 1, 1])
 layers = c1.multiselect("Layers", list(range(L)), key="ent_layers")
-head = c2.selectbox("Head", ["mean"] + list(range(H)), key="ent_head",
+head = c2.selectbox("Head", ["mean"] + [str(h) for h in range(H)], key="ent_head",
                     format_func=lambda h: "mean over heads" if h == "mean" else f"head {h}")
-log_x = c3.checkbox("log scale for n", value=True, key="ent_logx")
+log_x = c3.checkbox("log scale for n", key="ent_logx")
 head_i = None if head == "mean" else int(head)
 if not layers:
     st.info("Pick at least one layer.")
@@ -205,15 +229,16 @@ st.markdown(
     "that a query keeps its focus as the number n of keys grows. Here query *i*'s scores (before the mask) are "
     "multiplied by f = log_b(i + 1) for a base b you choose, on this already-trained model (no retraining)."
 )
-on = st.checkbox("Apply log-length scaling and compare", value=False, key="ent_log_on")
+on = st.checkbox("Apply log-length scaling and compare", key="ent_log_on")
 if on:
     c1, c2 = st.columns(2)
-    ss.setdefault("ent_log_base", float(min(64, max(2, s.T // 4))))
+    if not 1.5 <= state.log_base <= 1e6:
+        state.set("log_base", float(min(64, max(2, s.T // 4))))
     base = float(c1.number_input("Base b", min_value=1.5, max_value=1e6, step=1.0, key="ent_log_base",
                                  help="The factor passes 1 at n = b keys."))
-    clamp = c2.radio("Factor", ["max(1, log_b(i+1))", "log_b(i+1)"], key="ent_log_mode",
+    clamp = c2.radio("Factor", FACTORS, key="ent_log_mode",
                      help="max(1, ·) leaves the first b − 1 positions exactly as trained and sharpens only "
-                          "beyond; the raw factor also flattens positions before b.") == "max(1, log_b(i+1))"
+                          "beyond; the raw factor also flattens positions before b.") == FACTORS[0]
     if clamp and base >= s.T:
         st.info(f"With b = {base:g} ≥ {s.T} positions the factor is 1 everywhere: the model is unchanged "
                 "(the comparison below shows identical numbers). Lower b to see an effect.")

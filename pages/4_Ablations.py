@@ -1,9 +1,26 @@
 """Ablations: switch off one design choice of attention and see whether the claim made for it holds."""
+from dataclasses import dataclass
+
 import streamlit as st
 
 from attnkit import ablations as A
 from attnkit import app as ui
 from attnkit.charts import ablations as C
+
+
+
+@dataclass
+class Inputs(ui.PageState):
+    """The page's inputs (session keys ab_*, URL parameters by field name)."""
+
+    prefix = "ab"
+    kind: str = ui.param(None)            # the first intervention the model can take
+    head_layer: int = 0
+    head: int = 0
+    layers: list[int] = ui.param(None)    # every layer
+    heads_opt: str = "all"
+    map_mode: str = ui.param(None)        # the intervention above when it is a head ablation
+
 
 ctx = ui.page("Ablations", "✂️")
 cfg = ctx.model.config
@@ -21,13 +38,6 @@ ids_key = tuple(tuple(i) for i in texts)
 @st.cache_data(show_spinner="Running the baseline and the ablated model …", max_entries=32)
 def _measure(name: str, device: str, ids: tuple, spec: str) -> A.Result:
     return A.measure(ui.cached_model(name, device).weights, [list(i) for i in ids], A.parse_spec(spec))
-
-
-def _valid(key: str, options: list, default):
-    """Keep a widget's remembered value only while it is still one of the options (e.g. another model)."""
-    held = st.session_state.get(key)
-    if held is None or not all(v in options for v in (held if isinstance(held, list) else [held])):
-        st.session_state[key] = default
 
 
 def _on_demand(label: str, key: str, inputs: tuple, compute):
@@ -53,20 +63,23 @@ usable = [n for n, (ok, _) in status.items() if ok]
 for n, (ok, why) in status.items():
     if not ok:
         st.caption(f"Not available on this model: **{A.get_kind(n).label}** — {why}")  # internal text: the registry's words
-_valid("ab_kind", usable, usable[0])
+state = Inputs.load(kind=usable[0], layers=list(range(L)))
+state.fit("kind", usable, usable[0], what="Intervention", because="this model cannot take it (see above)",
+          fmt=lambda n: A.get_kind(n).label)
 c1, c2, c3 = st.columns(3)
 name = c1.selectbox("Intervention", usable, key="ab_kind", format_func=lambda n: A.get_kind(n).label)
 kind = A.get_kind(name)
 heads: list[tuple[int, int]] = []
 layers = None
 if kind.heads == "required":
-    _valid("ab_head_layer", list(range(L)), 0)
-    _valid("ab_head", list(range(H)), 0)
+    state.fit("head_layer", range(L), 0, what="Layer", because=f"the model has {L} layers", basis=ctx.model_name)
+    state.fit("head", range(H), 0, what="Head", because=f"the model has {H} heads per layer", basis=ctx.model_name)
     hl = c2.selectbox("Layer", range(L), key="ab_head_layer", format_func=lambda l: f"L{l}")
-    hh = c3.selectbox("Head", range(H), key="ab_head", format_func=lambda h: A.head_name(hl, h))
+    hh = c3.selectbox("Head", range(H), key="ab_head", format_func=lambda h: f"H{h}",
+                      help="The head's number in its layer; the intervention applied is named below the claim.")
     heads = [(hl, hh)]
 else:
-    _valid("ab_layers", list(range(L)), list(range(L)))
+    state.fit_many("layers", range(L), list(range(L)), what="Layers", because=f"the model has {L} layers")
     chosen = c2.multiselect("Layers (scope)", list(range(L)), key="ab_layers",
                             format_func=lambda l: f"L{l}", help="The layers the intervention is applied to.")
     if not chosen:
@@ -74,8 +87,9 @@ else:
         st.stop()
     layers = None if len(chosen) == L else sorted(chosen)
     if kind.heads == "optional":
-        _valid("ab_heads_opt", ["all"] + list(range(H)), "all")
-        pick = c3.selectbox("Heads", ["all"] + list(range(H)), key="ab_heads_opt",
+        state.fit("heads_opt", ["all"] + [str(h) for h in range(H)], "all", what="Heads",
+                  because=f"the model has {H} heads per layer")
+        pick = c3.selectbox("Heads", ["all"] + [str(h) for h in range(H)], key="ab_heads_opt",
                             format_func=lambda o: "all heads" if o == "all" else f"head {o} of each layer",
                             help="Every head of the chosen layers, or one head in each of them.")
         heads = [] if pick == "all" else [(l, int(pick)) for l in (layers or range(L))]
@@ -90,7 +104,7 @@ st.markdown(f"**Claim tested.** {kind.claim}")
 st.markdown(f"**Definition.** {kind.definition}")
 if kind.latex:
     st.latex(kind.latex)
-st.caption(f"Measured: {kind.measures}")
+st.caption(f"Measured: {kind.measures} Applied as `{spec}`.")
 
 with ui.guard("The ablation"):
     res = _measure(ctx.model_name, ctx.device, ids_key, str(spec))
@@ -142,7 +156,8 @@ with ui.guard("The ablation"):
 
     st.subheader("Which heads matter: the layer × head map")
     modes = [k.name for k in A.head_kinds()]
-    _valid("ab_map_mode", modes, name if name in modes else modes[0])
+    state.fit("map_mode", modes, name if name in modes else modes[0], what="Head ablation",
+              because="not a head ablation", fmt=lambda n: A.get_kind(n).label)
     mode = st.selectbox("Head ablation", modes, key="ab_map_mode", format_func=lambda n: A.get_kind(n).label)
     st.caption(f"Each of the {L}·{H} = {L * H} heads ablated alone ({L * H} runs per text); cells show the loss "
                "change in nats/token, the tooltip its 95 % interval.")

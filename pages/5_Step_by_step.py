@@ -1,5 +1,6 @@
 """Step by step: one head's attention with its real numbers, the seeds' examples, the KV cache, W_Q ≠ W_K."""
 import math
+from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
@@ -8,6 +9,22 @@ import torch
 from attnkit import steps as S
 from attnkit import app as ui
 from attnkit.charts import steps as C
+
+
+
+@dataclass
+class Inputs(ui.PageState):
+    """The page's inputs (session keys st_*, URL parameters by field name)."""
+
+    prefix = "st"
+    layer: int = 0
+    head: int = 0
+    query: int = -1          # the last token
+    topk: int = 10
+    kv_n: int = 8
+    kv_len: int = 256
+    sym_start: int = 0
+
 
 ctx = ui.page("Step by step", "🧮")
 
@@ -23,14 +40,18 @@ if ctx.all_selected:
     st.caption("All prompts are selected: this page walks through the first one.")
 
 # ----------------------------------------------------------------------------- choices
-for key, n, default in (("st_layer", cfg.n_layers, 0), ("st_head", cfg.n_heads, 0), ("st_query", T, T - 1)):
-    if st.session_state.get(key) not in range(n):
-        st.session_state[key] = default
+state = Inputs.load()
+state.fit("layer", range(cfg.n_layers), 0, what="Layer", because=f"the model has {cfg.n_layers} layers",
+          basis=ctx.model_name)
+state.fit("head", range(cfg.n_heads), 0, what="Head", because=f"the model has {cfg.n_heads} heads per layer",
+          basis=ctx.model_name)
+state.fit("query", range(T), T - 1, what="Query token", basis=tuple(ids), meaning=ids.__getitem__,
+          fmt=labels.__getitem__, because="the prompt changed, so the last token is the query")
 c1, c2, c3 = st.columns([1, 1, 3])
 layer = c1.selectbox("Layer", range(cfg.n_layers), key="st_layer")
 head = c2.selectbox("Head", range(cfg.n_heads), key="st_head")
-query = c3.selectbox("Query token", range(T), key="st_query", format_func=lambda i: labels[i],
-                     help="The token whose attention row is computed; it sees itself and every earlier token.")
+query = ui.select(c3, "Query token", range(T), state, "query", labels.__getitem__,
+                  help="The token whose attention row is computed; it sees itself and every earlier token.")
 meta = ui.meta_for(ctx, layer=layer, head=head, query=query)
 stem = f"L{layer}H{head}q{query}"
 
@@ -102,8 +123,10 @@ with tab_head:
         f"s_j = q·k_j × {hs.scale:.6g}  (÷ √{e} = ÷ {math.sqrt(e):.4f}"
         + ("" if abs(hs.scale - e ** -0.5) < 1e-12 else "; this checkpoint scales differently") + ")"
         f";  M_j = 0 for j ≤ {query}, −∞ for j > {query};  a_j = exp(s_j + M_j) / Σ exp(s + M).")
-    top_k = st.slider("Keys to list (largest weights first)", 1, n_vis, min(10, n_vis), key="st_topk") \
-        if n_vis > 1 else 1
+    if n_vis > 1:
+        state.fit("topk", range(1, n_vis + 1), min(10, n_vis), what="Keys to list",
+                  because=f"the query sees {n_vis} keys")
+    top_k = st.slider("Keys to list (largest weights first)", 1, n_vis, key="st_topk") if n_vis > 1 else 1
     kdf = S.key_frame(hs, [ui.show_spaces(t) for t in tokens], top_k=top_k)
     st.dataframe(kdf, hide_index=True, width="stretch",
                  column_config={c: st.column_config.NumberColumn(format="%.4f") for c in kdf.columns
@@ -194,10 +217,12 @@ with tab_kv:
                 "the whole sequence. Both must choose the same tokens.")
     room = cfg.n_ctx - 1
     k1, k2, k3 = st.columns(3)
-    n_new = k1.number_input("Tokens to generate", 1, max(1, min(32, room)), min(8, room), key="st_kv_n")
+    state.fit("kv_n", range(1, max(1, min(32, room)) + 1), min(8, room), what="Tokens to generate",
+              because=f"1 to {max(1, min(32, room))} here")
+    n_new = k1.number_input("Tokens to generate", 1, max(1, min(32, room)), key="st_kv_n")
     most = max(1, min(T, cfg.n_ctx - n_new))
-    if st.session_state.get("st_kv_len", 0) > most or st.session_state.get("st_kv_len", 0) < 1:
-        st.session_state["st_kv_len"] = min(most, 256)
+    state.fit("kv_len", range(1, most + 1), min(most, 256), what="Prompt tokens used",
+              because=f"the prompt and the new tokens fit in {most} + {n_new} positions")
     n_prompt = k2.number_input("Prompt tokens used", 1, most, key="st_kv_len",
                                help="Without the cache every step reruns the whole sequence: on a CPU a long "
                                     "prompt makes that slow (which is the point, but takes a while).")
@@ -262,8 +287,9 @@ with tab_sym:
     W = 32
     start = 0
     if T > W:
+        state.fit("sym_start", range(0, T - W + 1), 0, what="Window start", because=f"the prompt has {T} tokens")
         start = st.slider("Window start (the matrices are drawn for 32 tokens at a time; the numbers above use "
-                          "the whole prompt)", 0, T - W, 0, key="st_sym_start")
+                          "the whole prompt)", 0, T - W, key="st_sym_start")
     win = slice(start, start + W)
     wl = labels[win]
     c = st.columns(2)

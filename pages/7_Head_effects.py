@@ -1,6 +1,7 @@
 """Head effects: which heads carry the answer — activation patching, direct logit attribution,
 contributions between positions, and the logit lens, on a clean/corrupted prompt pair."""
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -20,6 +21,32 @@ LENS_MAX_T = 48               # logit-lens positions drawn
 GRAPH_MAX_T = 48              # contribution-graph positions drawn
 SET_COLUMNS = ("clean", "corrupted", "answer", "distractor")
 PER_POSITION_MAX_T = 128      # layer × position maps: L·T patched runs
+DIRECTIONS = ["denoise", "noise"]
+LP_TARGETS = {"residual stream (entering each layer, and after the last)": "resid", "attention output": "attn", "MLP output": "mlp"}
+SET_TARGETS = {"heads (z)": "z", "residual stream": "resid", "attention output": "attn", "MLP output": "mlp"}
+SOURCES = ["One prompt pair", "A prompt set (upload)"]
+
+
+@dataclass
+class Inputs(ui.PageState):
+    """The page's inputs (session keys he_*, URL parameters by field name)."""
+
+    prefix = "he"
+    source: str = SOURCES[0]
+    example: str = ui.param(None)                 # the first example whose pair the model can take
+    clean: str = ui.param("", text=True)
+    corrupt: str = ui.param("", text=True)
+    answer: str = ""
+    distractor: str = ""
+    direction: str = DIRECTIONS[0]
+    pos: int = -1                                  # the last token of the pair
+    target: str = ui.param(next(iter(LP_TARGETS)), key="he_lp_target")
+    run: str = ui.param("clean", key="he_dla_run")
+    head: str = ""                                 # the head with the largest direct effect
+    thresh: float = 0.1
+    set_target: str = next(iter(SET_TARGETS))
+    set_direction: str = DIRECTIONS[0]
+    set_pp: bool = False
 
 ctx = ui.page("Head effects", "🎯")
 cfg = ctx.model.config
@@ -106,15 +133,22 @@ def _apply_example():
 
 
 CHECKS = example_checks(ctx.model_name, ctx.device, BOS)
-if "he_clean" not in st.session_state:
-    st.session_state["he_example"] = EX.pick_default(ctx.model_name, CHECKS)
-    _apply_example()
+first = EX.pick_default(ctx.model_name, CHECKS) or next(iter(EX.EXAMPLES))   # solved by this model, if any is
+ex0 = EX.EXAMPLES[first]
+state = Inputs.load(example=first, clean=ex0["clean"], corrupt=ex0["corrupt"], answer=ex0["answer"],
+                    distractor=ex0["distractor"])
+for _name, _opts, _default in (("source", SOURCES, SOURCES[0]), ("example", list(EX.EXAMPLES) + [CUSTOM], first),
+                               ("direction", DIRECTIONS, "denoise"), ("target", list(LP_TARGETS), None),
+                               ("run", ["clean", "corrupted"], "clean"), ("set_target", list(SET_TARGETS), None),
+                               ("set_direction", DIRECTIONS, "denoise")):
+    state.fit(_name, _opts, _default or _opts[0], what=_name.replace("_", " ").capitalize(),
+              because="not one of the choices")
 
 st.caption("Run a **clean** prompt and a **corrupted** one that differ in a detail, and measure the logit difference "
            "logit(answer) − logit(distractor) at one position. Normalised: the corrupted run is 0 and the clean "
            "run 1. The sidebar's prompt is not used here; a click on a head in the patching map opens it on the "
            "Heatmaps page with the clean prompt as the sidebar prompt.")
-source = st.radio("Input", ["One prompt pair", "A prompt set (upload)"], key="he_source", horizontal=True)
+source = st.radio("Input", SOURCES, key="he_source", horizontal=True)
 
 
 def _inputs():
@@ -130,7 +164,7 @@ def _inputs():
     c2.text_input("Answer token", key="he_answer", max_chars=100,
                   help="One token. Without a leading space, ' word' is tried first; the token used is shown.")
     c3.text_input("Distractor token", key="he_distractor", max_chars=100)
-    c4.radio("Direction", ["denoise", "noise"], key="he_direction", horizontal=True,
+    c4.radio("Direction", DIRECTIONS, key="he_direction", horizontal=True,
              help="denoise: run the corrupted prompt and patch one clean activation in (what restores the "
                   "answer?). noise: run the clean prompt and patch one corrupted activation in (what breaks it?).")
 
@@ -152,10 +186,12 @@ def one_pair():
     T = pair.T
     toks_clean, toks_corrupt = model.token_texts(pair.clean), model.token_texts(pair.corrupt)
     labels = ui.token_labels(toks_clean)
-    if st.session_state.get("he_pos") not in range(T):
-        st.session_state["he_pos"] = T - 1
+    state.fit("pos", range(T), T - 1, what="Read position", basis=(tuple(pair.clean), tuple(pair.corrupt)),
+              meaning=pair.clean.__getitem__, fmt=labels.__getitem__,
+              because="the prompt pair changed, so the logits are read at its last token (pick another below)")
     c1, c2 = st.columns([1, 3])
-    pos = c1.selectbox("Read the logits at", range(T), key="he_pos", format_func=lambda i: labels[i])
+    pos = ui.select(c1, "Read the logits at", range(T), state, "pos", labels.__getitem__,
+                    help="The position whose logits give the logit difference (by default the last token).")
     with c2:
         for n in pair.notes:
             st.caption(ui.plain(n))
@@ -193,10 +229,8 @@ def one_pair():
 
     # ------------------------------------------------------------------------- patching: layers × positions
     st.subheader("Where, layer by layer? (residual stream, attention and MLP outputs per position)")
-    targets = {"residual stream (entering each layer, and after the last)": "resid", "attention output": "attn",
-               "MLP output": "mlp"}
-    tname = st.radio("Patched activation", list(targets), key="he_lp_target", horizontal=True)
-    target = targets[tname]
+    tname = st.radio("Patched activation", list(LP_TARGETS), key="he_lp_target", horizontal=True)
+    target = LP_TARGETS[tname]
     if T > PER_POSITION_MAX_T:
         st.info(f"The prompts have {T} tokens: per-position maps are computed for pairs of at most "
                 f"{PER_POSITION_MAX_T} tokens ({L}×{T} patched runs each would take long). The head map above "
@@ -258,9 +292,10 @@ def attribution_sections(pair, pos, labels, toks_clean, toks_corrupt, T, meta):
                 st.session_state["he_head"] = cl
     except (KeyError, IndexError, TypeError, AttributeError):
         pass
-    if st.session_state.get("he_head") not in names:
-        best = int(np.abs(att.head_map).argmax())
-        st.session_state["he_head"] = names[best]
+    best = names[int(np.abs(att.head_map).argmax())]
+    state.fit("head", names, best, what="Head for the promoted tokens", basis=(tuple(ids), pos),
+              meaning=str, because=f"the {which} run or the read position changed; by default it is the head "
+                                   "with the largest direct effect")
     head_name = st.selectbox("Head: the tokens it promotes and suppresses", names, key="he_head",
                              help="Click a head's bar above, or pick one here.")
     hl, hh = compare.parse_head(head_name)
@@ -279,9 +314,11 @@ def attribution_sections(pair, pos, labels, toks_clean, toks_corrupt, T, meta):
     if T > AT.CONTRIB_MAX_T:
         st.info(f"Contributions are computed for prompts of at most {AT.CONTRIB_MAX_T} tokens.")
     else:
+        if not 0.0 <= state.thresh <= 1.0:
+            state.set("thresh", 0.1)
         g1, g2 = st.columns([2, 1])
-        thr = g1.slider("Show edges carrying at least this share of what is added to a position", 0.0, 1.0, 0.1,
-                        0.01, key="he_thresh")
+        thr = g1.slider("Show edges carrying at least this share of what is added to a position", 0.0, 1.0,
+                        step=0.01, key="he_thresh")
         top = g2.select_slider("Edges drawn (largest shares first)", [20, AT.GRAPH_TOP, 80, 160, 320, "all"],
                                value=AT.GRAPH_TOP, key="he_graph_top",
                                help=f"By default the {AT.GRAPH_TOP} edges with the largest shares are drawn, as the "
@@ -388,10 +425,9 @@ def prompt_set():
         ui.show_error("No usable pairs in the file.")
         return
     c1, c2 = st.columns(2)
-    targets = {"heads (z)": "z", "residual stream": "resid", "attention output": "attn", "MLP output": "mlp"}
-    tname = c1.selectbox("Patched activation", list(targets), key="he_set_target")
-    direction = c2.radio("Direction", ["denoise", "noise"], key="he_set_direction", horizontal=True)
-    target = targets[tname]
+    tname = c1.selectbox("Patched activation", list(SET_TARGETS), key="he_set_target")
+    direction = c2.radio("Direction", DIRECTIONS, key="he_set_direction", horizontal=True)
+    target = SET_TARGETS[tname]
     same_len = len({p.T for p in pairs}) == 1
     per_position = target != "z" and same_len and st.checkbox("Per position (all pairs have the same length)",
                                                               key="he_set_pp")

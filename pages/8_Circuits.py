@@ -1,6 +1,8 @@
 """Circuits: how heads in different layers work together — composition scores from the weights, path
 patching into one head's query, key or value, attribution patching beside exact patching, and a circuit
 found automatically and checked by running it with every other edge ablated."""
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -34,11 +36,49 @@ EXAMPLES = {
 }
 CUSTOM = "Your own"
 MAX_T = 64                     # tokens of a pair for path patching and discovery on this page
+_EX0 = next(iter(EXAMPLES))
+
+
+@dataclass
+class Inputs(ui.PageState):
+    """The page's main inputs (session keys ci_*, URL parameters by field name)."""
+
+    prefix = "ci"
+    mode: str = "k"
+    rl: list[int] = ui.param(None)                 # the last three receiver layers
+    example: str = _EX0
+    clean: str = ui.param(EXAMPLES[_EX0]["clean"], text=True)
+    corrupt: str = ui.param(EXAMPLES[_EX0]["corrupt"], text=True)
+    more: str = ui.param(EXAMPLES[_EX0]["more"], text=True)
+    answer: str = EXAMPLES[_EX0]["answer"]
+    distractor: str = EXAMPLES[_EX0]["distractor"]
+    recv_layer: int = -1                           # the last layer
+    recv_head: int = 0
+    recv_input: str = ui.param(None)
+    source: str = ui.param(None)
+    direction: str = ui.param(None)
+    share: float = 0.8
+    ablation: str = ui.param(None)
+    heads_only: bool = False
+
 
 ctx = ui.page("Circuits", "🕸️")
 cfg = ctx.model.config
 L, H = cfg.n_layers, cfg.n_heads
 model = ctx.model
+state = Inputs.load(rl=list(range(1, L))[-min(3, L - 1):] if L > 1 else [], recv_input="k",
+                    source=list(PA.SOURCES)[0], direction=list(P.DIRECTIONS)[0], ablation=list(DI.ABLATIONS)[0])
+for _name, _opts in (("mode", ["k", "q", "v"]), ("example", list(EXAMPLES) + [CUSTOM]),
+                     ("recv_input", list(PA.INPUTS)), ("source", list(PA.SOURCES)), ("direction", list(P.DIRECTIONS)),
+                     ("ablation", list(DI.ABLATIONS))):
+    state.fit(_name, _opts, _opts[0], what=_name.replace("_", " ").capitalize(), because="not one of the choices")
+state.fit_many("rl", range(1, L), [L - 1] if L > 1 else [], what="Receiver layers", because=f"the model has {L} layers")
+state.fit("recv_layer", range(1, L), L - 1, what="Receiver layer", because=f"the model has {L} layers",
+          basis=ctx.model_name)
+state.fit("recv_head", range(H), 0, what="Receiver head", because=f"the model has {H} heads per layer",
+          basis=ctx.model_name)
+if not 0.5 <= state.share <= 1.0:
+    state.set("share", 0.8)
 
 
 # ----------------------------------------------------------------------------- cached computations
@@ -116,7 +156,7 @@ def weights_section():
     mode = c1.radio("Composition", ["k", "q", "v"], key="ci_mode", horizontal=True,
                     format_func=lambda m: {"k": "K (keys)", "q": "Q (queries)", "v": "V (values)"}[m])
     layers = list(range(1, L))
-    rl = c2.multiselect("Receiver layers", layers, default=layers[-min(3, len(layers)):], key="ci_rl")
+    rl = c2.multiselect("Receiver layers", layers, key="ci_rl")
     formula = {"k": "‖W_OV(sender)·W_QK(receiver)ᵀ‖ / (‖W_OV‖·‖W_QK‖)",
                "q": "‖W_OV(sender)·W_QK(receiver)‖ / (‖W_OV‖·‖W_QK‖)",
                "v": "‖W_OV(sender)·W_OV(receiver)‖ / (‖W_OV‖·‖W_OV‖)"}[mode]
@@ -146,9 +186,6 @@ def _apply_example():
 
 
 def pair_inputs():
-    if "ci_clean" not in st.session_state:
-        st.session_state["ci_example"] = next(iter(EXAMPLES))
-        _apply_example()
     st.subheader("On a prompt pair")
     c0, c1 = st.columns([1.3, 3])
     c0.selectbox("Example", list(EXAMPLES) + [CUSTOM], key="ci_example", on_change=_apply_example)
@@ -183,9 +220,6 @@ def _key(pr: P.Pair) -> tuple:
 def path_section(pair: P.Pair):
     st.subheader("Path patching: one sender into one receiver's input")
     c1, c2, c3, c4, c5 = st.columns(5)
-    if st.session_state.get("ci_recv_layer") not in range(1, L):
-        st.session_state["ci_recv_layer"] = L - 1
-    st.session_state.setdefault("ci_recv_input", "k")        # keys: where an induction head reads the prev-token head
     layer = c1.selectbox("Receiver layer", range(1, L), key="ci_recv_layer")
     head = c2.selectbox("Receiver head", range(H), key="ci_recv_head")
     inp = c3.radio("Input", list(PA.INPUTS), key="ci_recv_input", horizontal=True)
@@ -221,7 +255,7 @@ def path_section(pair: P.Pair):
 def discovery_section(pairs: list):
     st.subheader("A circuit, found automatically and checked by ablation")
     c1, c2, c3 = st.columns(3)
-    share = c1.slider("Share of the clean logit difference to recover", 0.5, 1.0, 0.8, 0.05, key="ci_share")
+    share = c1.slider("Share of the clean logit difference to recover", 0.5, 1.0, step=0.05, key="ci_share")
     ablation = c2.radio("Edges outside the circuit", list(DI.ABLATIONS), key="ci_ablation", horizontal=True,
                         format_func=lambda a: {"resample": "corrupted output", "mean": "mean output"}[a])
     mlps = not c3.checkbox("Heads only (no MLP nodes)", key="ci_heads_only")

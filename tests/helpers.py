@@ -71,6 +71,11 @@ def apptest(page: str, model_dir=None, text: str | None = None, timeout: float =
     return at
 
 
+def selectbox(at, key: str):
+    """The selectbox of input ``key``: drawn with that key, or by ``ui.select`` as ``key@<digest of its labels>``."""
+    return next(s for s in at.selectbox if s.key == key or str(s.key).startswith(key + "@"))
+
+
 # ----------------------------------------------------------------------------- other families
 
 #: Per-layer shapes of real checkpoints (their config.json values), with 2 layers and a 512-token

@@ -9,7 +9,7 @@ import torch
 
 from attnkit import compare, metrics
 from attnkit.attention import causal_mask
-from helpers import apptest
+from helpers import apptest, selectbox
 
 PAGE = "pages/2_Compare_heads.py"
 
@@ -164,7 +164,7 @@ def test_page_runs_and_ranks_heads_for_it_animal(odd_dir, odd):
     assert not at.error
     ids = odd.encode(text)
     toks = odd.token_strs(ids)
-    q, k = at.selectbox(key="cmp_q").value, at.selectbox(key="cmp_k").value
+    q, k = selectbox(at, "cmp_q").value, selectbox(at, "cmp_k").value
     assert toks[q].strip() == "it" and toks[k].strip() in ("animal", "anim")     # the test tokenizer splits it
     pats = run(odd.weights, ids, capture=["pattern"]).stack("pattern")[:, 0, :, q, k]      # [L, H]
     bars = _frame_with(at, "rank_in_row")
@@ -188,7 +188,7 @@ def test_page_runs_and_ranks_heads_for_it_animal(odd_dir, odd):
 def test_changing_the_query_changes_the_ranking(odd_dir):
     at = apptest(PAGE, odd_dir, text="The animal didn't cross the street because it was too tired.").run()
     before = _frame_with(at, "rank_in_row")["weight"].tolist()
-    at.selectbox(key="cmp_q").set_value(2).run()
+    selectbox(at, "cmp_q").set_value(2).run()
     assert not at.exception
     after = _frame_with(at, "rank_in_row")["weight"].tolist()
     assert before != after

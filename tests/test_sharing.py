@@ -18,7 +18,8 @@ def test_a_link_opens_the_same_head(odd_dir):
     assert at.selectbox(key="hm_layer").value == 2 and at.selectbox(key="hm_head").value == 4
 
 
-def test_the_frame_writes_the_view_into_the_url(odd_dir):
+def test_the_frame_writes_the_view_into_the_url(odd_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     text = "A short prompt to share."
     at = apptest("app.py", odd_dir, text=text).run()
     assert not at.exception
@@ -27,7 +28,9 @@ def test_the_frame_writes_the_view_into_the_url(odd_dir):
     long = "word " * 200
     at = apptest("app.py", odd_dir, text=long).run()
     assert "prompt" not in at.query_params
-    assert any("not kept in the page's link" in c.value for c in at.sidebar.caption)
+    sha = at.query_params["prompt_sha"]
+    sha = sha[0] if isinstance(sha, list) else sha
+    assert (tmp_path / "attnkit" / "prompts" / f"{sha}.txt").read_text(encoding="utf-8") == long
 
 
 def test_a_bad_value_in_the_link_falls_back(odd_dir):
@@ -87,10 +90,39 @@ def test_compare_undefined_statistic_is_a_message_not_a_grid(odd_dir):
     assert any("undefined on this prompt" in i.value for i in at.info)
 
 
-def test_a_link_to_a_local_folder_restores_the_folder(odd_dir):
+def test_a_link_to_a_local_folder_loads_it_only_after_confirmation(odd_dir, monkeypatch):
+    import importlib
+
+    sidebar = importlib.import_module("attnkit.app.sidebar")
+
+    loaded = []
+    real = sidebar.cached_model
+    monkeypatch.setattr(sidebar, "cached_model", lambda name, dev: loaded.append(name) or real(name, dev))
     at = apptest("pages/1_Heatmaps.py", None, text="Some text here.")
     at.query_params["model"] = ui.LOCAL
     at.query_params["folder"] = str(odd_dir)
     at.run()
-    assert not at.exception and not at.error
+    assert not at.exception and not at.error and loaded == []
+    assert any(str(odd_dir) in w.value for w in at.sidebar.warning)
+    next(b for b in at.sidebar.button if b.label == "Load this folder").click().run()
+    assert not at.exception and loaded == [str(odd_dir)]
     assert at.session_state["ak_model"] == ui.LOCAL and at.session_state["ak_folder"] == str(odd_dir)
+
+
+def test_a_link_naming_a_system_path_as_the_model_loads_nothing(monkeypatch):
+    import importlib
+
+    sidebar = importlib.import_module("attnkit.app.sidebar")
+
+    loaded = []
+    real = sidebar.cached_model
+    monkeypatch.setattr(sidebar, "cached_model", lambda name, dev: loaded.append(name) or real(name, dev))
+    at = apptest("app.py", None, text="Some text here.")
+    at.query_params["model"] = "/etc"
+    at.run()
+    assert not at.exception and loaded == []
+    assert any("/etc" in w.value for w in at.sidebar.warning)
+    q = at.query_params["folder"]
+    assert (q[0] if isinstance(q, list) else q) == "/etc"            # the link stays as it came
+    next(b for b in at.sidebar.button if b.label == "Ignore it").click().run()
+    assert not at.exception and loaded and "/etc" not in loaded      # the default model instead

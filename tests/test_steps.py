@@ -9,7 +9,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from attnkit import steps as S
 from attnkit.model import KVCache, run
-from helpers import apptest
+from helpers import apptest, selectbox
 
 TEXT = "The animal didn't cross the street because it was too tired."
 TIGHT = dict(rtol=1e-5, atol=2e-6)      # float32: the same maths in a different matmul blocking
@@ -204,7 +204,7 @@ def test_step_page_shows_the_trace_numbers_and_follows_the_widgets(odd, odd_dir,
     at = apptest("pages/5_Step_by_step.py", odd_dir, text=TEXT).run()
     assert not at.exception and not at.error
     T = len(ids)
-    assert at.selectbox(key="st_query").value == T - 1
+    assert selectbox(at, "st_query").value == T - 1
     q_shown = _frame(at, "vector").iloc[0]
     q_ref = tr["q", 0][0, 0, T - 1]
     assert [q_shown[f"[{j}]"] for j in range(8)] == pytest.approx(q_ref[:8].tolist(), abs=2e-6)
@@ -220,7 +220,7 @@ def test_step_page_shows_the_trace_numbers_and_follows_the_widgets(odd, odd_dir,
     assert [q3[f"[{j}]"] for j in range(8)] != pytest.approx([q_shown[f"[{j}]"] for j in range(8)], abs=1e-4)
 
     at.selectbox(key="st_layer").set_value(2).run()
-    at.selectbox(key="st_query").set_value(2).run()
+    selectbox(at, "st_query").set_value(2).run()
     assert not at.exception
     keys = _frame(at, "position", "weight")
     assert sorted(keys["position"]) == [0, 1, 2]           # only the visible keys
@@ -241,7 +241,7 @@ def test_step_page_at_a_full_1024_context(tmp_path):
     text = " ".join(f"w{i % 97}" for i in range(1500))
     at = apptest("pages/5_Step_by_step.py", d, text=text).run()
     assert not at.exception and not at.error
-    assert at.selectbox(key="st_query").value == 1023
+    assert selectbox(at, "st_query").value == 1023
     keys = _frame(at, "position", "weight")
     assert len(keys) == 10                                  # top-k, not 1024 rows
     assert any("dropped" in w.value for w in at.warning)    # the prompt was cut to the context

@@ -6,7 +6,8 @@ attnkit/charts/, the only place that imports Streamlit. Pages stay thin::
     tr = ui.trace(ctx, capture=("pattern",))
 
 context   the page Context (model, device, prompts, BOS)      frame    run_frame (app.py), page, guard
-url       selections kept in the page's link                 caches   models, TraceCache/trace, corpus results
+state     PageState (a page's inputs), fit, select, notice    url      the link: read once, written back, prompt store
+caches    models, TraceCache/trace, corpus results
 sidebar   model, device and prompt pickers                    escaping plain (THE escaping helper), show_error
 tokens    spaces made visible, token labels, show_tokens      exports  csv_bytes, download_buttons, json, tensor CSV
 """
@@ -17,11 +18,13 @@ from .exports import FORMULA_START, csv_bytes, download_buttons, json_bytes, met
 from .frame import guard, page, run_frame, setup_page
 from .sidebar import sidebar
 from .tokens import show_spaces, show_tokens, token_labels, tokens_inline
-from .url import URL_KEYS, url_restore, url_save
+from .state import PageState, from_link, notice, param, select
+from .url import URL_KEYS, URL_PROMPT_MAX, prompt_folder, store_prompt, stored_prompt, url_restore, url_save
 
 __all__ = [
     "TRACE_CACHE_MB", "TraceCache", "cached_model", "corpus_result", "trace", "traces_for_all", "DEFAULT_PROMPT",
     "LOCAL", "Context", "plain", "show_error", "FORMULA_START", "csv_bytes", "download_buttons", "json_bytes",
     "meta_for", "neutralise", "tensor_csv", "guard", "page", "run_frame", "setup_page", "sidebar", "show_spaces",
     "show_tokens", "token_labels", "tokens_inline", "URL_KEYS", "url_restore", "url_save",
+    "PageState", "from_link", "notice", "param", "select", "URL_PROMPT_MAX", "prompt_folder", "store_prompt", "stored_prompt",
 ]

@@ -11,6 +11,7 @@ import streamlit as st
 from .context import Context
 from .escaping import plain
 from .sidebar import sidebar
+from .state import begin_run, flush_notices, open_notices
 from .url import url_restore, url_save
 
 @contextlib.contextmanager
@@ -30,6 +31,7 @@ def setup_page(title: str, icon: str = "🔍"):
     if not getattr(_frame, "active", False):
         st.set_page_config(page_title=f"{title} · attnkit", page_icon=icon, layout="wide")
     st.title(title)
+    open_notices()
 
 
 #: Set by the navigation frame (app.py) for the duration of one script run.
@@ -42,7 +44,9 @@ def run_frame(pages: list) -> None:
     Pages call :func:`page`, which returns the Context the frame resolved."""
     st.set_page_config(page_title="attnkit", page_icon="🔍", layout="wide")
     nav = st.navigation(pages)
-    url_restore()
+    path = nav.title
+    begin_run(path)
+    url_restore(path)
     _frame.active, _frame.ctx = True, sidebar()
     try:
         with guard(nav.title):
@@ -52,6 +56,7 @@ def run_frame(pages: list) -> None:
         notice = url_save()
         if notice:
             st.sidebar.caption(plain(notice))
+        flush_notices()
 
 
 def page(title: str, icon: str = "🔍") -> Context:
@@ -60,11 +65,14 @@ def page(title: str, icon: str = "🔍") -> Context:
 
     Inside the frame the sidebar has been drawn once already; run on its own (``streamlit run
     pages/X.py`` or AppTest) the page draws it itself."""
-    setup_page(title, icon)
     if not getattr(_frame, "active", False):
-        url_restore()
+        begin_run(None)
+        url_restore(None)
+    setup_page(title, icon)
     ctx = _frame.ctx if getattr(_frame, "active", False) else sidebar()
     if ctx is None:
+        url_save()                          # nothing written after st.stop() reaches the browser
+        flush_notices()
         st.stop()
     return ctx
 

@@ -10,14 +10,25 @@ from ..loading import MODEL_CHOICES, SHIPPED_MODEL, LoadError, resolve_device
 from .caches import cached_default_model, cached_model
 from .context import KEPT_KEYS, DEFAULT_PROMPT, LOCAL, Context
 from .escaping import plain, show_error
+from .state import keep
+from .url import PENDING, confirm_folder
 
-def _keep_state():
-    for k in KEPT_KEYS:
-        if k in st.session_state:
-            st.session_state[k] = st.session_state[k]
+def _confirm_folder() -> bool:
+    """A local folder named by the link: shown, loaded only on the user's click. True while it waits."""
+    path = st.session_state.get(PENDING)
+    if not path:
+        return False
+    st.warning(f"This link asks to load the local folder “{plain(path)}”. Nothing is loaded until you confirm.",
+               icon="📁")
+    a, b = st.columns(2)
+    a.button("Load this folder", key="ak_confirm_folder", on_click=confirm_folder, args=(path,), type="primary")
+    b.button("Ignore it", key="ak_ignore_folder", on_click=lambda: st.session_state.pop(PENDING, None))
+    return True
 
 
 def _pick_model() -> tuple[str | None, str]:
+    if _confirm_folder():
+        return None, "auto"
     options = list(MODEL_CHOICES) + [LOCAL]
     forced = os.environ.get("ATTNKIT_MODEL", "").strip()     # e.g. ATTNKIT_MODEL=./my-ckpt streamlit run app.py
     if forced:
@@ -119,7 +130,7 @@ def _preview(text: str, n: int = 50) -> str:
 
 def sidebar() -> Context | None:
     """Draw the sidebar; return the resolved Context, or None after showing why nothing can run."""
-    _keep_state()
+    keep(KEPT_KEYS)
     with st.sidebar:
         name, device = _pick_model()
         prompts, index, warnings = _read_prompts()
@@ -129,6 +140,9 @@ def sidebar() -> Context | None:
                         help="Put the tokenizer's beginning-of-text token before every prompt, as TransformerLens does "
                              "by default. Real GPT-2's first-token (attention-sink) heads behave differently with it; "
                              "exports record the choice.")
+    if st.session_state.get(PENDING):
+        st.info("The link names a local folder: confirm it in the sidebar (or ignore it) to start.", icon="📁")
+        return None
     if not name:
         st.info("Enter the path of a local checkpoint folder in the sidebar.")
         return None

@@ -1,56 +1,197 @@
-"""URL state: the selections named in a page's link restored once per session, and written back after each run."""
+"""The page's link: the sidebar's choices (model, prompt, BOS) and the page's inputs (:mod:`.state`) read
+from the URL once per session and written back after each run.
+
+Prompts longer than :data:`URL_PROMPT_MAX` are stored under the user's cache folder by content hash
+(``$XDG_CACHE_HOME/attnkit/prompts/<sha256>.txt``, default ``~/.cache``) and the link names the hash
+(``prompt_sha=``). A link never loads a local folder by itself: the sidebar shows the path and loads it
+only when the user confirms (hub names, the shipped model and folders this session chose load as named).
+"""
 from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
 
 import streamlit as st
 
-from ..loading import MODEL_CHOICES
+from ..loading import MODEL_CHOICES, split_revision
 from .context import DEFAULT_PROMPT, LOCAL
+from .escaping import plain
+from .state import LINK, FROM_LINK, PageState, link_params, notice, remember
 
-#: URL query parameter -> session key: a view is shared by its link (the page is the URL's path).
-URL_KEYS = {"model": "ak_model", "folder": "ak_folder", "prompt": "ak_text", "bos": "ak_bos",
-            "layer": "hm_layer", "head": "hm_head", "view": "hm_view", "values": "hm_values", "scale": "hm_scale",
-            "stat": "cmp_stat"}
-_URL_INTS = {"hm_layer", "hm_head"}
-_URL_BOOLS = {"ak_bos"}
-#: Longer prompts are not put in the URL (the page says so).
+#: URL query parameter -> session key of the sidebar's choices (a page's own inputs come from its PageState).
+URL_KEYS = {"model": "ak_model", "folder": "ak_folder", "prompt": "ak_text", "bos": "ak_bos"}
+#: Longer prompts are stored locally by hash; the link carries ``prompt_sha``.
 URL_PROMPT_MAX = 400
+#: A local folder named by the link, waiting for the user's confirmation; folders confirmed in this session.
+PENDING = "ak_pending_folder"
+CONFIRMED = "_ak_confirmed_folders"
+_SHA = re.compile(r"^[0-9a-f]{64}$")
 
 
-def url_restore() -> None:
-    """Once per browser session: selections named in the URL's query parameters become the session's
-    (a value a widget does not offer falls back to its default)."""
-    if st.session_state.get("_ak_url_restored"):
+# ----------------------------------------------------------------------------- the prompt store
+
+def prompt_folder() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME", "").strip()
+    return (Path(base) if base and Path(base).is_absolute() else Path.home() / ".cache") / "attnkit" / "prompts"
+
+
+def store_prompt(text: str) -> str | None:
+    """Keep ``text`` under its sha256 in the prompt store; returns the hash (None when it cannot be written)."""
+    data = text.encode("utf-8", "surrogatepass")
+    sha = hashlib.sha256(data).hexdigest()
+    path = prompt_folder() / f"{sha}.txt"
+    try:
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+    except OSError:
+        return None
+    return sha
+
+
+def stored_prompt(sha: str) -> str | None:
+    """The stored text of a hash (None: not stored here, unreadable, or not a sha256)."""
+    sha = str(sha).strip().lower()
+    if not _SHA.match(sha):
+        return None
+    try:
+        data = (prompt_folder() / f"{sha}.txt").read_bytes()
+    except OSError:
+        return None
+    if hashlib.sha256(data).hexdigest() != sha:
+        return None
+    return data.decode("utf-8", "replace")
+
+
+def _store_long(text: str) -> str | None:
+    """For a page's free-text input: the hash when the text is too long for a link (stored), else None."""
+    if len(text) <= URL_PROMPT_MAX:
+        return None
+    return store_prompt(text) or None
+
+
+PageState.lookup = staticmethod(stored_prompt)
+
+
+# ----------------------------------------------------------------------------- local folders
+
+def is_local(name: str) -> bool:
+    """A model name from a link that names a path on this machine (not a hub id or a listed model)."""
+    name = str(name).strip()
+    if name in MODEL_CHOICES:
+        return False
+    try:
+        base, _ = split_revision(name)
+    except Exception:                          # a malformed NAME@REVISION: let the loader say so
+        base = name
+    p = Path(base).expanduser()
+    return base.startswith((".", "~", "/")) or p.is_absolute() or "\\" in base or p.exists() or ".." in base
+
+
+def _chosen(path: str) -> bool:
+    """A folder the user chose already: the one the app was started on, or one confirmed in this session."""
+    forced = os.environ.get("ATTNKIT_MODEL", "").strip()
+    return path in st.session_state.get(CONFIRMED, set()) or (forced and _same(forced, path))
+
+
+def _same(a: str, b: str) -> bool:
+    try:
+        return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
+    except OSError:
+        return a == b
+
+
+def confirm_folder(path: str) -> None:
+    """on_click of the sidebar's "Load this folder": the link's folder becomes the model."""
+    st.session_state.setdefault(CONFIRMED, set()).add(path)
+    st.session_state.update(ak_model=LOCAL, ak_folder=path)
+    st.session_state.pop(PENDING, None)
+
+
+def _link_model(params: dict) -> None:
+    model, folder = params.get("model"), params.get("folder")
+    name = folder if (model == LOCAL or model is None) and folder else model
+    if not name:
         return
-    st.session_state["_ak_url_restored"] = True
-    for q, key in URL_KEYS.items():
-        if q not in st.query_params or key in st.session_state:
-            continue
-        raw = st.query_params[q]
-        try:
-            value = int(raw) if key in _URL_INTS else (raw in ("1", "true", "yes")) if key in _URL_BOOLS else raw
-        except ValueError:
-            continue
-        if key == "ak_model" and value != LOCAL and value not in MODEL_CHOICES:   # a folder given by the link
-            st.session_state["ak_folder"] = str(value)
-            value = LOCAL
-        st.session_state[key] = value
+    if name in MODEL_CHOICES:
+        st.session_state["ak_model"] = name
+    elif is_local(name) and not _chosen(name):
+        st.session_state[PENDING] = name       # shown by the sidebar; loaded only on the user's click
+    else:                                      # a hub id (owner/name[@rev]) or a folder already chosen
+        st.session_state.update(ak_model=LOCAL, ak_folder=name)
+
+
+# ----------------------------------------------------------------------------- restore and save
+
+def url_restore(page_path: str | None = None) -> None:
+    """Once per browser session: keep the link's parameters (the page's own inputs are read by its
+    PageState), and apply the sidebar's: model, prompt (or its hash), BOS."""
+    ss = st.session_state
+    if ss.get("_ak_url_restored"):
+        return
+    ss["_ak_url_restored"] = True
+    params = {k: st.query_params[k] for k in st.query_params}
+    ss[LINK] = {"params": params, "page": page_path, "read": set()}
+    if "ak_model" not in ss:
+        _link_model(params)
+    if "ak_text" not in ss:
+        if params.get("prompt") is not None:
+            ss["ak_text"], ss["ak_source"] = params["prompt"], "Type"
+        elif params.get("prompt_sha"):
+            text = stored_prompt(params["prompt_sha"])
+            if text is None:
+                notice(f"The link's prompt (stored by hash {plain(params['prompt_sha'][:12])}…) is not on this "
+                       "machine; the default prompt is used, everything else the link names is kept.")
+            else:
+                ss["ak_text"], ss["ak_source"] = text, "Type"
+    if "bos" in params and "ak_bos" not in ss:
+        ss["ak_bos"] = params["bos"].lower() in ("1", "true", "yes")
+    ss.setdefault(FROM_LINK, set())
+
+
+def _global_params() -> tuple[dict, str | None]:
+    ss = st.session_state
+    out: dict[str, str | None] = {"model": None, "folder": None, "prompt": None, "prompt_sha": None, "bos": None}
+    msg = None
+    pending = ss.get(PENDING)
+    if pending:
+        out["model"], out["folder"] = LOCAL, pending
+    elif ss.get("ak_model"):
+        out["model"] = str(ss["ak_model"])
+        if ss["ak_model"] == LOCAL and ss.get("ak_folder"):
+            out["folder"] = str(ss["ak_folder"])
+    text = ss.get("ak_text")
+    if ss.get("ak_source", "Type") == "Type" and text and text != DEFAULT_PROMPT:
+        if len(text) <= URL_PROMPT_MAX:
+            out["prompt"] = text
+        else:
+            out["prompt_sha"] = store_prompt(text)
+            if out["prompt_sha"] is None:
+                msg = (f"The prompt ({len(text):,} characters) is longer than {URL_PROMPT_MAX} and could not be "
+                       f"stored under {prompt_folder()}; a shared link opens with the default prompt.")
+    if ss.get("ak_bos"):
+        out["bos"] = "1"
+    return out, msg
 
 
 def url_save() -> str | None:
-    """Write the current selections into the URL; returns a notice when the prompt is too long for it."""
-    notice = None
-    for q, key in URL_KEYS.items():
-        value = st.session_state.get(key)
-        if key == "ak_folder" and st.session_state.get("ak_model") != LOCAL:
-            value = None
-        if key == "ak_text" and (st.session_state.get("ak_source", "Type") != "Type" or value == DEFAULT_PROMPT):
-            value = None
-        if key == "ak_text" and value is not None and len(value) > URL_PROMPT_MAX:
-            notice = (f"The prompt ({len(value):,} characters) is longer than {URL_PROMPT_MAX} and is not kept in the "
-                      "page's link; a shared link opens with the default prompt.")
-            value = None
+    """Write the sidebar's choices and the inputs of the page(s) run into the URL (parameters of other pages
+    are dropped); returns a notice when the prompt could not be kept."""
+    out, msg = _global_params()
+    out.update(link_params(_store_long))
+    if not st.session_state.get(PENDING):        # waiting for a confirmation: the link stays as it came
+        for q in list(st.query_params):
+            if q not in out:
+                out[q] = None
+    for q, value in out.items():
         if value is None or value == "":
-            st.query_params.pop(q, None)
-        else:
-            st.query_params[q] = ("1" if value else "0") if key in _URL_BOOLS else str(value)
-    return notice
+            if q in st.query_params:
+                del st.query_params[q]
+        elif st.query_params.get(q) != value:
+            st.query_params[q] = value
+    remember()
+    return msg
