@@ -26,12 +26,19 @@ import streamlit as st
 
 from .escaping import plain
 
-__all__ = ["JOB_SLOTS", "POLL_S", "Stopped", "Job", "Shown", "job", "one_line", "duration"]
+__all__ = ["JOB_SLOTS", "POLL_S", "WAIT_S", "Stopped", "Job", "Shown", "job", "one_line", "duration"]
 
 #: Jobs computing at once in this server (the rest wait their turn).
 JOB_SLOTS = max(1, int(os.environ.get("ATTNKIT_JOBS", "2")))
 #: How often a page polls a running job (seconds).
 POLL_S = 0.5
+#: How long a page run waits for a job before drawing its progress (quick work shows no bar at all). The
+#: tests set ``ATTNKIT_JOB_WAIT`` high: AppTest cannot poll, so its page runs wait for their jobs.
+WAIT_S = 0.5
+
+
+def _wait_s() -> float:
+    return float(os.environ.get("ATTNKIT_JOB_WAIT", WAIT_S))
 _SLOTS = threading.BoundedSemaphore(JOB_SLOTS)
 _QUEUE: list = []                  # jobs waiting for a slot, oldest first
 _QUEUE_LOCK = threading.Lock()
@@ -212,6 +219,8 @@ def job(slot: str, key, label: str, fn, *, auto: bool = True, button: str | None
     for other inputs and a job for ``key`` has been started — or None."""
     jobs, results = _store()
     j = jobs.get(slot)
+    if j is not None and j.key == key and j.alive:
+        j.join(_wait_s())
     if j is not None and j.key != key and j.alive:
         j.stop()                           # the inputs changed: the old computation is of no use
     if j is not None and j.state == "done":
@@ -231,9 +240,12 @@ def job(slot: str, key, label: str, fn, *, auto: bool = True, button: str | None
         pressed = False
         if mine is not None or not auto:
             text = button or label
-            pressed = st.button(f"Run again: {text}" if mine is not None else text, key=f"_ak_run_{slot}")
+            pressed = st.button(plain(f"Run again: {text}" if mine is not None else text), key=f"_ak_run_{slot}")
         if pressed or (auto and mine is None):
             mine = jobs[slot] = Job(key, label, fn).start()
+            mine.join(_wait_s())
+            if mine.state == "done":        # quick: shown at once, no progress bar
+                return job(slot, key, label, fn, auto=auto, button=button)
     if mine is not None and mine.alive:
         _poll(slot)
     if held is None or mine is None:
@@ -245,9 +257,9 @@ def job(slot: str, key, label: str, fn, *, auto: bool = True, button: str | None
 
 def _ended(j: Job) -> None:
     if j.state == "failed":
-        st.error(f"{plain(j.label)} failed after {duration(j.elapsed)}: {plain(j.error)}", icon="⚠️")
+        st.error(plain(f"{j.label} failed after {duration(j.elapsed)}: {j.error}"), icon="⚠️")
     else:
-        st.info(f"{plain(j.label)} stopped after {duration(j.elapsed)} at {j.done}/{j.total}.", icon="⏹️")
+        st.info(plain(f"{j.label} stopped after {duration(j.elapsed)} at {j.done}/{j.total}."), icon="⏹️")
 
 
 @st.fragment(run_every=POLL_S)
@@ -257,7 +269,7 @@ def _poll(slot: str) -> None:
     if j is None or not j.alive:
         st.rerun(scope="app")
         return
-    st.progress(j.fraction, text=plain(j.status()))
+    st.progress(j.fraction, text=plain(j.status()))  # internal text: a number; the status line is escaped
     if st.button("Stop", key=f"_ak_stop_{slot}", help="Stop this computation (within about 2 s)."):
         j.stop(wait=2.0)
         st.rerun(scope="app")
