@@ -35,20 +35,13 @@ if ctx.all_selected:
 ids_key = tuple(tuple(i) for i in texts)
 
 
-@st.cache_data(show_spinner="Running the baseline and the ablated model …", max_entries=32)
-def _measure(name: str, device: str, ids: tuple, spec: str) -> A.Result:
-    return A.measure(ui.cached_model(name, device).weights, [list(i) for i in ids], A.parse_spec(spec))
 
 
 def _on_demand(label: str, key: str, inputs: tuple, compute):
-    """Run ``compute(progress)`` when the button is pressed; keep the result while the inputs stay."""
-    if st.button(label, key=f"{key}_btn"):
-        bar = st.progress(0.0, text=label)
-        out = compute(lambda done, total: bar.progress(done / total, text=f"{label}: {done}/{total}"))  # internal text: labels are the page's
-        st.session_state[key] = (inputs, out)
-        bar.empty()
-    held = st.session_state.get(key)
-    return held[1] if held and held[0] == inputs else None
+    """A job started by a button labelled ``label``; its result (or the previous one, labelled stale, while a
+    new one computes), or None."""
+    shown = ui.job(key, inputs, label.removeprefix("Run the ").capitalize(), compute, auto=False, button=label)
+    return None if shown is None else shown.result
 
 
 def _chart(df, ch, name: str, width: str = "stretch"):
@@ -106,8 +99,11 @@ if kind.latex:
     st.latex(kind.latex)
 st.caption(f"Measured: {kind.measures} Applied as `{spec}`.")
 
-with ui.guard("The ablation"):
-    res = _measure(ctx.model_name, ctx.device, ids_key, str(spec))
+w = ctx.model.weights
+
+
+def _verdict(res) -> None:
+    """The verdict, the loss change, the evidence and the per-layer charts of a :class:`A.Result`."""
     v = res.verdict
     {A.SUPPORTED: st.success, A.NOT_SUPPORTED: st.error}.get(v.status, st.warning)(
         f"Verdict: {v.status}. {v.text}")
@@ -130,7 +126,7 @@ with ui.guard("The ablation"):
     if res.evidence:
         st.dataframe(C.evidence_frame(res), hide_index=True, width="stretch")
 
-    charted = [m for m in kind.metrics if m.chart]
+    charted = [m for m in A.get_kind(res.kind).metrics if m.chart]
     if charted:
         st.subheader("Per layer, baseline vs ablated")
         st.caption("Faded bars: layers outside the scope (their numbers still change when an earlier layer is "
@@ -145,8 +141,14 @@ with ui.guard("The ablation"):
     st.download_button("All numbers (JSON)", ui.json_bytes(res.to_dict()), file_name=f"{stem}.json",
                        mime="application/json", key="abl-json")
 
+
+with ui.guard("The ablation"):
+    shown = ui.job("ab_measure", (ctx.key, ids_key, str(spec)), "Running the baseline and the ablated model",
+                   lambda progress: A.measure(w, texts, spec, progress=progress))
+    if shown is not None:
+        _verdict(shown.result)
+
     # ------------------------------------------------------------------------- sweeps
-    w = ctx.model.weights
     st.subheader("Which layers matter: ablate each layer alone, then all")
     sweep = _on_demand("Run the layer sweep", "ab_sweep", (ctx.key, ids_key, name),
                        lambda progress: A.layer_sweep(w, texts, spec, progress))

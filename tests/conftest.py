@@ -8,6 +8,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")      # CI has no hub; never wait for it in tests
+# AppTest cannot poll a running job (attnkit/app/jobs.py): page runs wait for their jobs to finish. The
+# browser tests' servers inherit it unless a test asks for live progress (streamlit_server(env=…)).
+os.environ.setdefault("ATTNKIT_JOB_WAIT", "600")
 
 from helpers import make_checkpoint  # noqa: E402
 

@@ -406,11 +406,11 @@ def test_page_runs_every_intervention_and_the_sweeps(odd_dir):
         assert not at.exception and not at.error, k.name
         assert any(k.claim in m.value for m in at.markdown), k.name
         assert any("Rule:" in c.value for c in at.caption), k.name
-    at.button(key="ab_sweep_btn").click().run()
-    at.button(key="ab_map_btn").click().run()
+    at.button(key="_ak_run_ab_sweep").click().run()
+    at.button(key="_ak_run_ab_map").click().run()
     assert not at.exception and not at.error
     assert any("Largest increases: L" in c.value for c in at.caption)
-    at.button(key="ab_all_btn").click().run()
+    at.button(key="_ak_run_ab_all").click().run()
     assert not at.exception and not at.error
     claims = at.dataframe[-1].value
     assert len(claims) == 4 and claims["verdict"].isin(A.STATUSES).all()
@@ -420,7 +420,7 @@ def test_page_one_token_prompt_is_explained(odd_dir):
     at = apptest("pages/4_Ablations.py", odd_dir, text="The").run()
     assert not at.exception and not at.error
     assert any("one-token" in i.value for i in at.info)
-    at.button(key="ab_sweep_btn").click().run()
+    at.button(key="_ak_run_ab_sweep").click().run()
     assert not at.exception and not at.error
 
 

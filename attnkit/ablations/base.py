@@ -127,11 +127,13 @@ def ids_list(texts) -> list[list[int]]:
     return [[int(i) for i in ids] for ids in texts if len(ids)]
 
 
-def loss(weights, texts, intervention: Intervention | None = None) -> Loss:
-    """The loss of the model (with ``intervention``) on the texts."""
+def loss(weights, texts, intervention: Intervention | None = None, check: Callable[[], None] | None = None) -> Loss:
+    """The loss of the model (with ``intervention``) on the texts. ``check()`` is called after every block
+    (a progress callback that raises there stops the run)."""
     out = Loss()
+    hooks = [("resid_post", lambda x, layer: check())] if check else None
     for ids in ids_list(texts):
-        out.add(ids, run(weights, ids, intervention=intervention).logits)
+        out.add(ids, run(weights, ids, intervention=intervention, hooks=hooks).logits)
     return out
 
 
@@ -307,6 +309,7 @@ class Observation:
     hull_iters: int
     acc: Acc
     info: dict
+    tick: Callable[[], None] | None = None     # a kind's observe calls it after each layer's work
 
     def heads(self, layer: int):
         return self.spec.head_index(layer)

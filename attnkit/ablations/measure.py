@@ -112,9 +112,12 @@ def _mean_pattern_hooks(kind, spec: Spec, n_layers: int, hull_iters: int, keep: 
     return [("pattern", hook)]
 
 
-def measure(weights, texts, spec: Spec, *, means=None, hull_iters: int = HULL_ITERS) -> Result:
+def measure(weights, texts, spec: Spec, *, means=None, hull_iters: int = HULL_ITERS,
+            progress: Progress | None = None) -> Result:
     """Baseline vs ``spec`` on the texts: the loss change with its interval, the kind's own numbers per
-    layer, its mechanism checks and its verdict. ``hull_iters`` caps the hull solver (0: no hull check)."""
+    layer, its mechanism checks and its verdict. ``hull_iters`` caps the hull solver (0: no hull check).
+    ``progress(done, total)``: steps of L + 2 per text (each forward, then each layer's checks), also
+    called after every block of the forwards (same ``done``), so a callback that raises stops it there."""
     texts = ids_list(texts)
     if not texts:
         raise AblationError("no tokens to run on")
@@ -123,15 +126,19 @@ def measure(weights, texts, spec: Spec, *, means=None, hull_iters: int = HULL_IT
     iv = kind.intervention(spec, cfg, _means_for(kind, weights, texts, means))
     cap = kind.captures or None
     base, abl, acc, info = Loss(), Loss(), Acc(), {}
-    for ids in texts:
+    step = _Steps(progress, len(texts) * (cfg.n_layers + 2))
+    for i, ids in enumerate(texts):
         keep = {}
-        tb = run(weights, ids, capture=cap)
+        tb = run(weights, ids, capture=cap, hooks=step.hooks())
+        step.at(i * (cfg.n_layers + 2) + 1)
         ta = run(weights, ids, capture=cap, intervention=iv,
-                 hooks=_mean_pattern_hooks(kind, spec, cfg.n_layers, hull_iters, keep))
+                 hooks=(_mean_pattern_hooks(kind, spec, cfg.n_layers, hull_iters, keep) or []) + step.hooks())
+        step.at(i * (cfg.n_layers + 2) + 2)
         ta.captures.update(keep)
         base.add(ids, tb.logits)
         abl.add(ids, ta.logits)
-        kind.observe(Observation(ids, tb, ta, spec, cfg.n_layers, hull_iters, acc, info))
+        kind.observe(Observation(ids, tb, ta, spec, cfg.n_layers, hull_iters, acc, info, tick=step.tick))
+        step.at((i + 1) * (cfg.n_layers + 2))
     per_layer = {m.key: Series(m, [acc.get(m, l, "baseline") for l in range(cfg.n_layers)],
                                [acc.get(m, l, "ablated") for l in range(cfg.n_layers)]) for m in kind.metrics}
     positions = [PositionChange(t, s / n, f / n, n) for t, (s, f, n) in sorted(info.get("positions", {}).items())]
@@ -144,6 +151,29 @@ def measure(weights, texts, spec: Spec, *, means=None, hull_iters: int = HULL_IT
     res.verdict = kind.verdict(res.effect, res.evidence)
     res.notes = _notes(res, info, hull_iters)
     return res
+
+
+class _Steps:
+    """Progress over a known number of steps: ``at(n)`` reports n done, ``tick()`` one more, and the hooks
+    report the current count after every block of a forward (so a raising callback stops mid-forward)."""
+
+    def __init__(self, progress: Progress | None, total: int):
+        self.progress, self.total, self.done = progress, total, 0
+        if progress:
+            progress(0, total)
+
+    def at(self, done: int) -> None:
+        self.done = min(done, self.total)
+        if self.progress:
+            self.progress(self.done, self.total)
+
+    def tick(self) -> None:
+        self.at(self.done + 1)
+
+    def hooks(self) -> list:
+        if not self.progress:
+            return []
+        return [("resid_post", lambda x, layer: self.progress(self.done, self.total))]
 
 
 def _notes(res: Result, info: dict, hull_iters: int) -> list[str]:
@@ -223,12 +253,14 @@ def sweep_specs(spec: Spec, n_layers: int, n_heads: int) -> list[tuple[str, int 
 
 def _loss_changes(weights, texts, jobs, progress: Progress | None):
     """(baseline Loss, [(label, layer, Loss, Effect)]) for each (label, layer, intervention) job."""
-    base = loss(weights, texts)
+    check = (lambda: progress(0, len(jobs))) if progress else None
+    base = loss(weights, texts, check=check)
     out = []
     for i, (label, layer, iv) in enumerate(jobs):
         if progress:
             progress(i, len(jobs))
-        lo = loss(weights, texts, iv)
+            check = (lambda i=i: progress(i, len(jobs)))
+        lo = loss(weights, texts, iv, check=check)
         out.append((label, layer, lo, effect(base, lo)))
     if progress:
         progress(len(jobs), len(jobs))
@@ -298,7 +330,8 @@ def check_all(weights, texts, progress: Progress | None = None) -> list:
         if progress:
             progress(i, len(todo))
         ok, why = k.available(weights.config)
-        out.append(measure(weights, texts, Spec(k.name)) if ok else Unavailable(k.name, k.label, why))
+        each = (lambda d, t, i=i: progress(i, len(todo))) if progress else None
+        out.append(measure(weights, texts, Spec(k.name), progress=each) if ok else Unavailable(k.name, k.label, why))
     if progress:
         progress(len(todo), len(todo))
     return out

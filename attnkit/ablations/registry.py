@@ -106,6 +106,8 @@ class ValueIsInputKind(Kind):
                 obs.acc.add(HULL_RELATIVE, l, run, float(d.mean()) / scale, len(rows))
                 obs.acc.add(DIM_X, l, run, participation_ratio(x_hat))
                 obs.acc.add(DIM_OUT, l, run, participation_ratio(out))
+            if obs.tick:
+                obs.tick()
 
     def evidence(self, result):
         inside = max(_in_scope(result, HULL_RELATIVE, "ablated"), default=None)
