@@ -97,8 +97,8 @@ kind = KINDS[c2.radio("Values", list(KINDS), key="hm_values", disabled=tokens_vi
                            "The Tokens view shows weights.")]
 kind = "pattern" if tokens_view else kind
 layer = c3.selectbox("Layer", range(cfg.n_layers), key="hm_layer", disabled=view == VIEWS[2])
-head = c4.selectbox("Head", range(cfg.n_heads), key="hm_head", disabled=view == VIEWS[1],
-                    help="The head's number in its layer; the chart's title names it L{layer}H{head}.")
+head = ui.select(c4, "Head", range(cfg.n_heads), state, "head", lambda h: f"{h} ({hm.head_name(layer, h)})",
+                disabled=view == VIEWS[1], help="The head's number in its layer, with its name L{layer}H{head}.")
 scale = c5.radio("Colour scale", list(hm.SCALES), key="hm_scale", disabled=kind != "pattern",
                  format_func=SCALE_NAMES.get,
                  help=f"Patterns only. Above {hm.MARK_LIMIT} tokens most weights are tiny and a linear scale draws "

@@ -10,7 +10,7 @@ from PIL import Image
 
 from attnkit.attention import causal_mask
 from attnkit.charts import heatmaps as hm
-from helpers import apptest
+from helpers import apptest, selectbox
 
 PAGE = "pages/1_Heatmaps.py"
 TEXT = "The animal didn't cross the street because it was too tired."
@@ -120,7 +120,7 @@ def test_page_shows_the_models_pattern_and_switching_head_changes_it(odd_dir, od
     np.testing.assert_allclose(got, want, atol=1e-6)
     assert (first["masked"].to_numpy().reshape(T, T) == np.triu(np.ones((T, T), bool), 1)).all()
 
-    at.selectbox(key="hm_head").set_value(3).run()
+    selectbox(at, "hm_head").set_value(3).run()
     np.testing.assert_allclose(_cells(at)["value"].to_numpy().reshape(T, T), tr["pattern", 0][0, 3].numpy(), atol=1e-6)
     at.selectbox(key="hm_layer").set_value(2).run()
     np.testing.assert_allclose(_cells(at)["value"].to_numpy().reshape(T, T), tr["pattern", 2][0, 3].numpy(), atol=1e-6)
@@ -204,7 +204,7 @@ def test_switching_layer_head_and_view_never_reruns_the_model(odd_dir, monkeypat
     at = apptest(PAGE, odd_dir, text="A prompt seen by this test only: switching heads reuses one run.").run()
     assert not at.exception
     assert len(calls) == 1
-    at.selectbox(key="hm_head").set_value(4).run()
+    selectbox(at, "hm_head").set_value(4).run()
     at.selectbox(key="hm_layer").set_value(1).run()
     at.radio(key="hm_values").set_value("scores (before softmax)").run()
     at.radio(key="hm_view").set_value("All heads of a layer").run()
@@ -386,7 +386,7 @@ def test_page_long_prompt_defaults_to_log_and_the_densest_window(odd_dir, odd):
     tips = [f for f in chart_data(at) if {"query", "key", "weight"} <= set(f.columns)]
     assert tips and len(tips[0]) <= hm.TOOLTIP_BLOCKS ** 2
     at.radio(key="hm_scale").set_value("linear").run()                # the user's choice sticks
-    at.selectbox(key="hm_head").set_value(1).run()
+    selectbox(at, "hm_head").set_value(1).run()
     assert at.radio(key="hm_scale").value == "linear" and not at.exception
 
 
@@ -399,4 +399,4 @@ def test_grid_names_heads_and_a_clicked_panel_opens_it(odd_dir):
     at.run()
     assert not at.exception
     assert at.radio(key="hm_view").value == "One head"
-    assert (at.selectbox(key="hm_layer").value, at.selectbox(key="hm_head").value) == (2, 4)
+    assert (at.selectbox(key="hm_layer").value, selectbox(at, "hm_head").value) == (2, 4)

@@ -10,7 +10,7 @@ import torch
 from attnkit import patching as P
 from attnkit.tolerances import ZERO_ATOL
 from attnkit.cli.patch import cli as patch_cli
-from helpers import apptest
+from helpers import apptest, selectbox
 
 CLEAN = "The animal didn't cross the street because it was too tired."
 CORRUPT = "The animal didn't cross the street because it was too tired!"
@@ -270,7 +270,7 @@ def test_page_in_the_app_opens_a_clicked_head_in_heatmaps(odd_dir):
     at.run()
     assert not at.exception, at.exception
     assert [t.value for t in at.title] == ["Heatmaps"]
-    assert at.selectbox(key="hm_layer").value == 2 and at.selectbox(key="hm_head").value == 4
+    assert at.selectbox(key="hm_layer").value == 2 and selectbox(at, "hm_head").value == 4
 
 
 def test_page_one_token_pair(odd_dir):

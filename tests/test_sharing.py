@@ -6,7 +6,7 @@ import torch
 from attnkit import app as ui
 from attnkit import compare
 from attnkit.model import run
-from helpers import apptest
+from helpers import apptest, selectbox
 
 
 def test_a_link_opens_the_same_head(odd_dir):
@@ -15,7 +15,7 @@ def test_a_link_opens_the_same_head(odd_dir):
     at.query_params["head"] = "4"
     at.run()
     assert not at.exception
-    assert at.selectbox(key="hm_layer").value == 2 and at.selectbox(key="hm_head").value == 4
+    assert at.selectbox(key="hm_layer").value == 2 and selectbox(at, "hm_head").value == 4
 
 
 def test_the_frame_writes_the_view_into_the_url(odd_dir, tmp_path, monkeypatch):

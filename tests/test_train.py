@@ -78,6 +78,29 @@ def test_tiny_training_run_end_to_end(tmp_path):
     assert "--steps 6" in card and "unigram" in card
 
 
+def test_a_batch_with_no_scored_target_is_drawn_again(tmp_path, monkeypatch):
+    """Every row's targets masked (first copies of random spans) has no loss (0/0 = NaN): the step draws again
+    instead of stopping the run as diverged (seen at step 694 of a time-boxed run on a fast machine)."""
+    import torch
+
+    from attnkit.dev.train import loop
+
+    real, calls = loop.sample_mixed_batch, []
+
+    def first_empty(*a, **k):
+        x, y, p = real(*a, **k)
+        calls.append(1)
+        return (x, torch.full_like(y, -100), p) if len(calls) == 1 else (x, y, p)
+
+    monkeypatch.setattr(loop, "sample_mixed_batch", first_empty)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(TINY_CORPUS, encoding="utf-8")
+    out = tmp_path / "model"
+    assert train_cli(["--tiny-test", "--corpus-file", str(corpus), "--out", str(out)]) == 0
+    assert len(calls) > 1
+    check_folder(out)
+
+
 def test_tiny_training_is_reproducible(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(TINY_CORPUS, encoding="utf-8")

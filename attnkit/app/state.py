@@ -306,14 +306,18 @@ def remember(prefix: str | None = None) -> None:
 
 def keep(keys: Iterable[str]) -> None:
     """Inputs outside a PageState (the sidebar's): a value Streamlit dropped while its widget was not drawn
-    comes back from the saved values; the current ones are saved."""
+    comes back from the saved values; the current ones are saved.
+
+    Each value is also written back under its key: a widget's identity includes the page script that was
+    active when it was drawn, which differs between a session's first run and the next, so without the
+    write the first change to a sidebar widget would reach a new widget and be lost."""
     ss = st.session_state
     saved = ss.setdefault(SAVED, {})
     for k in keys:
         if k not in ss and k in saved:
             ss[k] = saved[k]
         if k in ss:
-            saved[k] = ss[k]
+            ss[k] = saved[k] = ss[k]
 
 
 def link_params(store_text: Callable[[str], str | None]) -> dict[str, str | None]:

@@ -31,7 +31,7 @@ def show_tokens(ctx: Context, ids: list[int] | None = None):
         st.text(inline)
     split = sum(g.size > 1 for g in groups)
     if split:
-        st.caption(f"{split} character(s) are split over several tokens by the byte-level tokenizer: each is "
+        st.caption(f"{split:,} character(s) are split over several tokens by the byte-level tokenizer: each is "
                    "drawn once above; the table lists every token, its bytes and its id.")
     with st.expander("As a table (position, id, token)"):
         st.dataframe(pd.DataFrame({"position": range(len(ids)), "id": ids,

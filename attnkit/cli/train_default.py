@@ -67,6 +67,12 @@ def _parser() -> T.Parser:
     p.add_argument("--lr", type=T.positive_float, default=2e-3)
     p.add_argument("--warmup", type=T.nonneg_int, default=100)
     p.add_argument("--weight-decay", type=T.nonneg_float, default=0.1)
+    _model_and_data_flags(p)
+    return p
+
+
+def _model_and_data_flags(p: T.Parser) -> None:
+    """The model's shape, the training windows and the data mixture."""
     p.add_argument("--vocab-size", type=T.positive_int, default=8192)
     p.add_argument("--n-layer", type=T.positive_int, default=4)
     p.add_argument("--n-head", type=T.positive_int, default=8)
@@ -99,7 +105,6 @@ def _parser() -> T.Parser:
                         "training_log.json (no training)")
     p.add_argument("--score-only", action="store_true",
                    help="only print head scores of the model already in --out")
-    return p
 
 
 def parse_args(argv):

@@ -282,8 +282,11 @@ def _step(model, opt, data: Data, o: Options, p: Schedule, gen, step: int) -> tu
     is_long = p.long_start is not None and step >= p.long_start
     blk = p.block if is_long else p.short
     bsz = max(1, o.batch * p.short // p.block) if is_long else o.batch
-    xb, yb, pb = sample_mixed_batch(data.train_ids, bsz, blk, gen, data.vocab, o.text_repeat, o.random_repeat,
-                                    data.eot, 0.0 if is_long else o.pos_shift, p.block)
+    for _ in range(100):        # a batch with no scored target (all rows' first copies) has no loss: draw again
+        xb, yb, pb = sample_mixed_batch(data.train_ids, bsz, blk, gen, data.vocab, o.text_repeat,
+                                        o.random_repeat, data.eot, 0.0 if is_long else o.pos_shift, p.block)
+        if bool((yb != -100).any()):
+            break
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=o.bf16):
         logits = model(input_ids=xb, position_ids=pb).logits
     loss = F.cross_entropy(logits.float().flatten(0, 1), yb.flatten(), ignore_index=-100)
