@@ -86,7 +86,9 @@ class Loaded:
         return self.weights.config
 
     def encode(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text)
+        """Token ids of ``text``; a text longer than the context is cut by its caller, with a notice (so
+        transformers' own "longer than the specified maximum" warning is not printed)."""
+        return self.tokenizer.encode(text, verbose=False)
 
     def token_bytes(self, ids) -> list[bytes]:
         """The exact bytes of each token (GPT-2's BPE works on bytes: one emoji can span tokens)."""

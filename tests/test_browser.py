@@ -17,6 +17,8 @@ from browser import (CHART, CHROMIUM, CHROMIUM_ARGS as ARGS, PAGES, need_browser
                      screenshot, streamlit_server, wait_idle)
 from helpers import make_checkpoint
 
+pytestmark = pytest.mark.browser
+
 PROMPT = "The animal didn't cross the street because it was too tired. <b>not bold</b>"
 LONG = " ".join(["Attention lets every token look back at the tokens before it, and the model reads it."] * 7)
 WIDTH = 1440

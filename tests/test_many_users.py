@@ -8,7 +8,11 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from browser import CHROMIUM, CHROMIUM_ARGS, need_browser, peak_rss_mb, streamlit_server
+
+pytestmark = pytest.mark.browser
 
 N_SESSIONS = 12
 

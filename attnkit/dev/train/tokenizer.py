@@ -50,7 +50,7 @@ def single_tokens(tokenizer, words=REQUIRED_TOKENS) -> list[str]:
 
 
 def round_trips(tokenizer, text: str) -> bool:
-    ids = tokenizer.encode(text, add_special_tokens=False)
+    ids = tokenizer.encode(text, add_special_tokens=False, verbose=False)
     return tokenizer.decode(ids, clean_up_tokenization_spaces=False) == text
 
 
