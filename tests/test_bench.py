@@ -35,7 +35,8 @@ def test_json_has_machine_settings_and_targets(quick):
     assert quick["model"]["n_layers"] == 2 and quick["model"]["d_model"] == 64
     assert {k: v["value"] for k, v in quick["targets"].items()} == {
         "pattern_vs_hf_eager": 1.10, "nocapture_vs_hf_sdpa": 1.25, "kv_cache_speedup": 4.0, "entropy_vs_pattern": 1.5,
-        "patching_vs_forwards": 0.6, "streaming_vs_entropy_profile": 1.0}
+        "patching_vs_forwards": 0.6, "streaming_vs_entropy_profile": 1.0, "hull_vs_no_hull": 5.0,
+        "attribution_vs_fwd_bwd": 3.0}
 
 
 def test_every_check_has_ratio_target_and_medians(quick):
@@ -48,10 +49,13 @@ def test_every_check_has_ratio_target_and_medians(quick):
     assert any(r["check"] == "entropy_vs_pattern" for r in rows)
     assert any(r["check"] == "patching_vs_forwards" and r["T"] == 16 for r in rows)
     assert quick["patching"]["cpu"]["heads"] == 8 and quick["patching"]["cpu"]["patched_rows"] == 8
+    best_of = {"attribution_vs_fwd_bwd", "discovery_vs_fwd_bwd"}       # circuit_bench reports the best of 2
     for r in rows:
         for side in ("a", "b"):
             t = r[side]["times_s"]
-            assert len(t) == 2 and all(x > 0 for x in t)
+            assert len(t) == (1 if r["check"] in best_of else 2) and all(x > 0 for x in t)
+            if r["check"] in best_of:
+                continue
             assert r[side]["median_s"] == pytest.approx(sorted(t)[0] / 2 + sorted(t)[1] / 2)
         if r["check"] == "kv_cache_speedup":        # a speed-up: uncached over cached
             assert r["ratio"] == pytest.approx(r["a"]["median_s"] / r["b"]["median_s"])
@@ -69,6 +73,32 @@ def test_every_check_has_ratio_target_and_medians(quick):
     judged = [r for r in rows if r["pass"] is not None]
     assert s["judged"] == len(judged) and s["passed"] == sum(r["pass"] for r in judged)
     assert len(s["missed"]) == s["judged"] - s["passed"]
+
+
+def test_hull_and_circuit_rows(quick):
+    """Check 9 (V = X with its hull check ÷ without, at the longest T) and check 10 (attribution patching ÷ one
+    forward + backward on 16 tokens, with its Spearman ρ against exact patching and discovery's seconds)."""
+    rows = {r["check"]: r for r in quick["results"]}
+    hull = quick["hull"]["cpu"]
+    assert rows["hull_vs_no_hull"]["T"] == hull["T"] == 32
+    assert rows["hull_vs_no_hull"]["ratio"] == pytest.approx(hull["with_hull_s"] / hull["without_hull_s"])
+    assert hull["hull_note"].startswith("Hull distances")
+    c = quick["circuits"]["cpu"]
+    assert c["T"] == rows["attribution_vs_fwd_bwd"]["T"] == 16
+    assert rows["attribution_vs_fwd_bwd"]["ratio"] == pytest.approx(c["attribution_s"] / c["forward_backward_s"])
+    assert -1 <= c["spearman"] <= 1 and c["discovery_s"] > 0 and c["exact_s"] > 0
+    assert rows["discovery_vs_fwd_bwd"]["target"] is None
+
+
+def test_shapes_rows_from_the_command_line(tmp_path, capsys):
+    out = tmp_path / "b.json"
+    assert bench_cli(["--quick", "--no-memory", "--repeats", "1", "--shapes", "tiny", "--shape-T", "16",
+                      "--shape-cache", str(tmp_path / "cache"), "--json", str(out)]) == 0
+    res = json.loads(out.read_text(encoding="utf-8"))
+    got = {r["check"] for r in res["results"] if r.get("shape") == "tiny"}
+    assert got == {"shape_trace_vs_hf_eager", "shape_patching_vs_forwards", "shape_attribution_vs_fwd_bwd"}
+    assert res["shapes"]["shapes"]["tiny"]["pattern_bytes"] == 4 * 2 * 4 * 16 * 16
+    assert "per shape (random weights, CPU)" in capsys.readouterr().out
 
 
 def test_timed_calls_compute_what_hf_computes(quick):
@@ -172,6 +202,10 @@ def test_cli_rejects_bad_arguments(tmp_path, capsys):
     assert bench_cli(["--lengths", "12,x"]) == 2
     assert "--lengths" in capsys.readouterr().err
     assert bench_cli(["--repeats", "0"]) == 2
+    with pytest.raises(SystemExit) as e:
+        bench_cli(["--shapes", "small,huge"])
+    assert e.value.code == 2
+    assert "huge is not a shape" in capsys.readouterr().err
     assert bench_cli(["--model", str(tmp_path / "missing"), "--quick", "--no-memory"]) == 1
     assert "not found" in capsys.readouterr().err
 

@@ -31,7 +31,26 @@ def _parser():
                    "(e.g. 8192,32768; SmolLM2-135M's shape, random weights; minutes per length)")
     p.add_argument("--long-layers", type=T.positive_int, help="with --long: keep only this many of the 30 layers (faster; "
                    "time ratios are per layer)")
+    p.add_argument("--shapes", type=_shapes, metavar="S,…", help="also the per-shape rows (trace, patching, attribution "
+                   f"patching, peak memory) at these real shapes with random weights: {', '.join(SHAPE_NAMES)} "
+                   "(checkpoints are built once into --shape-cache; xl is ~6 GB)")
+    p.add_argument("--shape-T", type=T.int_at_least(2), default=256, help="with --shapes: the trace's length (default 256)")
+    p.add_argument("--shape-cache", type=T.writable_path, help="with --shapes: where the checkpoints are kept "
+                   "(default $ATTNKIT_BENCH_CACHE or <tmp>/attnkit-bench-cache)")
     return p
+
+
+SHAPE_NAMES = [s for s in B.shapes.REAL_SHAPES if s != "tiny"]
+
+
+def _shapes(text: str) -> list[str]:
+    """--shapes: comma-separated names of attnkit.dev.bench.shapes.REAL_SHAPES."""
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [n for n in names if n not in B.shapes.REAL_SHAPES]
+    if not names or bad:
+        raise T.Err(f"{', '.join(bad) or 'nothing'} is not a shape; choose from "
+                                           f"{', '.join(SHAPE_NAMES)}")
+    return list(dict.fromkeys(names))
 
 
 def _family_parser():
@@ -74,6 +93,14 @@ def _add_long(res: dict, a) -> None:
     res["summary"].update(B.judged_summary(res["results"]))
 
 
+def _add_shapes(res: dict, a) -> None:
+    """--shapes: the per-shape rows into ``res``, its summary recounted."""
+    sec = B.shapes.shape_section(a.shapes, T=a.shape_T, repeats=a.repeats or 2, cache=a.shape_cache, log=_log)
+    res["shapes"] = sec
+    res["results"] += sec["rows"]
+    res["summary"].update(B.judged_summary(res["results"]))
+
+
 def cli(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if any(x == "--family" or x.startswith("--family=") for x in argv):
@@ -96,9 +123,13 @@ def cli(argv: list[str] | None = None) -> int:
         return 1
     if a.long:
         _add_long(res, a)
+    if a.shapes:
+        _add_shapes(res, a)
     print(B.format_table(res))
     if a.long:
         print(B.format_long(res["long"]))
+    if a.shapes:
+        print(B.shapes.format_shapes(res["shapes"]))
     if a.json_out:
         Path(a.json_out).write_text(json.dumps(res, indent=1, default=str), encoding="utf-8")
         print(f"\nwrote {a.json_out}")

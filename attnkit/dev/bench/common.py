@@ -30,6 +30,8 @@ TARGETS = {
     "entropy_vs_pattern": ("entropy computation / run(capture=['pattern'])", "<=", 1.5),
     "patching_vs_forwards": ("patch every head's z (16-token pair) / L·H full forwards", "<=", 0.6),
     "streaming_vs_entropy_profile": ("streaming.stream_stats / entropy.entropy_profile", "<=", 1.0),
+    "hull_vs_no_hull": ("V = X ablation with its hull check / without it", "<=", 5.0),
+    "attribution_vs_fwd_bwd": ("attribution patching, every head and position / one forward + backward", "<=", 3.0),
 }
 #: The repository root (what a probe in a fresh process puts on PYTHONPATH).
 ROOT = Path(__file__).resolve().parents[3]

@@ -14,6 +14,7 @@ from transformers.utils import logging as hf_logging
 
 from ...loading import load, resolve_device
 from .common import TARGETS, machine_info, byte_tokenizer, sdpa_twin
+from .analyses import circuits_section, hull_section
 from .memory import memory_section
 from .sections import (PATCH_T, entropy_section, forward_section, generation_section, patching_section,
                        transformer_lens_bridge)
@@ -47,6 +48,8 @@ def _skeleton(devices, model_desc, source, lengths, repeats, warmup, quick, gen_
         "memory": {},
         "entropy": {},
         "patching": {},
+        "hull": {},
+        "circuits": {},
         "transformer_lens": {},
     }
 
@@ -82,6 +85,12 @@ def _on_device(result: dict, dev, source: str, model_desc: str, p: dict, threads
     result["results"] += rows
     log(f"[bench] {dev} patching, T={min(PATCH_T, c.n_ctx)} …")
     rows, result["patching"][str(dev)] = patching_section(loaded, repeats, warmup)
+    result["results"] += rows
+    log(f"[bench] {dev} V = X hull check, T={T} …")
+    rows, result["hull"][str(dev)] = hull_section(loaded, T, repeats, warmup)
+    result["results"] += rows
+    log(f"[bench] {dev} circuits (attribution patching, discovery) …")
+    rows, result["circuits"][str(dev)] = circuits_section(loaded, repeats)
     result["results"] += rows
     if memory:
         log(f"[bench] {dev} memory T={T} …")
@@ -187,6 +196,14 @@ def format_table(res: dict) -> str:
                       else f", entropy error ≤ {mem['fp16_entropy_max_abs_error_nats']:.2e} nats"))
     for dev, e in res["entropy"].items():
         out.append(f"entropy timed on {dev}: {e['timed']}")
+    for dev, h in res.get("hull", {}).items():
+        out.append(f"V = X on {dev} at T={h['T']}: {h['with_hull_s']:.2f} s with the hull check, "
+                   f"{h['without_hull_s']:.2f} s without" + (f"; {h['hull_note']}" if h.get("hull_note") else ""))
+    for dev, c in res.get("circuits", {}).items():
+        out.append(f"circuits on {dev}, {c['T']}-token pair: attribution patching {c['attribution_s']:.3f} s "
+                   f"(Spearman ρ with exact patching of every head × position {c['spearman']:.3f}; exact "
+                   f"{c['exact_s']:.2f} s); discovery {c['discovery_s']:.2f} s, {c['discovery_edges']} edges, "
+                   f"faithfulness {c['discovery_faithfulness']:.2f}")
     for dev, t in res["transformer_lens"].items():
         out.append(f"TransformerLens on {dev}: {t['status']}" + (f" ({t['reason']})" if t.get("reason") else ""))
     s = res["summary"]
