@@ -5,6 +5,7 @@ from ..patching import DIRECTIONS, TARGET_LABELS, TARGETS, patch, printable_toke
 from ..weights import head_name
 from . import args as cli_args
 from .pair import add_pair_args, load_pair, write_json
+from .progress import Ticker
 
 PROG = "attnkit patch"
 
@@ -27,7 +28,8 @@ def cli(argv=None) -> int:
     if got is None:
         return 2
     m, pair = got
-    res = patch(m.weights, pair, a.target, per_position=a.per_position, direction=a.direction)
+    res = patch(m.weights, pair, a.target, per_position=a.per_position, direction=a.direction,
+                progress=Ticker(PROG, "patched runs"))
     toks = m.token_strs(pair.corrupt if a.direction == "denoise" else pair.clean)
     print(f"{m.name} · {TARGET_LABELS[a.target]} · {a.direction} · {pair.T} tokens · read at position "
           f"{pair.pos} ({printable_token(toks[pair.pos])})")
