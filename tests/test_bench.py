@@ -107,6 +107,8 @@ def test_timed_calls_compute_what_hf_computes(quick):
         assert c["logits_max_abs_vs_hf_eager"] < 1e-4
         assert c["pattern_max_abs_vs_hf_eager"] < 1e-5
         assert c["logits_max_abs_hf_sdpa_vs_eager"] < 1e-4
+        assert c["float64_rule_ok"] and c["float64_verdict"].startswith("PASS")     # verify's rule, per length
+        assert c["max_f64_vs_f64"] <= 1e-9 and c["float64_reference"]["n_tokens"] == c["T"]
     g = quick["generation"]["cpu"]
     assert g["same_tokens_cache_vs_nocache"] and g["same_tokens_attnkit_vs_hf"]
     assert g["new_tokens"] == 4 and set(g["ms_per_token"]) == {"attnkit KV cache", "attnkit no cache", "HF generate"}

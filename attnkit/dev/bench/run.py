@@ -194,6 +194,12 @@ def format_table(res: dict) -> str:
         out.append(f"  float16 patterns: max abs error {mem['fp16_pattern_max_abs_error']:.2e}"
                    + ("" if mem["fp16_entropy_max_abs_error_nats"] is None
                       else f", entropy error ≤ {mem['fp16_entropy_max_abs_error_nats']:.2e} nats"))
+    for c in res["correctness"]:
+        if "float64_rule_ok" in c:
+            w = c["worst_check"]
+            out.append(f"equality on {c.get('device', 'cpu')} at T={c['T']}: {c['float64_verdict']} (closest to its "
+                       f"bound: {w['quantity']}, attnkit {w['attnkit_f32_error']:.2e} vs HF {w['hf_f32_error']:.2e}, "
+                       f"allowed {w['allowed']:.2e}; float64 |Δ| ≤ {c['max_f64_vs_f64']:.1e})")
     for dev, e in res["entropy"].items():
         out.append(f"entropy timed on {dev}: {e['timed']}")
     for dev, h in res.get("hull", {}).items():

@@ -9,6 +9,7 @@ import torch
 from ... import entropy as ent_mod
 from ... import metrics
 from ... import patching as P
+from ... import verify as V
 from ...model import generate, run
 from ...streaming import stream_stats
 from .common import explain, interleaved, random_ids, ratio_row, side
@@ -46,6 +47,7 @@ def forward_section(loaded, hf_sdpa, T: int, repeats: int, warmup: int, tl_model
         if tl_model is not None:
             checks["logits_max_abs_transformer_lens"] = float((tl_model(ids) - tr.logits).abs().max())
         del ref, tr
+    checks.update(float64_verdict(loaded, ids))
     with torch.inference_mode():
         t = interleaved(fns, repeats, warmup, dev)
     s = {k: side(k, v) for k, v in t.items()}
@@ -64,6 +66,30 @@ def forward_section(loaded, hf_sdpa, T: int, repeats: int, warmup: int, tl_model
             if row["pass"] is False:
                 explain(row, fa, fb, dev)
     return rows, checks
+
+
+def float64_verdict(loaded, ids) -> dict:
+    """The bench's equality line under verify's rule: attnkit's float32 error against HF in float64 within
+    FACTOR × HF's own float32 error + FLOOR, and attnkit float64 = HF float64 (:mod:`attnkit.verify`)."""
+    rep = V.compare(loaded.hf_model, loaded.weights, ids.cpu(), pair=_f64_pair(loaded))
+    worst = max(rep.all_checks(), key=lambda lc: lc[1].ours / lc[1].allowed)[1]
+    return {"float64_rule_ok": rep.ok, "float64_verdict": rep.verdict_text(),
+            "float64_reference": rep.reference,
+            "worst_check": {"quantity": worst.quantity, "attnkit_f32_error": worst.ours, "hf_f32_error": worst.hf,
+                            "allowed": worst.allowed, "f64_vs_f64": worst.f64},
+            "max_f64_vs_f64": max(c.f64 for _, c in rep.all_checks())}
+
+
+def _f64_pair(loaded):
+    """The float64 copies of HF and attnkit, made once per loaded model (every length reuses them)."""
+    pair = getattr(loaded, "_bench_f64_pair", None)
+    if pair is None:
+        pair = V.float64_pair(loaded.hf_model, loaded.weights)
+        try:
+            loaded._bench_f64_pair = pair
+        except AttributeError:          # a frozen or slotted object: recompute next time
+            pass
+    return pair
 
 
 def generation_section(loaded, hf_sdpa, n_prompt: int, n_new: int, repeats: int, warmup: int) -> tuple[list, dict]:
