@@ -108,7 +108,9 @@ scale = scale if kind == "pattern" else "linear"
 name = hm.head_name(layer, head)
 
 def matrix(l: int, h: int) -> np.ndarray:
-    return tr[kind, l][0, h].float().cpu().numpy()    # on the CPU a view of the cached run: read only
+    # a copy of one head: holding a view would keep the layer's whole [H, T, T] capture alive after the cache
+    # let it go (a layer-by-layer trace of a large model)
+    return tr[kind, l][0, h].float().cpu().numpy().copy()
 
 
 def token_meta() -> dict:

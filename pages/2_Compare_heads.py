@@ -174,7 +174,7 @@ if picked:
     cols = st.columns(len(picked))
     for col, name in zip(cols, picked):
         l, h = compare.parse_head(name)
-        vals = tr["pattern", l][0, h].float().cpu().numpy()
+        vals = tr["pattern", l][0, h].float().cpu().numpy().copy()       # one head, not a view of its layer
         with col:
             if T <= hm.MARK_LIMIT:
                 ch = hm.cell_chart(vals, labels, labels, masked=masked, title=f"head {name}", scale=side_scale,

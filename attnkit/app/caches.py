@@ -28,7 +28,11 @@ def cached_model(name: str, device: str) -> Loaded:
 
 
 class TraceCache:
-    """A thread-safe LRU of Traces bounded by the bytes of their tensors."""
+    """A thread-safe LRU of Traces bounded by the bytes of their tensors: it never holds more than its budget.
+
+    ``get(key, make, size)``: with the expected ``size`` in bytes, older entries are evicted *before* ``make``
+    runs, so the new trace and the kept ones fit together; a trace larger than the whole budget is returned
+    but not kept."""
 
     def __init__(self, budget_mb: float):
         self.budget = budget_mb * 2**20
@@ -38,36 +42,84 @@ class TraceCache:
 
     @staticmethod
     def nbytes(tr: Trace) -> int:
-        return tr.logits.nbytes + sum(t.nbytes for t in tr.captures.values())
+        return (0 if tr.logits is None else tr.logits.nbytes) + sum(t.nbytes for t in tr.captures.values())
 
-    def get(self, key, make):
+    def _evict_to(self, room: float) -> None:
+        while self.items and self.bytes > room:
+            _, (_, freed) = self.items.popitem(last=False)
+            self.bytes -= freed
+
+    def get(self, key, make, size: int | None = None):
         with self.lock:
             if key in self.items:
                 self.items.move_to_end(key)
                 return self.items[key][0]
+            if size is not None:
+                self._evict_to(max(0.0, self.budget - size))
         value = make()                       # outside the lock: other sessions keep going
         size = self.nbytes(value)
         with self.lock:
-            if key not in self.items:
+            if key not in self.items and size <= self.budget:
+                self._evict_to(self.budget - size)
                 self.items[key] = (value, size)
                 self.bytes += size
-            while self.bytes > self.budget and len(self.items) > 1:
-                _, (_, freed) = self.items.popitem(last=False)
-                self.bytes -= freed
         return value
 
 
 _TRACES = TraceCache(TRACE_CACHE_MB)
 
+#: Captures of one [H, T, T] matrix per layer; every other capture is at most [T, max(d_model, H·d_head)].
+_SQUARE = {"pattern", "scores", "mask"}
 
-def trace(ctx: Context, capture=("pattern",), ids: list[int] | None = None, layers=None) -> Trace:
-    """The (cached) attnkit run of the current prompt, or of ``ids``. Treat it as read-only."""
+
+def trace_bytes(cfg, T: int, capture, n_layers: int | None = None, logits: bool = True) -> int:
+    """Bytes a float32 trace of ``capture`` on T tokens holds (its logits included)."""
+    n = cfg.n_layers if n_layers is None else n_layers
+    width = max(cfg.d_model, cfg.n_heads * cfg.d_head)
+    per_layer = sum(cfg.n_heads * T * T if c in _SQUARE else T * width for c in capture)
+    return 4 * (n * per_layer + (T * cfg.d_vocab if logits else 0))
+
+
+class LayerTrace:
+    """A trace whose per-layer captures are computed when read, one layer at a time, from the cached residual
+    stream (``resid_pre`` of every layer, [L, T, d]): a page reads ``tr["pattern", l]`` as from a
+    :class:`Trace`, and the cache holds only the layers it has room for. Used when the whole trace would
+    exceed the cache's budget (GPT-2 xl at 1,024 tokens: 10 GB of patterns and scores)."""
+
+    def __init__(self, ctx: Context, ids: tuple, capture: tuple):
+        self.ctx, self.ids, self.capture = ctx, ids, capture
+        cfg = ctx.model.weights.config
+        self.resid = _TRACES.get((ctx.model_name, ctx.device, ids, ("resid_pre",), None),
+                                 lambda: run(ctx.model.weights, list(ids), capture=["resid_pre"]),
+                                 trace_bytes(cfg, len(ids), ("resid_pre",)))
+        self.logits = self.resid.logits
+
+    def layer(self, l: int) -> Trace:
+        ctx, w = self.ctx, self.ctx.model.weights
+        x = self.resid["resid_pre", l]
+        return _TRACES.get((ctx.model_name, ctx.device, self.ids, self.capture, (l,), "resumed"),
+                           lambda: run(w, list(self.ids), start=l, resid=x, stop=l + 1, capture=self.capture,
+                                       layers=[l]),
+                           trace_bytes(w.config, len(self.ids), self.capture, 1, logits=False))
+
+    def __getitem__(self, key):
+        name, l = key
+        return self.layer(l)[name, l]
+
+
+def trace(ctx: Context, capture=("pattern",), ids: list[int] | None = None, layers=None) -> Trace | LayerTrace:
+    """The (cached) attnkit run of the current prompt, or of ``ids``. Treat it as read-only. When the whole
+    run's captures would not fit in the cache's budget, a :class:`LayerTrace` (same ``tr[name, layer]``
+    reads, each layer computed on demand) is returned instead."""
     ids = tuple(int(i) for i in (ctx.ids if ids is None else ids))
     capture = tuple(sorted(set(capture)))
     layers = None if layers is None else tuple(layers)
     model = ctx.model
+    size = trace_bytes(model.weights.config, len(ids), capture, None if layers is None else len(layers))
+    if size > _TRACES.budget and (layers is None or len(layers) > 1):
+        return LayerTrace(ctx, ids, capture)
     return _TRACES.get((ctx.model_name, ctx.device, ids, capture, layers),
-                       lambda: run(model.weights, list(ids), capture=capture, layers=layers))
+                       lambda: run(model.weights, list(ids), capture=capture, layers=layers), size)
 
 
 def traces_for_all(ctx: Context, fn, label: str = "Running the prompts"):

@@ -194,6 +194,21 @@ def format_table(res: dict) -> str:
         out.append(f"  float16 patterns: max abs error {mem['fp16_pattern_max_abs_error']:.2e}"
                    + ("" if mem["fp16_entropy_max_abs_error_nats"] is None
                       else f", entropy error ≤ {mem['fp16_entropy_max_abs_error_nats']:.2e} nats"))
+    out += _context_lines(res)
+    for dev, t in res["transformer_lens"].items():
+        out.append(f"TransformerLens on {dev}: {t['status']}" + (f" ({t['reason']})" if t.get("reason") else ""))
+    s = res["summary"]
+    out.append("")
+    out.append(f"targets met: {s['passed']}/{s['judged']} · wall time {s['wall_seconds']:.0f} s"
+               + (f" · load average at end {', '.join(f'{x:.2f}' for x in s['load_average_end'])}"
+                  if s.get("load_average_end") else ""))
+    out.append("ratio = A median / B median; rows without a target are context")
+    return "\n".join(out)
+
+
+def _context_lines(res: dict) -> list[str]:
+    """The equality verdicts, what the entropy timing measured, the hull check's and the circuit tools' figures."""
+    out = []
     for c in res["correctness"]:
         if "float64_rule_ok" in c:
             w = c["worst_check"]
@@ -210,12 +225,4 @@ def format_table(res: dict) -> str:
                    f"(Spearman ρ with exact patching of every head × position {c['spearman']:.3f}; exact "
                    f"{c['exact_s']:.2f} s); discovery {c['discovery_s']:.2f} s, {c['discovery_edges']} edges, "
                    f"faithfulness {c['discovery_faithfulness']:.2f}")
-    for dev, t in res["transformer_lens"].items():
-        out.append(f"TransformerLens on {dev}: {t['status']}" + (f" ({t['reason']})" if t.get("reason") else ""))
-    s = res["summary"]
-    out.append("")
-    out.append(f"targets met: {s['passed']}/{s['judged']} · wall time {s['wall_seconds']:.0f} s"
-               + (f" · load average at end {', '.join(f'{x:.2f}' for x in s['load_average_end'])}"
-                  if s.get("load_average_end") else ""))
-    out.append("ratio = A median / B median; rows without a target are context")
-    return "\n".join(out)
+    return out
