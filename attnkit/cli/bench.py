@@ -35,7 +35,7 @@ def _parser():
                    f"patching, peak memory) at these real shapes with random weights: {', '.join(SHAPE_NAMES)} "
                    "(checkpoints are built once into --shape-cache; xl is ~6 GB)")
     p.add_argument("--shape-T", type=T.int_at_least(2), default=256, help="with --shapes: the trace's length (default 256)")
-    p.add_argument("--shape-cache", type=T.writable_path, help="with --shapes: where the checkpoints are kept "
+    p.add_argument("--shape-cache", type=T.writable_dir, help="with --shapes: where the checkpoints are kept "
                    "(default $ATTNKIT_BENCH_CACHE or <tmp>/attnkit-bench-cache)")
     return p
 

@@ -18,6 +18,7 @@ Checkpoints are built once with ``save_pretrained`` into a cache folder and reus
 """
 from __future__ import annotations
 
+import ctypes
 import gc
 import os
 import tempfile
@@ -86,9 +87,19 @@ def shape_checkpoint(shape: str, cache: str | os.PathLike | None = None, seed: i
     return folder
 
 
+def _release_freed() -> None:
+    """Give freed heap memory back to the system (glibc ``malloc_trim``), so that memory an earlier call freed
+    but the allocator kept does not hide the next call's rise (without it every rise read 0 after a warm-up)."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def peak_rise(fn) -> int | None:
     """Bytes the process's peak RSS rose above its RSS during one call of ``fn`` (Linux; None elsewhere)."""
     gc.collect()
+    _release_freed()
     base = reset_peak_rss()
     if base is None:
         return None
