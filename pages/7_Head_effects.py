@@ -62,12 +62,35 @@ def weights():
 # ----------------------------------------------------------------------------- cached computations
 # Keyed on (model, device, token ids, …); the weights come from the shared model cache.
 
-@st.cache_data(show_spinner=False, max_entries=64)
-def patched(name: str, device: str, clean: tuple, corrupt: tuple, a: int, d: int, pos: int, target: str,
-            per_position: bool, direction: str) -> P.PatchResult:
+#: Layer × position maps run when the page opens up to this many patched runs; larger ones wait for a click.
+AUTO_RUNS = 600
+
+
+def patched(slot: str, key: tuple, target: str, per_position: bool, direction: str, label: str, *,
+            auto: bool = True) -> P.PatchResult | None:
+    """Activation patching as a job (progress, Stop, the last result kept and marked stale): the map of
+    ``key`` = (model, device, clean, corrupt, answer, distractor, position), or None until it has run."""
+    name, device, clean, corrupt, a, d, pos = key
     pair = P.Pair(list(clean), list(corrupt), a, d, pos)
-    return P.patch(ui.cached_model(name, device).weights, pair, target, per_position=per_position,
-                   direction=direction)
+    w = ui.cached_model(name, device).weights
+    shown = ui.job(slot, (*key, target, per_position, direction), label,
+                   lambda progress: P.patch(w, pair, target, per_position=per_position, direction=direction,
+                                            progress=progress), auto=auto)
+    return None if shown is None else shown.result
+
+
+def patched_set(key: tuple, pairs: list, target: str, per_position: bool, direction: str) -> list | None:
+    """Every pair of a prompt set patched, as one job whose progress counts the patched runs of all pairs."""
+    w = weights()
+
+    def work(progress):
+        out = []
+        for i, pr in enumerate(pairs):
+            out.append(P.patch(w, pr, target, per_position=per_position, direction=direction,
+                               progress=lambda d, t, i=i: progress(i * t + d, len(pairs) * t)))
+        return out
+    shown = ui.job("he_set", (key, target, per_position, direction), f"Patching {len(pairs)} pairs", work)
+    return None if shown is None else shown.result
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -205,8 +228,26 @@ def one_pair():
 
     # ------------------------------------------------------------------------- patching: heads
     st.subheader("Which heads carry the answer? (patching each head's z)")
-    with st.spinner(f"Patching {L * H} heads …"):
-        zres = patched(*key, "z", False, direction)
+    head_map(key, direction, meta)
+
+    # ------------------------------------------------------------------------- patching: layers × positions
+    st.subheader("Where, layer by layer? (residual stream, attention and MLP outputs per position)")
+    tname = st.radio("Patched activation", list(LP_TARGETS), key="he_lp_target", horizontal=True)
+    target = LP_TARGETS[tname]
+    if T > PER_POSITION_MAX_T:
+        st.info(f"The prompts have {T} tokens: per-position maps are computed for pairs of at most "
+                f"{PER_POSITION_MAX_T} tokens ({L}×{T} patched runs each would take long). The head map above "
+                "covers every position; the CLI's --per-position has no limit.", icon="ℹ️")
+    else:
+        layer_position(key, target, tname, direction, toks_clean, labels, pos, meta)
+    attribution_sections(pair, pos, labels, toks_clean, toks_corrupt, T, meta)
+
+
+def head_map(key, direction, meta):
+    """The map of every head's z patched (a job: progress and Stop while it runs)."""
+    zres = patched("he_z", key, "z", False, direction, f"Patching {L * H} heads")
+    if zres is None:
+        return
     gap = zres.clean_ld - zres.corrupt_ld
     st.caption(ui.plain(
         f"Logit difference: clean {zres.clean_ld:+.3f}, corrupted {zres.corrupt_ld:+.3f}. "
@@ -227,22 +268,14 @@ def one_pair():
                "Click a cell to open that head's attention pattern on the Heatmaps page (the clean prompt).")
     ui.download_buttons(zdf, zmap, f"patch_z_{direction}", meta | {"target": "z"}, key="he_z")
 
-    # ------------------------------------------------------------------------- patching: layers × positions
-    st.subheader("Where, layer by layer? (residual stream, attention and MLP outputs per position)")
-    tname = st.radio("Patched activation", list(LP_TARGETS), key="he_lp_target", horizontal=True)
-    target = LP_TARGETS[tname]
-    if T > PER_POSITION_MAX_T:
-        st.info(f"The prompts have {T} tokens: per-position maps are computed for pairs of at most "
-                f"{PER_POSITION_MAX_T} tokens ({L}×{T} patched runs each would take long). The head map above "
-                "covers every position; the CLI's --per-position has no limit.", icon="ℹ️")
-    else:
-        layer_position(key, target, tname, direction, toks_clean, labels, pos, meta)
-    attribution_sections(pair, pos, labels, toks_clean, toks_corrupt, T, meta)
-
 
 def layer_position(key, target, tname, direction, toks_clean, labels, pos, meta):
-    with st.spinner(f"Patching {L * len(labels)} activations …"):
-        lres = patched(*key, target, True, direction)
+    runs = (L + (target == "resid")) * (pos + 1)
+    lres = patched("he_lp", key, target, True, direction, f"Patching {runs:,} activations one position at a time",
+                   auto=runs <= AUTO_RUNS)
+    if lres is None:
+        st.caption(f"{runs:,} patched runs: press the button to compute this map (progress and Stop shown here).")
+        return
     ldf = lres.frame(toks_clean)
     lmap = E.layer_pos_map(ldf, labels, "normalised", legend_title="normalised",
                            title=f"{direction}: {tname}, one position at a time")
@@ -431,15 +464,13 @@ def prompt_set():
     same_len = len({p.T for p in pairs}) == 1
     per_position = target != "z" and same_len and st.checkbox("Per position (all pairs have the same length)",
                                                               key="he_set_pp")
-    maps, gaps = [], []
-    bar = st.progress(0.0, text="Patching the pairs")
-    for i, pr in enumerate(pairs):
-        res = patched(ctx.model_name, ctx.device, tuple(pr.clean), tuple(pr.corrupt), pr.answer, pr.distractor,
-                      pr.pos, target, per_position, direction)
-        maps.append(res.normalised)
-        gaps.append(res.clean_ld - res.corrupt_ld)
-        bar.progress((i + 1) / len(pairs), text=f"Patching the pairs: {i + 1}/{len(pairs)}")
-    bar.empty()
+    set_key = (ctx.model_name, ctx.device,
+               tuple((tuple(p.clean), tuple(p.corrupt), p.answer, p.distractor, p.pos) for p in pairs))
+    results = patched_set(set_key, pairs, target, per_position, direction)
+    if results is None:
+        return
+    maps = [res.normalised for res in results]
+    gaps = [res.clean_ld - res.corrupt_ld for res in results]
     stack = np.stack(maps)
     finite = np.isfinite(stack).any(0)
     with np.errstate(invalid="ignore"), warnings.catch_warnings():
