@@ -12,6 +12,7 @@ Two routes, both in float64 and both with an upper and a certified lower bound p
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -37,6 +38,21 @@ def _mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a @ b in float64 through torch, so the products obey torch's thread setting (numpy's BLAS would use
     every core: measured 16× slower with 2 BLAS threads than 1 on a shared 2-core machine)."""
     return torch.matmul(torch.from_numpy(np.ascontiguousarray(a)), torch.from_numpy(np.ascontiguousarray(b))).numpy()
+
+
+@contextlib.contextmanager
+def _one_thread():
+    """torch on one thread in this thread while the solver runs: its thousands of small products each fork
+    and join torch's threads, which on a busy machine wait for a core at every join (V = X on 902 tokens of
+    attnkit-tiny, 2 shared cores: 26 s with 2 threads, 3–6 s with 1). Threads already using torch keep
+    their own setting; one that starts using torch meanwhile takes 1 as its default (slower, and its sums
+    added in another order)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _simplex(V: np.ndarray) -> np.ndarray:
@@ -200,7 +216,8 @@ def hull_distance(points, hull, iters: int = HULL_ITERS, rtol: float = HULL_RTOL
         W[np.arange(P.shape[0]), d2.argmin(1)] = 1.0
     else:
         W = _simplex(np.asarray(init, dtype=np.float64))
-    up, lo, used, done = _fista(P0, A0, W, max(int(iters), 1), rtol, atol * scale)
+    with _one_thread():
+        up, lo, used, done = _fista(P0, A0, W, max(int(iters), 1), rtol, atol * scale)
     m = P.shape[0]
     return up, {"lower": lo, "upper": up, "iterations": int(used.max()) if m else 0,
                 "max_gap": float((up - lo).max()) if m else 0.0, "converged": bool(done.all()), "done": done,

@@ -158,6 +158,8 @@ class KeyIsQueryKind(Kind):
                 dup = st["duplicate-token"]
                 if not torch.isnan(dup).any():
                     obs.acc.add(COPIES, l, run, float(dup.mean()))
+            if obs.tick:
+                obs.tick()
 
     def evidence(self, result):
         sym = max(_in_scope(result, ASYMMETRY, "ablated"), default=None)
@@ -198,6 +200,8 @@ class NoScaleKind(Kind):
                 p = tr["pattern", l][0, obs.heads(l)]
                 obs.acc.add(ENTROPY, l, run, float(M.entropy(p)[:, 1:].double().mean()), len(obs.ids) - 1)
                 obs.acc.add(LARGEST, l, run, float(p[:, 1:].max(-1).values.double().mean()), len(obs.ids) - 1)
+            if obs.tick:
+                obs.tick()
 
     def evidence(self, result):
         return [_compare(result, ENTROPY, "ablated < baseline", lambda b, a: a < b)]
@@ -227,6 +231,8 @@ class NoMaskKind(Kind):
             p = obs.abl["pattern", l][0]
             obs.acc.add(FUTURE, l, "ablated", float((p * future.to(p.device)).sum(-1).double().mean()), T)
             obs.acc.add(FUTURE, l, "baseline", 0.0, T)
+            if obs.tick:
+                obs.tick()
         lb, la = obs.base.logits[0].double(), obs.abl.logits[0].double()
         rel = (torch.linalg.vector_norm(la - lb, dim=-1) / torch.linalg.vector_norm(lb, dim=-1)).cpu()
         flip = (la.argmax(-1) != lb.argmax(-1)).cpu()
