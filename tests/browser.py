@@ -36,7 +36,7 @@ def streamlit_server(model_dir=None, timeout: float = 60, env: dict | None = Non
     """Start ``streamlit run app.py`` on a free localhost port (``env``: extra environment variables);
     yield (url, process)."""
     port = free_port()
-    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", **(env or {}))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
     if model_dir is not None:
         env["ATTNKIT_MODEL"] = str(model_dir)
     log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"attnkit-streamlit-{port}.log", "w")
