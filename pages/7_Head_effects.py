@@ -17,7 +17,7 @@ from attnkit.charts import effects as E
 
 CUSTOM = "Your own"
 MAX_SET = 100                 # pairs of an uploaded prompt set used
-LENS_MAX_T = 48               # logit-lens positions drawn
+LENS_MAX_T = E.LENS_MAX_T     # logit-lens positions drawn (as many as fit the page)
 GRAPH_MAX_T = 48              # contribution-graph positions drawn
 SET_COLUMNS = ("clean", "corrupted", "answer", "distractor")
 PER_POSITION_MAX_T = 128      # layer × position maps: L·T patched runs
@@ -269,7 +269,7 @@ def attribution_sections(pair, pos, labels, toks_clean, toks_corrupt, T, meta):
         f"{att.total:+.4f}; the model's logit difference is {att.actual:+.4f} "
         f"(|Δ| = {abs(att.total - att.actual):.1e})."))
     adf = att.frame()
-    left, right = st.columns([3, 2])
+    left, right = st.columns(2)
     with left:
         bars = E.attribution_bars(adf, 20, title=f"Top 20 of {len(adf)} parts ({which} run)", select="part")
         ev = st.altair_chart(bars, width="content", on_select="rerun", selection_mode="part", key="he_bars")
@@ -277,7 +277,7 @@ def attribution_sections(pair, pos, labels, toks_clean, toks_corrupt, T, meta):
     with right:
         hdf = pd.DataFrame([{"layer": l, "head": h, "logit_diff": float(att.head_map[l, h])}
                             for l in range(L) for h in range(H)])
-        hmap = E.head_map(hdf, "logit_diff", text=L * H <= 64, legend_title="direct effect",
+        hmap = E.head_map(hdf, "logit_diff", text=L * H <= 64, legend_title="direct effect", width=240,
                           title="Direct effect of each head")
         st.altair_chart(hmap, width="content")
         ui.download_buttons(hdf, hmap, f"dla_heads_{which}", meta | {"run": which}, key="he_dlah")

@@ -187,7 +187,7 @@ def _apply_example():
 
 def pair_inputs():
     st.subheader("On a prompt pair")
-    c0, c1 = st.columns([1.3, 3])
+    c0, c1 = st.columns([1.6, 3])
     c0.selectbox("Example", list(EXAMPLES) + [CUSTOM], key="ci_example", on_change=_apply_example)
     c1.text_input("Clean prompt", key="ci_clean", max_chars=4000)
     c1.text_input("Corrupted prompt (same number of tokens)", key="ci_corrupt", max_chars=4000)
