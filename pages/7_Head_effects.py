@@ -137,6 +137,7 @@ first = EX.pick_default(ctx.model_name, CHECKS) or next(iter(EX.EXAMPLES))   # s
 ex0 = EX.EXAMPLES[first]
 state = Inputs.load(example=first, clean=ex0["clean"], corrupt=ex0["corrupt"], answer=ex0["answer"],
                     distractor=ex0["distractor"])
+ui.match_choice(state, "example", EX.EXAMPLES, ("clean", "corrupt", "answer", "distractor"), CUSTOM)
 for _name, _opts, _default in (("source", SOURCES, SOURCES[0]), ("example", list(EX.EXAMPLES) + [CUSTOM], first),
                                ("direction", DIRECTIONS, "denoise"), ("target", list(LP_TARGETS), None),
                                ("run", ["clean", "corrupted"], "clean"), ("set_target", list(SET_TARGETS), None),
