@@ -88,7 +88,7 @@ if st.session_state.get("hm_scale") not in (*hm.SCALES, None) or \
     st.session_state["hm_scale"] = auto_scale
 st.session_state["hm_scale_auto"] = auto_scale
 
-c1, c2, c3, c4, c5 = st.columns([2.2, 2, 1, 1, 1.5])
+c1, c2, c3, c4, c5 = st.columns([2.2, 2, 0.9, 1.3, 1.5])
 view = c1.radio("View", VIEWS, key="hm_view")
 tokens_view = view == VIEWS[3]
 kind = KINDS[c2.radio("Values", list(KINDS), key="hm_values", disabled=tokens_view,
@@ -200,7 +200,7 @@ elif view == VIEWS[0]:
     stem = f"{kind}_{name}"
     title = f"{name} (layer {layer}, head {head}): {kind}"
     if T <= hm.MARK_LIMIT:
-        side = min(740, max(420, 30 * T))
+        side = min(hm.CONTENT_WIDTH - 200, max(420, 30 * T))     # room for the labels and legend
         chart = hm.cell_chart(vals, labels, labels, masked=masked_full, kind=kind, scale=scale, title=title,
                               size=side, name=name, legend_length=min(300, side))
         st.altair_chart(chart, width="content")

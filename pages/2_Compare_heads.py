@@ -172,16 +172,18 @@ if picked:
         st.caption(f"{T} tokens: each head is drawn as an image (one pixel per cell, no tooltips); the Heatmaps page "
                    "has a focus window with tokens and tooltips.")
     cols = st.columns(len(picked))
+    room = (hm.CONTENT_WIDTH - 16 * (len(picked) - 1)) // len(picked)     # one column's width
     for col, name in zip(cols, picked):
         l, h = compare.parse_head(name)
         vals = tr["pattern", l][0, h].float().cpu().numpy().copy()       # one head, not a view of its layer
         with col:
             if T <= hm.MARK_LIMIT:
                 ch = hm.cell_chart(vals, labels, labels, masked=masked, title=f"head {name}", scale=side_scale,
-                                   size=max(180, 640 // len(picked)), axes=len(picked) <= 2, legend=False)
+                                   size=max(160, min(640, room - (100 if len(picked) <= 2 else 12))),
+                                   axes=len(picked) <= 2, legend=False)
             else:
                 ch = hm.image_chart(vals, masked=masked, title=f"head {name}", scale=side_scale,
-                                    size=max(180, 620 // len(picked)),
+                                    size=max(160, min(620, room - 12)),
                                     legend=False)
             st.altair_chart(ch, width="content")
             row = {s: float(v[l, h]) for s, v in prompt_scores(ctx.model_name, ctx.device, tuple(ids), CAPTURE,

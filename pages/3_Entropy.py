@@ -96,16 +96,19 @@ if info["left_out"]:
 st.caption(" · ".join(notes) + ".")
 
 
-@st.cache_data(show_spinner=False, max_entries=512, ttl=3600)
-def _doc(name: str, device: str, ids: tuple, base: float | None, clamp: bool, _progress=None):
-    """Curves of one document (numpy): entropy [L, H, T], first-token mass [L, H, T], loss [T−1].
+def _doc(name: str, device: str, ids: tuple, base: float | None, clamp: bool, progress=None):
+    """Curves of one document (numpy): entropy [L, H, T], first-token mass [L, H, T], loss [T−1], cached for every
+    session (ui.cached_result: st.cache_data would replay the progress bar's updates into another run's bar).
 
     Computed block-wise (attnkit.streaming): no T × T pattern, so a document can fill the context of a
-    long-context model; ``_progress(layers_done, n_layers)`` (not part of the cache key) reports each layer."""
-    m = ui.cached_model(name, device)
-    iv = E.LogLengthScaling(base, clamp) if base else None
-    c = E.doc_curves(m.weights, list(ids), iv, loss=True, progress=_progress)
-    return c.entropy[0].cpu().numpy(), c.first_token[0].cpu().numpy(), c.loss[0].cpu().numpy()
+    long-context model; ``progress(layers_done, n_layers)`` (not part of the cache key) reports each layer."""
+    def make():
+        m = ui.cached_model(name, device)
+        iv = E.LogLengthScaling(base, clamp) if base else None
+        c = E.doc_curves(m.weights, list(ids), iv, loss=True, progress=progress)
+        return c.entropy[0].cpu().numpy(), c.first_token[0].cpu().numpy(), c.loss[0].cpu().numpy()
+
+    return ui.cached_result(("entropy-doc", name, device, ids, base, clamp), make)
 
 
 def summary(base: float | None = None, clamp: bool = True, label: str = "Measuring") -> E.Summary:
@@ -125,7 +128,7 @@ def summary(base: float | None = None, clamp: bool = True, label: str = "Measuri
             bar.progress(min(1.0, (done + len(d) * l / n) / total),  # internal text: counts and the page's label
                          text=f"{label}: document {k + 1}/{len(docs)} ({len(d):,} tokens), layer {l}/{n}")
 
-        agg.add(*_doc(ctx.model_name, ctx.device, tuple(int(i) for i in d), base, clamp, _progress=layer_done))
+        agg.add(*_doc(ctx.model_name, ctx.device, tuple(int(i) for i in d), base, clamp, progress=layer_done))
         done += len(d)
         bar.progress(min(1.0, done / total), text=f"{label}: document {k + 1}/{len(docs)}")
     bar.empty()

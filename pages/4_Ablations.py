@@ -115,7 +115,7 @@ def _verdict(res) -> None:
     if res.effect is None:
         st.info(A.ONE_TOKEN_NOTE, icon="ℹ️")
     else:
-        m1, m2, m3 = st.columns(3)
+        m1, m2, m3 = st.columns([1, 1, 1.6])      # the interval is two numbers
         m1.metric("baseline (nats/token)", f"{res.baseline.nats:.4f}", help=f"perplexity {res.baseline.perplexity:.2f}")
         m2.metric("ablated (nats/token)", f"{res.ablated.nats:.4f}", delta=f"{res.effect.delta:+.4f}",
                   delta_color="inverse", help=f"perplexity {res.ablated.perplexity:.2f}")

@@ -17,7 +17,7 @@ from attnkit.charts import effects as E
 
 CUSTOM = "Your own"
 MAX_SET = 100                 # pairs of an uploaded prompt set used
-LENS_MAX_T = 48               # logit-lens positions drawn
+LENS_MAX_T = E.LENS_MAX_T     # logit-lens positions drawn (as many as fit the page)
 GRAPH_MAX_T = 48              # contribution-graph positions drawn
 SET_COLUMNS = ("clean", "corrupted", "answer", "distractor")
 PER_POSITION_MAX_T = 128      # layer × position maps: L·T patched runs
@@ -160,6 +160,7 @@ first = EX.pick_default(ctx.model_name, CHECKS) or next(iter(EX.EXAMPLES))   # s
 ex0 = EX.EXAMPLES[first]
 state = Inputs.load(example=first, clean=ex0["clean"], corrupt=ex0["corrupt"], answer=ex0["answer"],
                     distractor=ex0["distractor"])
+ui.match_choice(state, "example", EX.EXAMPLES, ("clean", "corrupt", "answer", "distractor"), CUSTOM)
 for _name, _opts, _default in (("source", SOURCES, SOURCES[0]), ("example", list(EX.EXAMPLES) + [CUSTOM], first),
                                ("direction", DIRECTIONS, "denoise"), ("target", list(LP_TARGETS), None),
                                ("run", ["clean", "corrupted"], "clean"), ("set_target", list(SET_TARGETS), None),
@@ -302,7 +303,7 @@ def attribution_sections(pair, pos, labels, toks_clean, toks_corrupt, T, meta):
         f"{att.total:+.4f}; the model's logit difference is {att.actual:+.4f} "
         f"(|Δ| = {abs(att.total - att.actual):.1e})."))
     adf = att.frame()
-    left, right = st.columns([3, 2])
+    left, right = st.columns(2)
     with left:
         bars = E.attribution_bars(adf, 20, title=f"Top 20 of {len(adf)} parts ({which} run)", select="part")
         ev = st.altair_chart(bars, width="content", on_select="rerun", selection_mode="part", key="he_bars")
@@ -310,7 +311,7 @@ def attribution_sections(pair, pos, labels, toks_clean, toks_corrupt, T, meta):
     with right:
         hdf = pd.DataFrame([{"layer": l, "head": h, "logit_diff": float(att.head_map[l, h])}
                             for l in range(L) for h in range(H)])
-        hmap = E.head_map(hdf, "logit_diff", text=L * H <= 64, legend_title="direct effect",
+        hmap = E.head_map(hdf, "logit_diff", text=L * H <= 64, legend_title="direct effect", width=240,
                           title="Direct effect of each head")
         st.altair_chart(hmap, width="content")
         ui.download_buttons(hdf, hmap, f"dla_heads_{which}", meta | {"run": which}, key="he_dlah")

@@ -68,6 +68,7 @@ L, H = cfg.n_layers, cfg.n_heads
 model = ctx.model
 state = Inputs.load(rl=list(range(1, L))[-min(3, L - 1):] if L > 1 else [], recv_input="k",
                     source=list(PA.SOURCES)[0], direction=list(P.DIRECTIONS)[0], ablation=list(DI.ABLATIONS)[0])
+ui.match_choice(state, "example", EXAMPLES, ("clean", "corrupt", "more", "answer", "distractor"), CUSTOM)
 for _name, _opts in (("mode", ["k", "q", "v"]), ("example", list(EXAMPLES) + [CUSTOM]),
                      ("recv_input", list(PA.INPUTS)), ("source", list(PA.SOURCES)), ("direction", list(P.DIRECTIONS)),
                      ("ablation", list(DI.ABLATIONS))):
@@ -187,7 +188,7 @@ def _apply_example():
 
 def pair_inputs():
     st.subheader("On a prompt pair")
-    c0, c1 = st.columns([1.3, 3])
+    c0, c1 = st.columns([1.6, 3])
     c0.selectbox("Example", list(EXAMPLES) + [CUSTOM], key="ci_example", on_change=_apply_example)
     c1.text_input("Clean prompt", key="ci_clean", max_chars=4000)
     c1.text_input("Corrupted prompt (same number of tokens)", key="ci_corrupt", max_chars=4000)

@@ -6,13 +6,13 @@ attnkit/charts/, the only place that imports Streamlit. Pages stay thin::
     tr = ui.trace(ctx, capture=("pattern",))
 
 context   the page Context (model, device, prompts, BOS)      frame    run_frame (app.py), page, guard
-state     PageState (a page's inputs), fit, select, notice    url      the link: read once, written back, prompt store
-caches    models, TraceCache/trace, corpus results
+state     PageState (a page's inputs), fit, select, match_choice, notice    url      the link: read once, written back, prompt store
+caches    models, TraceCache/trace, cached_result, corpus results
 sidebar   model, device and prompt pickers                    escaping plain (THE escaping helper), show_error
 tokens    spaces made visible, token labels, show_tokens      exports  csv_bytes, download_buttons, json, tensor CSV
 jobs      long work in the background: progress, stale result, Stop
 """
-from .caches import TRACE_CACHE_MB, TraceCache, cached_model, corpus_result, trace, traces_for_all
+from .caches import TRACE_CACHE_MB, TraceCache, cached_model, cached_result, corpus_result, trace, traces_for_all
 from .context import DEFAULT_PROMPT, LOCAL, Context
 from .escaping import plain, show_error
 from .exports import FORMULA_START, csv_bytes, download_buttons, json_bytes, meta_for, neutralise, tensor_csv
@@ -20,13 +20,13 @@ from .frame import guard, page, run_frame, setup_page
 from .jobs import Job, Stopped, job
 from .sidebar import sidebar
 from .tokens import show_spaces, show_tokens, token_labels, tokens_inline
-from .state import PageState, from_link, notice, param, select
+from .state import PageState, from_link, match_choice, notice, param, select
 from .url import URL_KEYS, URL_PROMPT_MAX, prompt_folder, store_prompt, stored_prompt, url_restore, url_save
 
 __all__ = [
-    "TRACE_CACHE_MB", "TraceCache", "cached_model", "corpus_result", "trace", "traces_for_all", "DEFAULT_PROMPT",
+    "TRACE_CACHE_MB", "TraceCache", "cached_model", "cached_result", "corpus_result", "trace", "traces_for_all", "DEFAULT_PROMPT",
     "LOCAL", "Context", "plain", "show_error", "FORMULA_START", "csv_bytes", "download_buttons", "json_bytes",
     "meta_for", "neutralise", "tensor_csv", "Job", "Stopped", "job", "guard", "page", "run_frame", "setup_page", "sidebar", "show_spaces",
     "show_tokens", "token_labels", "tokens_inline", "URL_KEYS", "url_restore", "url_save",
-    "PageState", "from_link", "notice", "param", "select", "URL_PROMPT_MAX", "prompt_folder", "store_prompt", "stored_prompt",
+    "PageState", "from_link", "match_choice", "notice", "param", "select", "URL_PROMPT_MAX", "prompt_folder", "store_prompt", "stored_prompt",
 ]

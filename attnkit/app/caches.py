@@ -1,5 +1,6 @@
 """Caches shared by every session: models (``st.cache_resource``, at most 3), runs (:class:`TraceCache`, an LRU
-bounded by the bytes of its tensors, ``ATTNKIT_TRACE_CACHE_MB``), corpus results. Traces are read-only."""
+bounded by the bytes of its tensors, ``ATTNKIT_TRACE_CACHE_MB``), results of work that reports progress
+(:func:`cached_result`), corpus results. Traces and results are read-only."""
 from __future__ import annotations
 
 import os
@@ -28,14 +29,16 @@ def cached_model(name: str, device: str) -> Loaded:
 
 
 class TraceCache:
-    """A thread-safe LRU of Traces bounded by the bytes of their tensors: it never holds more than its budget.
+    """A thread-safe LRU of Traces (or of other values, measured by ``sizeof``) bounded by their bytes: it never
+    holds more than its budget.
 
     ``get(key, make, size)``: with the expected ``size`` in bytes, older entries are evicted *before* ``make``
-    runs, so the new trace and the kept ones fit together; a trace larger than the whole budget is returned
+    runs, so the new value and the kept ones fit together; a value larger than the whole budget is returned
     but not kept."""
 
-    def __init__(self, budget_mb: float):
+    def __init__(self, budget_mb: float, sizeof=None):
         self.budget = budget_mb * 2**20
+        self.sizeof = sizeof or self.nbytes
         self.items: OrderedDict = OrderedDict()
         self.bytes = 0
         self.lock = threading.Lock()
@@ -57,7 +60,7 @@ class TraceCache:
             if size is not None:
                 self._evict_to(max(0.0, self.budget - size))
         value = make()                       # outside the lock: other sessions keep going
-        size = self.nbytes(value)
+        size = self.sizeof(value)
         with self.lock:
             if key not in self.items and size <= self.budget:
                 self._evict_to(self.budget - size)
@@ -120,6 +123,18 @@ def trace(ctx: Context, capture=("pattern",), ids: list[int] | None = None, laye
         return LayerTrace(ctx, ids, capture)
     return _TRACES.get((ctx.model_name, ctx.device, ids, capture, layers),
                        lambda: run(model.weights, list(ids), capture=capture, layers=layers), size)
+
+
+#: Results of work that reports its progress to the page (tuples of arrays). Not ``st.cache_data``: it records
+#: the progress bar's updates made inside the cached function and replays them on a hit, into a bar of another
+#: run that the replay cannot find (CacheReplayClosureError in every later session).
+_RESULTS = TraceCache(TRACE_CACHE_MB / 8, sizeof=lambda v: sum(getattr(a, "nbytes", 0) for a in v))
+
+
+def cached_result(key: tuple, make):
+    """``make()`` once per ``key`` for every session (an LRU bounded by the arrays' bytes); ``make`` may update
+    the page's progress bar. Treat the result as read-only."""
+    return _RESULTS.get(key, make)
 
 
 def traces_for_all(ctx: Context, fn, label: str = "Running the prompts"):

@@ -59,6 +59,24 @@ def run_frame(pages: list) -> None:
         flush_notices()
 
 
+def _left_pages_folder_mode() -> bool:
+    """True when Streamlit ran this page alone in its old multipage mode, and has now been told to stop.
+
+    An app with a ``pages/`` folder starts in that mode: until some run has called ``st.navigation``, a request
+    for a page's address (a shared link opened on a freshly started server) runs that page's script by itself,
+    without app.py, so the frame never writes the link and every session stays so until someone opens the
+    home page. The mode is one process-wide flag, which ``st.navigation`` clears; clearing it here and running
+    again sends this and every later run through app.py. ``streamlit run pages/X.py`` and AppTest never set it."""
+    try:
+        from streamlit.runtime.pages_manager import PagesManager
+    except ImportError:                     # a Streamlit without it has no such mode
+        return False
+    if getattr(PagesManager, "uses_pages_directory", None) is not True:
+        return False
+    PagesManager.uses_pages_directory = False
+    return True
+
+
 def page(title: str, icon: str = "🔍") -> Context:
     """Start a page: its title, and the Context (model + prompt) from the sidebar; stops the page
     (after the sidebar has said why) when there is nothing to run on.
@@ -66,6 +84,8 @@ def page(title: str, icon: str = "🔍") -> Context:
     Inside the frame the sidebar has been drawn once already; run on its own (``streamlit run
     pages/X.py`` or AppTest) the page draws it itself."""
     if not getattr(_frame, "active", False):
+        if _left_pages_folder_mode():
+            st.rerun()                      # again, this time through app.py's frame
         begin_run(None)
         url_restore(None)
     setup_page(title, icon)

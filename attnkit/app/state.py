@@ -339,6 +339,24 @@ def link_params(store_text: Callable[[str], str | None]) -> dict[str, str | None
     return out
 
 
+def match_choice(state: PageState, name: str, presets: dict, fields: tuple[str, ...], custom: str) -> None:
+    """Keep a preset's name (``state.name``, a key of ``presets``) true to the inputs it fills (``fields``, the
+    keys of each preset): a link naming the preset but none of those inputs loads the preset's values (once,
+    when the link is read); inputs that no longer equal the preset's make the choice ``custom``."""
+    preset = presets.get(getattr(state, name))
+    if preset is None or all(getattr(state, f) == preset[f] for f in fields):
+        return
+    key = state._field(name).key
+    done = st.session_state.setdefault("_ak_presets_linked", set())
+    keys = [state._field(f).key for f in fields]
+    if from_link(key) and not from_link(*keys) and key not in done:
+        for f in fields:
+            state.set(f, preset[f])
+    else:
+        state.set(name, custom)
+    done.add(key)
+
+
 # ----------------------------------------------------------------------------- widgets with dependent labels
 
 def select(dg, label: str, options, state: PageState, name: str, fmt: Callable, **kw):

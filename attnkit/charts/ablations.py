@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 
 import altair as alt
 import numpy as np
@@ -30,12 +31,15 @@ def layer_metric_chart(df: pd.DataFrame, metric) -> alt.Chart:
     data = df.dropna(subset=["value"])
     if metric.log:
         data = data[data["value"] > 0]
-    base = alt.Chart(data, title=metric.title)
+    # the metric's name as the chart's title, wrapped to the narrow column (not as an axis title longer
+    # than the axis, which the chart would cut off)
+    name = metric.title + (" (log scale)" if metric.log else "")
+    base = alt.Chart(data, title=alt.TitleParams(textwrap.wrap(name, 30), anchor="start"))
     mark = base.mark_point(filled=True, size=90) if metric.log else base.mark_bar()
     return mark.encode(
         x=alt.X("layer:O", title="layer"),
         xOffset=alt.XOffset("run:N", sort=_RUNS),
-        y=alt.Y("value:Q", title=metric.title + (" (log)" if metric.log else ""),
+        y=alt.Y("value:Q", title=None,
                 scale=alt.Scale(type="log") if metric.log else alt.Undefined),
         color=alt.Color("run:N", sort=_RUNS, scale=alt.Scale(domain=_RUNS, range=_RUN_COLOURS)),
         opacity=alt.condition("datum['in scope']", alt.value(1.0), alt.value(0.35)),

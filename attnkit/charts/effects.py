@@ -14,10 +14,14 @@ import numpy as np
 import pandas as pd
 
 from ..weights import head_name
-from .heatmaps import CELL_TEXT_PX, MIN_TEXT_CELL, PAD
+from .heatmaps import CELL_TEXT_PX, CONTENT_WIDTH, MIN_TEXT_CELL, PAD
 
-__all__ = ["head_map", "layer_pos_map", "layer_bars", "attribution_bars", "contribution_graph", "lens_chart",
+__all__ = ["LENS_MAX_T", "head_map", "layer_pos_map", "layer_bars", "attribution_bars", "contribution_graph", "lens_chart",
            "head_tokens_chart"]
+
+
+#: Logit-lens positions drawn: cells of at least 24 px beside the row names and the legend.
+LENS_MAX_T = (CONTENT_WIDTH - 260) // 24
 
 
 def _sym(values) -> list[float]:
@@ -34,13 +38,14 @@ def _diverging(field: str, values, title: str, domain=None):
 
 
 def head_map(df: pd.DataFrame, value: str = "normalised", *, title: str = "", select: str | None = None,
-             text: bool = True, legend_title: str | None = None, domain=None) -> alt.LayerChart:
+             text: bool = True, legend_title: str | None = None, domain=None, width: int = 640) -> alt.LayerChart:
     """Layer × head cells coloured by ``df[value]`` (columns layer, head, value); ``select`` names a click
-    selection on the field ``cell`` ("L{l}H{h}") for Streamlit's ``on_select``."""
+    selection on the field ``cell`` ("L{l}H{h}") for Streamlit's ``on_select``. The heads span at most
+    ``width`` px (cells of 18 to 46 px)."""
     d = df.copy()
     d["cell"] = [head_name(int(l), int(h)) for l, h in zip(d["layer"], d["head"])]
     L, H = int(d["layer"].max()) + 1, int(d["head"].max()) + 1
-    cell = max(22, min(46, 640 // max(H, 1)))
+    cell = max(18, min(46, width // max(H, 1)))
     base = alt.Chart(d, title=title).encode(x=alt.X("head:O", title="head"), y=alt.Y("layer:O", title="layer"))
     tips = [alt.Tooltip("cell:N", title="head"), alt.Tooltip(f"{value}:Q", format=".4f")]
     tips += [alt.Tooltip(f"{c}:Q", format=".4f") for c in ("logit_diff", "std") if c in d and c != value]
@@ -64,10 +69,11 @@ def layer_pos_map(df: pd.DataFrame, labels: list[str], value: str = "normalised"
     d = df.copy()
     d["label"] = [labels[int(p)] for p in d["position"]]
     L, T = int(d["layer"].max()) + 1, len(labels)
-    cw = max(14, min(40, 760 // max(T, 1)))
+    cw = max(4, min(40, (CONTENT_WIDTH - 240) // max(T, 1)))     # beside the row names and the legend
     ch = max(14, min(30, 360 // max(L, 1)))
+    overlap = False if cw >= 12 else "greedy"                    # narrow cells: every other label
     base = alt.Chart(d, title=title).encode(
-        x=alt.X("label:N", sort=labels, title="position (token)", axis=alt.Axis(labelOverlap=False, labelAngle=-60)),
+        x=alt.X("label:N", sort=labels, title="position (token)", axis=alt.Axis(labelOverlap=overlap, labelAngle=-60)),
         y=_row_axis(d))
     tips = [alt.Tooltip("row:N" if "row" in d else "layer:O"), alt.Tooltip("label:N", title="position"),
             alt.Tooltip(f"{value}:Q", format=".4f")]
@@ -111,11 +117,12 @@ def attribution_bars(df: pd.DataFrame, top: int = 20, *, title: str = "", select
         x=alt.X("logit_diff:Q", title="contribution to logit(answer) − logit(distractor)"),
         y=alt.Y("part:N", sort=list(d["part"]), title=None, axis=alt.Axis(labelOverlap=False)),
         color=alt.Color("sign:N", scale=alt.Scale(domain=["towards the answer", "towards the distractor"],
-                                                  range=["#b2182b", "#2166ac"]), title=None),
+                                                  range=["#b2182b", "#2166ac"]), title=None,
+                        legend=alt.Legend(orient="bottom")),
         tooltip=["part", "kind", alt.Tooltip("logit_diff:Q", format=".4f")])
     if select:
         bars = bars.add_params(alt.selection_point(name=select, fields=["part"], on="click", clear=False))
-    return bars.properties(width=460, height=max(160, 18 * len(d)), autosize=PAD)
+    return bars.properties(width=260, height=max(160, 18 * len(d)), autosize=PAD)   # half the page
 
 
 def contribution_graph(nodes: pd.DataFrame, edges: pd.DataFrame, labels: list[str], *, title: str = "",
@@ -125,7 +132,7 @@ def contribution_graph(nodes: pd.DataFrame, edges: pd.DataFrame, labels: list[st
     across), the residual stream itself (straight up). Line width and opacity follow the share."""
     T = len(labels)
     L = int(nodes["layer"].max())
-    w = max(300, min(900, 46 * T))
+    w = max(300, min(CONTENT_WIDTH - 220, 46 * T))            # beside the axis and the legends
     h = max(220, min(640, 46 * L))
     x = alt.X("x:Q", scale=alt.Scale(domain=[-0.5, T - 0.5], nice=False, zero=False),
               axis=alt.Axis(values=list(range(T)), labelExpr=f"{json.dumps(labels)}[datum.value]", labelAngle=-60,
@@ -164,7 +171,7 @@ def lens_chart(df: pd.DataFrame, labels: list[str], rows: list[str], *, answer: 
     d = df.copy()
     d["label"] = [labels[int(p)] for p in d["position"]]
     T, R = len(labels), len(rows)
-    cw = max(40, min(80, 900 // max(T, 1)))
+    cw = max(24, min(80, (CONTENT_WIDTH - 260) // max(T, 1)))  # ≤ LENS_MAX_T positions fit
     ch = 22
     base = alt.Chart(d, title=title).encode(
         x=alt.X("label:N", sort=labels, title="position (token)", axis=alt.Axis(labelOverlap=False, labelAngle=-60)),

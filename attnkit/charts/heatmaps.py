@@ -16,8 +16,8 @@ range); :func:`default_scale` picks ``log`` above :data:`MARK_LIMIT` tokens, whe
 almost all dark, and :func:`scale_note` says in one sentence what a scale does. Every chart here takes
 ``scale=`` so other pages can offer the same choice.
 
-Sizes are chosen for :data:`CONTENT_WIDTH`, the page's content width at 1440 px with the sidebar open
-(Streamlit's wide layout). Heads are named ``L{layer}H{head}``.
+Sizes are chosen for :data:`CONTENT_WIDTH`, the page's content width at a 1280 px window with the sidebar
+open (Streamlit's wide layout); wider windows leave room to spare. Heads are named ``L{layer}H{head}``.
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ MARK_LIMIT = 64          # rows/columns drawn as one mark per cell (64² = 4,096
 GRID_MARK_LIMIT = 24     # per panel in a grid of heads/layers
 GRID_IMAGE_PX = 256      # a grid panel's image is at most this many pixels a side
 MASKED_COLOR = "#c9c9c9"
-CONTENT_WIDTH = 980      # px: the page's content width at a 1440 px window, sidebar open (wide layout)
+CONTENT_WIDTH = 800      # px: the page's content width at a 1280 px window, sidebar open (960 at 1440)
 TOOLTIP_BLOCKS = 64      # the long-prompt image carries tooltips for at most 64×64 blocks of cells
 GRID_TOOLTIP_BLOCKS = 16 # … and a grid panel's image for 16×16
 SCALES = ("linear", "sqrt", "log")
@@ -498,7 +498,7 @@ def head_overview_chart(df: pd.DataFrame, stat: str, *, text: bool = True, selec
     return alt.layer(*layers).properties(width=cell * H, height=cell * L, autosize=PAD)
 
 
-def rank_chart(df: pd.DataFrame, top: int = 15, title: str = "", width: int = 360) -> alt.Chart:
+def rank_chart(df: pd.DataFrame, top: int = 15, title: str = "", width: int = 260) -> alt.Chart:
     """Horizontal bars of the ``top`` heads of a :func:`attnkit.compare.rank_heads_for_pair` table."""
     d = df.head(top)
     return alt.Chart(d, title=title).mark_bar().encode(
