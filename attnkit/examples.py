@@ -73,7 +73,7 @@ class Check:
 
     def label(self) -> str:
         """The example's name, marked when the model does not solve it."""
-        return self.name if self.solved else f"{self.name} (not solved by this model)"
+        return self.name if self.solved else f"{self.name} (not solved)"
 
 
 def check_pair(weights, pair: Pair, name: str = "", margin: float = MARGIN) -> Check:

@@ -176,7 +176,7 @@ source = st.radio("Input", SOURCES, key="he_source", horizontal=True)
 
 
 def _inputs():
-    c0, c1 = st.columns([1.3, 3])
+    c0, c1 = st.columns([2.1, 3])          # the Example box holds "Indirect object, names swapped (not solved)"
     c0.selectbox("Example", list(EX.EXAMPLES) + [CUSTOM], key="he_example", on_change=_apply_example,
                  format_func=lambda n: CHECKS[n].label() if n in CHECKS else n,
                  help=f"Each example is checked against the loaded model: it is solved when the clean run "

@@ -36,7 +36,7 @@ def test_verdict_on_hand_made_logit_differences(clean, corrupt, margin, solved, 
     assert c.solved is solved
     w = c.warning()
     assert (w is None) == solved and (says is None or says in w)
-    assert c.label() == ("x" if solved else "x (not solved by this model)")
+    assert c.label() == ("x" if solved else "x (not solved)")
 
 
 def test_check_equals_hf_logit_difference_and_tiny_solves_the_repeated_phrase(tiny):
