@@ -10,6 +10,10 @@ At each shape (random weights), on the CPU:
                  map) ÷ (heads × one forward of that pair); target ≤ 0.6 (check 7's); its peak rise
     attribution  attribution patching of every head and position (:func:`attnkit.circuits.timing.circuit_bench`,
                  the Circuits page's first map) ÷ one forward + one backward; target ≤ 3 (issue 28's)
+    entropy      :func:`attnkit.entropy.entropy_profile` at ``T`` (the Entropy page) ÷ the trace with patterns;
+                 target ≤ 1.5 (check 4's)
+    ablation     the V = X ablation with its convex-hull check (:func:`attnkit.ablations.measure`, the Ablations
+                 page's default) at ``T`` ÷ the same without the hull check; target ≤ 5 (check 9's)
 
 Peak memory: VmHWM reset to the current RSS (``/proc/self/clear_refs``) after a warm-up of the same call,
 in the bench's own process, then read back after one call; the rise above the RSS before the call.
@@ -30,7 +34,10 @@ from transformers import AutoConfig, AutoModelForCausalLM
 from transformers.utils import logging as hf_logging
 
 from ... import patching as P
+from ...ablations.base import Spec
+from ...ablations.measure import measure
 from ...circuits.timing import circuit_bench
+from ...entropy import entropy_profile
 from ...loading import load
 from ...model import run
 from .common import byte_tokenizer, interleaved, judge, random_ids, ratio_row, reset_peak_rss, side, vm_hwm_bytes
@@ -58,6 +65,8 @@ SHAPE_TARGETS = {
     "shape_trace_vs_hf_eager": ("trace with patterns / HF eager output_attentions", "<=", 1.10),
     "shape_patching_vs_forwards": ("patch every head's z / (heads × one forward)", "<=", 0.6),
     "shape_attribution_vs_fwd_bwd": ("attribution patching, all heads / (one forward + one backward)", "<=", 3.0),
+    "shape_entropy_vs_trace": ("entropy_profile / trace with patterns", "<=", 1.5),
+    "shape_hull_vs_no_hull": ("V = X with its hull check / without it", "<=", 5.0),
 }
 
 
@@ -169,6 +178,33 @@ def _attribution(loaded, repeats: int, T: int = PATCH_T) -> tuple[list, dict]:
         "attribution_s": cb["attribution_s"], "forward_backward_s": cb["forward_backward_s"]}
 
 
+def _entropy(loaded, T: int, repeats: int, warmup: int) -> tuple[list, dict]:
+    """The Entropy page's computation vs the trace with patterns, interleaved."""
+    w, dev = loaded.weights, loaded.device
+    ids = random_ids(w.config.d_vocab, T, dev, seed=T)
+    fns = {"entropy_profile": lambda: entropy_profile(w, ids),
+           "attnkit trace, patterns": lambda: run(w, ids, capture=["pattern"])}
+    with torch.inference_mode():
+        t = interleaved(fns, repeats, warmup, dev)
+    s = {k: side(k, v) for k, v in t.items()}
+    row = _judged("shape_entropy_vs_trace", dev, T, s["entropy_profile"], s["attnkit trace, patterns"])
+    return [row], {"entropy_s": s["entropy_profile"]["median_s"]}
+
+
+def _ablation(loaded, T: int, repeats: int) -> tuple[list, dict]:
+    """V = X with its hull check vs without it (one warm-up of the cheap side only), on T random tokens."""
+    w, dev = loaded.weights, loaded.device
+    ids = random_ids(w.config.d_vocab, T, dev, seed=9)[0].tolist()
+    fns = {"V = X with the hull check": lambda: measure(w, [ids], Spec("v=x")),
+           "V = X without it": lambda: measure(w, [ids], Spec("v=x"), hull_iters=0)}
+    with torch.inference_mode():
+        t = interleaved(fns, repeats, 1, dev, warm_fns={"V = X without it": fns["V = X without it"]})
+    s = {k: side(k, v) for k, v in t.items()}
+    row = _judged("shape_hull_vs_no_hull", dev, T, s["V = X with the hull check"], s["V = X without it"])
+    return [row], {"vx_hull_s": s["V = X with the hull check"]["median_s"],
+                   "vx_no_hull_s": s["V = X without it"]["median_s"]}
+
+
 def shape_rows(loaded, T: int, repeats: int, warmup: int, parts=("trace", "patching", "attribution"),
                log=lambda s: None) -> tuple[list, dict]:
     """The per-shape rows on a loaded model: (rows, figures)."""
@@ -178,7 +214,8 @@ def shape_rows(loaded, T: int, repeats: int, warmup: int, parts=("trace", "patch
                       "d_model": c.d_model, "d_vocab": c.d_vocab, "params": sum(p.numel() for p in
                                                                                  loaded.hf_model.parameters())}
     steps = {"trace": lambda: _trace(loaded, T, repeats, warmup), "patching": lambda: _patching(loaded, repeats),
-             "attribution": lambda: _attribution(loaded, repeats)}
+             "attribution": lambda: _attribution(loaded, repeats),
+             "entropy": lambda: _entropy(loaded, T, repeats, warmup), "ablation": lambda: _ablation(loaded, T, repeats)}
     for part in parts:
         log(f"[bench]   {part} …")
         t0 = time.perf_counter()
@@ -198,7 +235,7 @@ def _rss() -> int:
 
 
 def shape_section(shapes, *, T: int = 256, repeats: int = 2, warmup: int = 1, cache=None,
-                  parts=("trace", "patching", "attribution"), log=lambda s: None) -> dict:
+                  parts=("trace", "patching", "attribution", "entropy", "ablation"), log=lambda s: None) -> dict:
     """Every shape in turn (built or read from the cache, loaded, measured, freed): JSON-ready."""
     out = {"T": T, "repeats": repeats, "cache": str(cache_folder(cache)), "shapes": {}, "rows": []}
     for shape in shapes:
@@ -225,7 +262,7 @@ def _mb(n) -> str:
 
 def format_shapes(sec: dict) -> str:
     """The per-shape table: ratios with targets, then seconds and peak rises."""
-    out = [f"per shape (random weights, CPU): trace at T={sec['T']}, patching and attribution on a "
+    out = [f"per shape (random weights, CPU): trace, entropy and V = X at T={sec['T']}, patching and attribution on a "
            f"{PATCH_T}-token pair; medians of {sec['repeats']} interleaved runs"]
     for r in sec["rows"]:
         tgt = f"{'≤' if r['op'] == '<=' else '≥'} {r['target']:g}"
@@ -233,12 +270,14 @@ def format_shapes(sec: dict) -> str:
         out.append(f"  {r['shape']:<8} {r['label'][:60]:<60} {r['a']['median_s']:>9.3f}s {r['b']['median_s']:>9.3f}s "
                    f"{r['ratio']:>6.2f} {tgt:>7}  {verdict}")
     out.append(f"  {'shape':<8} {'params':>8} {'load':>7} {'trace':>8} {'HF eager':>9} {'trace rise':>11} "
-               f"{'HF rise':>9} {'patterns':>9} {'patch all':>10} {'patch rise':>11} {'attrib.':>8}")
+               f"{'HF rise':>9} {'patterns':>9} {'patch all':>10} {'patch rise':>11} {'attrib.':>8} {'entropy':>8} "
+               f"{'V = X':>8}")
     for name, s in sec["shapes"].items():
         def secs(k):
             return "—" if k not in s else f"{s[k]:.2f}s"
         out.append(f"  {name:<8} {s['params'] / 1e6:>7.0f}M {s['load_s']:>6.1f}s {secs('trace_s'):>8} "
                    f"{secs('hf_eager_s'):>9} {_mb(s.get('trace_peak_rise_bytes')):>11} "
                    f"{_mb(s.get('hf_eager_peak_rise_bytes')):>9} {_mb(s.get('pattern_bytes')):>9} "
-                   f"{secs('patch_s'):>10} {_mb(s.get('patch_peak_rise_bytes')):>11} {secs('attribution_s'):>8}")
+                   f"{secs('patch_s'):>10} {_mb(s.get('patch_peak_rise_bytes')):>11} {secs('attribution_s'):>8} "
+                   f"{secs('entropy_s'):>8} {secs('vx_hull_s'):>8}")
     return "\n".join(out)
