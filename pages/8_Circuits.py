@@ -98,21 +98,36 @@ def _pairs(pairs: tuple) -> list:
     return [P.Pair(list(c), list(k), a, d, pos) for c, k, a, d, pos in pairs]
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
-def path_result(name: str, device: str, pair: tuple, receiver: str, direction: str, source: str):
-    return PA.path_map(ui.cached_model(name, device).weights, _pairs((pair,))[0], receiver, direction,
-                       mlps=True, source=source)
+# Path patching, discovery and the exact comparison are jobs (progress, Stop, the last result kept and marked
+# stale): exact patching of every edge is minutes on GPT-2 small's shape (32,491 edges), far more on larger ones.
+
+def _weights():
+    return ui.cached_model(ctx.model_name, ctx.device).weights
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
-def found(name: str, device: str, pairs: tuple, share: float, ablation: str, mlps: bool) -> DI.Circuit:
-    return DI.discover(ui.cached_model(name, device).weights, _pairs(pairs), share, ablation=ablation, mlps=mlps)
+def path_result(pair: P.Pair, receiver: str, direction: str, source: str) -> PA.PathResult | None:
+    w = _weights()
+    shown = ui.job("ci_path", (ctx.model_name, ctx.device, _key(pair), receiver, direction, source),
+                   f"Patching every sender into {receiver}",
+                   lambda progress: PA.path_map(w, pair, receiver, direction, mlps=True, source=source,
+                                                progress=progress))
+    return None if shown is None else shown.result
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
-def versus_exact(name: str, device: str, pair: tuple, mlps: bool):
-    w, pr = ui.cached_model(name, device).weights, _pairs((pair,))[0]
-    return AP.head_attribution(w, pr, "denoise"), AP.edge_attribution(w, pr, "noise", mlps=mlps, exact=True)
+def found(pairs: list, share: float, ablation: str, mlps: bool) -> DI.Circuit | None:
+    w = _weights()
+    shown = ui.job("ci_found", (ctx.model_name, ctx.device, tuple(_key(p) for p in pairs), share, ablation, mlps),
+                   "Scoring every edge and running circuits",
+                   lambda progress: DI.discover(w, pairs, share, ablation=ablation, mlps=mlps, progress=progress))
+    return None if shown is None else shown.result
+
+
+def versus_exact(pair: P.Pair, mlps: bool):
+    w = _weights()
+    shown = ui.job("ci_exact_job", (ctx.model_name, ctx.device, _key(pair), mlps),
+                   "Exact patching of every head × position and every edge",
+                   lambda progress: AP.versus_exact(w, pair, mlps, progress=progress))
+    return None if shown is None else shown.result
 
 
 # ----------------------------------------------------------------------------- clicks
@@ -227,9 +242,10 @@ def path_section(pair: P.Pair):
     source = c4.radio("Sender's output from", list(PA.SOURCES), key="ci_source", horizontal=True,
                       format_func=lambda s: {"pair": "the other prompt", "mean": "its mean over positions"}[s])
     direction = c5.radio("Direction", list(P.DIRECTIONS), key="ci_direction", horizontal=True)
-    recv = f"L{layer}H{head}.{inp}"
-    with st.spinner(ui.plain(f"Patching every sender into {recv} …")):
-        res = path_result(ctx.model_name, ctx.device, _key(pair), recv, direction, source)
+    res = path_result(pair, f"L{layer}H{head}.{inp}", direction, source)
+    if res is None:
+        return
+    recv, direction = res.receiver, res.direction          # what was computed (a stale result says so above)
     df = res.frame()
     heads = df[df["sender"].str.startswith("L")].copy()
     heads["layer"] = [int(s[1:].split("H")[0]) for s in heads["sender"]]
@@ -260,8 +276,9 @@ def discovery_section(pairs: list):
     ablation = c2.radio("Edges outside the circuit", list(DI.ABLATIONS), key="ci_ablation", horizontal=True,
                         format_func=lambda a: {"resample": "corrupted output", "mean": "mean output"}[a])
     mlps = not c3.checkbox("Heads only (no MLP nodes)", key="ci_heads_only")
-    with st.spinner("Scoring every edge and running circuits …"):
-        c = found(ctx.model_name, ctx.device, tuple(_key(p) for p in pairs), share, ablation, mlps)
+    c = found(pairs, share, ablation, mlps)
+    if c is None:
+        return
     for n in c.notes:
         st.caption(ui.plain(n))
     m1, m2, m3, m4 = st.columns(4)
@@ -278,7 +295,7 @@ def discovery_section(pairs: list):
                     key="ci_graph")
     edges = pd.DataFrame(c.edges, columns=["sender", "receiver", "attribution"])
     st.dataframe(edges, hide_index=True, width="stretch", height=260)
-    meta = ui.meta_for(ctx, share=share, ablation=ablation, pairs=len(pairs))
+    meta = ui.meta_for(ctx, share=c.target, ablation=c.ablation, pairs=c.n_pairs)
     ui.download_buttons(edges, graph, "circuit_edges", meta, key="ci_edges")
     ui.download_buttons(c.curve_frame(), curve, "faithfulness", meta, key="ci_curve")
     st.download_button("JSON", ui.json_bytes(c.to_json()), file_name="circuit.json", mime="application/json",
@@ -291,8 +308,10 @@ def exact_section(pair: P.Pair):
         st.caption("Attribution patching is a first-order estimate (gradient × activation difference, one "
                    "forward and one backward pass); this runs the exact patches it stands for.")
         return
-    with st.spinner("Exact patching of every head × position and every edge …"):
-        ha, ea = versus_exact(ctx.model_name, ctx.device, _key(pair), not st.session_state.get("ci_heads_only"))
+    both = versus_exact(pair, not st.session_state.get("ci_heads_only"))
+    if both is None:
+        return
+    ha, ea = both
     left, right = st.columns(2)
     hdf = ha.frame()
     left.altair_chart(CC.estimate_vs_exact(hdf, title=f"heads × positions (denoise): Spearman {ha.spearman:.3f}"),

@@ -662,3 +662,54 @@ def test_path_map_over_a_prompt_set_and_batches(tiny, tiny_pair):
     a = DI.circuit_logit_diffs(runs, S, R, keep, abl)
     b = DI.circuit_logit_diffs(runs, S, R, keep, abl, max_bytes=1)
     np.testing.assert_allclose(a, b, atol=1e-4)
+
+
+# ----------------------------------------------------------------------------- progress and Stop (the page's jobs)
+
+class _Stop(BaseException):
+    """Stands for attnkit.app.jobs.Stopped, which the page's progress callback raises once Stop is pressed."""
+
+
+def _recorder(stop_after: int | None = None):
+    calls = []
+
+    def progress(done, total):
+        calls.append((done, total))
+        if stop_after is not None and len(calls) >= stop_after:
+            raise _Stop
+    return calls, progress
+
+
+def test_circuit_work_reports_progress_and_stops_when_asked(pair, odd):
+    """Path maps, discovery and the exact comparison count up to their total (done ≤ total, never
+    backwards, ending at total) and end at the first progress call that raises, as Stop does."""
+    w = odd.weights
+    L = w.config.n_layers
+    runs = {
+        "path map": lambda pr: PA.path_map(w, pair, f"L{L - 1}H0.k", "denoise", mlps=True, progress=pr),
+        "discover": lambda pr: DI.discover(w, pair, 0.8, progress=pr, steps=2),
+        "versus exact": lambda pr: AP.versus_exact(w, pair, True, progress=pr),
+    }
+    for name, fn in runs.items():
+        calls, pr = _recorder()
+        fn(pr)
+        assert calls, name
+        dones = [d for d, _ in calls]
+        assert dones == sorted(dones) and all(d <= t for d, t in calls), (name, calls)
+        assert calls[-1][0] == calls[-1][1], (name, calls[-1])
+        calls, pr = _recorder(stop_after=1)
+        with pytest.raises(_Stop):
+            fn(pr)
+        assert len(calls) == 1, name
+
+
+def test_versus_exact_counts_every_exact_run(pair, odd):
+    """Its total is the heads × positions up to the read position plus every edge, and its results are
+    head_attribution's and edge_attribution's with exact values."""
+    w = odd.weights
+    calls, pr = _recorder()
+    ha, ea = AP.versus_exact(w, pair, False, progress=pr)
+    c = w.config
+    assert calls[-1][1] == c.n_layers * c.n_heads * (pair.pos + 1) + int(np.isfinite(ea.scores).sum())
+    assert ha.exact is not None and ea.exact is not None
+    np.testing.assert_allclose(ha.estimate, AP.head_attribution(w, pair, "denoise", exact=False).estimate, atol=1e-9)

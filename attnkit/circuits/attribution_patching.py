@@ -20,6 +20,7 @@ heads, :func:`attnkit.circuits.path.edge_effects` for edges) and their Spearman 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import torch
@@ -140,9 +141,10 @@ class HeadAttribution:
 
 
 def head_attribution(weights: Weights, pair: Pair, direction: str = "denoise", exact: bool = True,
-                     runs: Runs | None = None) -> HeadAttribution:
+                     runs: Runs | None = None, progress: Callable[[int, int], None] | None = None) -> HeadAttribution:
     """Attribution patching of every head's z at every position (patched LD estimates, [L, H, T]): one
-    plain forward on the source prompt, one forward with gradients and one backward on the receiving one."""
+    plain forward on the source prompt, one forward with gradients and one backward on the receiving one.
+    ``exact``: also every head × position patched for real (``progress(done, total)`` counts those runs)."""
     if direction not in ("denoise", "noise"):
         raise PatchError(f"unknown direction {direction!r}; choose denoise or noise")
     w2 = runs.w2 if runs is not None else two_token_weights(weights, pair.answer, pair.distractor)
@@ -154,7 +156,7 @@ def head_attribution(weights: Weights, pair: Pair, direction: str = "denoise", e
     L = weights.config.n_layers
     est = np.stack([((src["z", l][0] - gr.values[("z", l)]) * gr.grads[("z", l)]).double().sum(-1).cpu().numpy()
                     for l in range(L)]) + gr.ld
-    ex = patch(weights, pair, "z", per_position=True, direction=direction).raw if exact else None
+    ex = patch(weights, pair, "z", per_position=True, direction=direction, progress=progress).raw if exact else None
     clean_ld, corrupt_ld = (src_ld, gr.ld) if direction == "denoise" else (gr.ld, src_ld)
     return HeadAttribution(direction, est, ex, clean_ld, corrupt_ld, list(pair.notes))
 
@@ -234,11 +236,12 @@ class EdgeAttribution:
 
 def edge_attribution(weights: Weights, pair: Pair, direction: str = "noise", *, deltas: dict | None = None,
                      mlps: bool = True, exact: bool = False, runs: Runs | None = None,
-                     steps: int = 1) -> EdgeAttribution:
+                     steps: int = 1, progress: Callable[[int, int], None] | None = None) -> EdgeAttribution:
     """Edge attribution patching over the head/MLP graph. ``deltas`` (optional): {sender node: Δ [T, d]}
     replacing (source − receiving run), e.g. a mean ablation. ``steps`` > 1: the gradients are averaged
     along the line from the receiving run's embedding to the embedding plus its Δ (integrated gradients
-    over the input, :func:`integrated_receiver_grads`); 1: at the receiving run only."""
+    over the input, :func:`integrated_receiver_grads`); 1: at the receiving run only. With ``exact``,
+    ``progress(done, total)`` counts the exact patched runs (one per edge)."""
     if not isinstance(steps, int) or steps < 1:
         raise PatchError(f"steps must be a whole number ≥ 1, got {steps!r}")
     cfg = weights.config
@@ -259,10 +262,28 @@ def edge_attribution(weights: Weights, pair: Pair, direction: str = "noise", *, 
     if exact:
         ii, jj = np.nonzero(ok)
         vals = edge_effects(runs, [(S_nodes[i], R_nodes[j]) for i, j in zip(ii, jj)], direction,
-                            deltas=deltas)
+                            deltas=deltas, progress=progress)
         ex = np.full(scores.shape, np.nan)
         ex[ii, jj] = vals - ld
     notes = list(pair.notes) + ([f"gradients averaged over {steps} points between the receiving run's "
                                  "embedding and the ablated one (integrated gradients)"] if steps > 1 else [])
     return EdgeAttribution(S_names, R_names, scores, direction, ld, ex, notes)
 
+
+
+def versus_exact(weights: Weights, pair: Pair, mlps: bool = True,
+                 progress: Callable[[int, int], None] | None = None) -> tuple[HeadAttribution, EdgeAttribution]:
+    """Attribution patching beside exact patching: every head × position (denoise) and every edge of the
+    head/MLP graph (noise), each estimate with its exact patched value. ``progress(done, total)`` counts the
+    exact patched runs of both (heads × positions up to the read position, then edges)."""
+    cfg = weights.config
+    head_runs = cfg.n_layers * cfg.n_heads * (pair.pos + 1)
+    S = [parse_node(n, cfg) for n in sender_names(cfg, mlps)]
+    R = [parse_node(n, cfg, "receiver") for n in receiver_names(cfg, mlps)]
+    total = head_runs + sum(precedes(s, r, cfg) for s in S for r in R)
+
+    def from_(offset: int):
+        return None if progress is None else (lambda done, _t: progress(offset + done, total))
+    ha = head_attribution(weights, pair, "denoise", progress=from_(0))
+    ea = edge_attribution(weights, pair, "noise", mlps=mlps, exact=True, progress=from_(head_runs))
+    return ha, ea

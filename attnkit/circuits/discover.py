@@ -24,6 +24,7 @@ its input keeps an edge when any query head of its group keeps it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import torch
@@ -148,9 +149,10 @@ def _kv_union(keep: torch.Tensor, R: list[tuple], group: int) -> torch.Tensor:
 
 @torch.inference_mode()
 def circuit_logit_diffs(runs: Runs, S: list[tuple], R: list[tuple], keep: torch.Tensor, abl: dict,
-                        max_rows: int = 16, max_bytes: float = 2.5e8) -> np.ndarray:
+                        max_rows: int = 16, max_bytes: float = 2.5e8,
+                        progress: Callable[[int], None] | None = None) -> np.ndarray:
     """LD on the clean prompt for each circuit (row of ``keep`` [B, S, R]), in batches whose stack of sender
-    differences stays under ``max_bytes``."""
+    differences stays under ``max_bytes``; ``progress(rows)`` after each batch with the rows it ran."""
     keep = _kv_union(keep.to(runs.w2.device), R, runs.w2.config.group)
     exists = torch.tensor([[precedes(s, r, runs.w2.config) for r in R] for s in S], device=keep.device)
     out = []
@@ -161,6 +163,8 @@ def circuit_logit_diffs(runs: Runs, S: list[tuple], R: list[tuple], keep: torch.
         cr = _CircuitRun(runs.w2, S, R, part, abl, exists)
         ids = torch.tensor([runs.pair.clean], device=runs.w2.device).expand(part.shape[0], -1)
         out.append(logit_diffs(run(runs.w2, ids, hooks=cr.hooks()).logits, runs.pair.pos).cpu().numpy())
+        if progress:
+            progress(part.shape[0])
     return np.concatenate(out)
 
 
@@ -216,6 +220,31 @@ class Circuit:
                 "notes": self.notes}
 
 
+def _counter(progress, total: int):
+    """``tick(n)``: n more forward-pass equivalents done, reported as ``progress(done, total)``."""
+    done = [0]
+
+    def tick(n: int) -> None:
+        done[0] += n
+        if progress:
+            progress(min(done[0], total), total)
+    return tick
+
+
+def _notes(n_pairs: int, ablation: str, steps: int, clean: float) -> list[str]:
+    how = f"integrated over {steps} points from the clean to the ablated embedding" if steps > 1 else "at the clean run"
+    notes = [f"{n_pairs} pair(s); edges ranked by |edge attribution| (Δ = {ablation}-ablated − clean output; "
+             f"gradients {how}); faithfulness = LD(circuit) / LD(clean) with every other edge ablated"]
+    if clean <= 0:
+        notes.append(f"the clean logit difference is {clean:+.4f} (not positive): LD(circuit) / LD(clean) is not a "
+                     "share here; read 'recovered' (0 = every edge ablated, 1 = clean) instead")
+    return notes
+
+
+def _n_edges(S: list[tuple], R: list[tuple], cfg) -> int:
+    return sum(precedes(s, r, cfg) for s in S for r in R)
+
+
 def _grid(n: int, points: int) -> list[int]:
     g = np.unique(np.round(np.geomspace(1, max(n, 1), points)).astype(int))
     return [0] + [int(x) for x in g]
@@ -229,8 +258,8 @@ def _keep(order: np.ndarray, shape: tuple, ks: list[int]) -> torch.Tensor:
     return keep
 
 
-def _scores(weights: Weights, pairs: list[Pair], S, R, ablation: str, mlps: bool, steps: int):
-    """(summed edge attribution [S, R], per pair (runs, ablated outputs))."""
+def _scores(weights: Weights, pairs: list[Pair], S, R, ablation: str, mlps: bool, steps: int, tick=None):
+    """(summed edge attribution [S, R], per pair (runs, ablated outputs)); ``tick(runs)`` after each pair."""
     total, per = None, []
     for pr in pairs:
         runs = cache_runs(weights, pr)
@@ -239,13 +268,24 @@ def _scores(weights: Weights, pairs: list[Pair], S, R, ablation: str, mlps: bool
         ea = edge_attribution(weights, pr, "noise", deltas=deltas, mlps=mlps, runs=runs, steps=steps)
         total = ea.scores if total is None else total + ea.scores
         per.append((runs, abl))
+        if tick:
+            tick(_scoring_runs(steps))
     return total, per
 
 
+def _scoring_runs(steps: int) -> int:
+    """Forward-pass equivalents of scoring one pair's edges: its two cached runs and one forward + backward
+    (≈ 2 forwards) per integrated-gradient point."""
+    return 2 + 2 * steps
+
+
 def discover(weights: Weights, pairs: Pair | list[Pair], target: float = 0.8, *, ablation: str = "resample",
-             mlps: bool = True, points: int = 24, refine: int = 12, steps: int = STEPS) -> Circuit:
+             mlps: bool = True, points: int = 24, refine: int = 12, steps: int = STEPS,
+             progress: Callable[[int, int], None] | None = None) -> Circuit:
     """The smallest top-k edge circuit (by |edge attribution|) whose faithfulness reaches ``target``.
-    ``steps``: points of the integrated-gradients average behind the edge scores (1: plain edge attribution)."""
+    ``steps``: points of the integrated-gradients average behind the edge scores (1: plain edge attribution).
+    ``progress(done, total)`` counts forward-pass equivalents: scoring each pair, then each circuit run (the
+    total assumes the refinement runs; it jumps to done when none is needed)."""
     pairs = [pairs] if isinstance(pairs, Pair) else list(pairs)
     if not pairs:
         raise PatchError("no prompt pairs to discover a circuit on")
@@ -255,7 +295,9 @@ def discover(weights: Weights, pairs: Pair | list[Pair], target: float = 0.8, *,
     S_names, R_names = sender_names(cfg, mlps), receiver_names(cfg, mlps)
     S = [parse_node(n, cfg) for n in S_names]
     R = [parse_node(n, cfg, "receiver") for n in R_names]
-    scores, per = _scores(weights, pairs, S, R, ablation, mlps, steps)
+    total = len(pairs) * (_scoring_runs(steps) + len(_grid(_n_edges(S, R, cfg), points)) + refine)
+    tick = _counter(progress, total)
+    scores, per = _scores(weights, pairs, S, R, ablation, mlps, steps, tick)
     ok = np.isfinite(scores)
     flat = np.where(ok, np.abs(scores), -1.0).ravel()
     order = np.argsort(-flat, kind="stable")[: int(ok.sum())]
@@ -263,7 +305,7 @@ def discover(weights: Weights, pairs: Pair | list[Pair], target: float = 0.8, *,
 
     def faith(ks: list[int]) -> np.ndarray:
         keep = _keep(order, scores.shape, ks)
-        lds = np.mean([circuit_logit_diffs(r, S, R, keep, a) for r, a in per], 0)
+        lds = np.mean([circuit_logit_diffs(r, S, R, keep, a, progress=tick) for r, a in per], 0)
         return lds
 
     ks = _grid(len(order), points)
@@ -277,13 +319,7 @@ def discover(weights: Weights, pairs: Pair | list[Pair], target: float = 0.8, *,
             o = np.argsort(ks)
             ks, lds = [ks[i] for i in o], lds[o]
             hit = [i for i, v in enumerate(lds) if clean and v / clean >= target]
-    how = f"integrated over {steps} points from the clean to the ablated embedding" if steps > 1 else "at the clean run"
-    notes = [f"{len(pairs)} pair(s); edges ranked by |edge attribution| (Δ = {ablation}-ablated − clean output; "
-             f"gradients {how}); "
-             "faithfulness = LD(circuit) / LD(clean) with every other edge ablated"]
-    if clean <= 0:
-        notes.append(f"the clean logit difference is {clean:+.4f} (not positive): LD(circuit) / LD(clean) is not a "
-                     "share here; read 'recovered' (0 = every edge ablated, 1 = clean) instead")
+    notes = _notes(len(pairs), ablation, steps, clean)
     if hit:
         best = hit[0]
     else:
@@ -291,6 +327,8 @@ def discover(weights: Weights, pairs: Pair | list[Pair], target: float = 0.8, *,
         notes.append(f"no circuit reached {target:.0%} of the clean logit difference; the most faithful one "
                      f"({lds[best] / clean:.1%}) is kept")
     fl = [(S_names[i // len(R)], R_names[i % len(R)], float(scores.ravel()[i])) for i in order]
+    if progress:
+        progress(total, total)
     return Circuit(fl[: ks[best]], fl, ks, [float(v / clean) if clean else float("nan") for v in lds], clean,
                    float(lds[0]), float(np.mean([r.corrupt_ld for r, _ in per])), float(lds[best]), target, ablation,
                    len(pairs), notes)

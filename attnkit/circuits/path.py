@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import torch
@@ -195,9 +196,11 @@ def _run_rows(w2: Weights, recv_cache: dict, ids: list[int], rows: list[tuple], 
 
 
 def edge_effects(runs: Runs, edges: list[tuple[tuple, tuple]], direction: str = "denoise",
-                 deltas: dict | None = None, max_batch_tokens: int = MAX_BATCH_TOKENS) -> np.ndarray:
+                 deltas: dict | None = None, max_batch_tokens: int = MAX_BATCH_TOKENS,
+                 progress: Callable[[int, int], None] | None = None) -> np.ndarray:
     """Patched logit differences, one per (sender, receiver) edge (parsed nodes). ``deltas`` (optional)
-    maps a sender to its Δ [T, d] instead of (source − receiving run)."""
+    maps a sender to its Δ [T, d] instead of (source − receiving run). ``progress(done, total)`` is called
+    after each batch of patched runs (edges done of all)."""
     cfg = runs.w2.config
     recv_c, src_c, ids = runs.side(direction)
     for s, r in edges:
@@ -208,6 +211,7 @@ def edge_effects(runs: Runs, edges: list[tuple[tuple, tuple]], direction: str = 
     for i, (s, r) in enumerate(edges):
         groups.setdefault(cfg.n_layers if r[0] == "logits" else r[1], []).append(i)
     chunk = max(1, max_batch_tokens // runs.pair.T)
+    done = 0
     for _, idx in sorted(groups.items()):
         for c in range(0, len(idx), chunk):
             part = idx[c: c + chunk]
@@ -217,6 +221,9 @@ def edge_effects(runs: Runs, edges: list[tuple[tuple, tuple]], direction: str = 
                 d = deltas[s] if deltas is not None else sender_output(src_c, s) - sender_output(recv_c, s)
                 rows.append((r, d))
             out[part] = _run_rows(runs.w2, recv_c, ids, rows, runs.pair.pos).cpu().numpy()
+            done += len(part)
+            if progress:
+                progress(done, len(edges))
     return out
 
 
@@ -278,10 +285,11 @@ def path_patch(weights: Weights, pair: Pair, sender: str, receiver: str, directi
 
 def path_map(weights: Weights, pair: Pair, receiver: str, direction: str = "denoise", *,
              senders: list[str] | None = None, mlps: bool = False, source: str = "pair",
-             runs: Runs | None = None) -> PathResult:
+             runs: Runs | None = None, progress: Callable[[int, int], None] | None = None) -> PathResult:
     """Every sender earlier than ``receiver`` (heads; MLPs and the embedding with ``mlps``) patched
     into that one input, one sender at a time. ``source``: "pair" (the sender's output in the other
-    prompt's run) or "mean" (its output averaged over the receiving run's positions)."""
+    prompt's run) or "mean" (its output averaged over the receiving run's positions). ``progress(done,
+    total)``: senders patched so far."""
     cfg = weights.config
     if source not in SOURCES:
         raise PatchError(f"unknown source {source!r}; choose pair or mean")
@@ -292,7 +300,8 @@ def path_map(weights: Weights, pair: Pair, receiver: str, direction: str = "deno
     parsed = [parse_node(s, cfg) for s in senders]
     runs = runs or cache_runs(weights, pair)
     deltas = mean_deltas(runs.side(direction)[0], parsed) if source == "mean" else None
-    raw = edge_effects(runs, [(s, r) for s in parsed], direction, deltas) if parsed else np.zeros(0)
+    raw = edge_effects(runs, [(s, r) for s in parsed], direction, deltas, progress=progress) if parsed \
+        else np.zeros(0)
     notes = list(pair.notes)
     if source == "mean":
         notes.append("source = mean: each sender's output replaced (for the receiver only) by its mean over the "
