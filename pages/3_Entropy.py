@@ -96,53 +96,50 @@ if info["left_out"]:
 st.caption(" · ".join(notes) + ".")
 
 
-def _doc(name: str, device: str, ids: tuple, base: float | None, clamp: bool, progress=None):
+def _doc(name: str, device: str, weights, ids: tuple, base: float | None, clamp: bool, progress=None):
     """Curves of one document (numpy): entropy [L, H, T], first-token mass [L, H, T], loss [T−1], cached for every
-    session (ui.cached_result: st.cache_data would replay the progress bar's updates into another run's bar).
+    session by (model, device, ids, intervention) (ui.cached_result: st.cache_data would replay the progress
+    bar's updates into another run's bar).
 
     Computed block-wise (attnkit.streaming): no T × T pattern, so a document can fill the context of a
     long-context model; ``progress(layers_done, n_layers)`` (not part of the cache key) reports each layer."""
     def make():
-        m = ui.cached_model(name, device)
         iv = E.LogLengthScaling(base, clamp) if base else None
-        c = E.doc_curves(m.weights, list(ids), iv, loss=True, progress=progress)
+        c = E.doc_curves(weights, list(ids), iv, loss=True, progress=progress)
         return c.entropy[0].cpu().numpy(), c.first_token[0].cpu().numpy(), c.loss[0].cpu().numpy()
 
     return ui.cached_result(("entropy-doc", name, device, ids, base, clamp), make)
 
 
-def summary(base: float | None = None, clamp: bool = True, label: str = "Measuring") -> E.Summary:
-    """Aggregate over the documents; per-document results are cached (st.cache_data), the aggregate is
-    kept per session so that changing a selector redraws without touching the model."""
+def summary(base: float | None = None, clamp: bool = True, label: str = "Measuring",
+            slot: str = "ent_summary") -> E.Summary | None:
+    """Aggregate over the documents, as a job (progress in tokens × layers, Stop, the last result kept and
+    marked stale); per-document curves are cached process-wide, so changing a selector redraws at once.
+    None until the first result for these documents exists."""
     key = (ctx.model_name, ctx.device, hash(tuple(tuple(d) for d in docs)), base, clamp)
-    memo = st.session_state.setdefault("_ent_memo", {})
-    if key in memo:
-        return memo[key]
-    agg = E.Aggregate(ctx.model.config.windows)
-    bar = st.progress(0.0, text=label)
-    total = sum(map(len, docs))
-    done = 0
-    for k, d in enumerate(docs):
-        def layer_done(l, n, k=k, d=d, done=done):
-            # tokens × layers done, so that one long document moves the bar too
-            bar.progress(min(1.0, (done + len(d) * l / n) / total),  # internal text: counts and the page's label
-                         text=f"{label}: document {k + 1}/{len(docs)} ({len(d):,} tokens), layer {l}/{n}")
+    name, device, weights, windows = ctx.model_name, ctx.device, ctx.model.weights, ctx.model.config.windows
+    ds, n = [tuple(int(i) for i in d) for d in docs], ctx.model.config.n_layers
+    total = sum(map(len, ds)) * n
 
-        agg.add(*_doc(ctx.model_name, ctx.device, tuple(int(i) for i in d), base, clamp, progress=layer_done))
-        done += len(d)
-        bar.progress(min(1.0, done / total), text=f"{label}: document {k + 1}/{len(docs)}")
-    bar.empty()
-    s = agg.result()
-    while len(memo) >= 6:
-        memo.pop(next(iter(memo)))
-    memo[key] = s
-    return s
+    def work(progress):
+        agg, done = E.Aggregate(windows), 0
+        for d in ds:                       # tokens × layers done, so that one long document moves the bar too
+            agg.add(*_doc(name, device, weights, d, base, clamp,
+                          progress=lambda l, _n, done=done, d=d: progress(done + len(d) * l, total)))
+            done += len(d) * n
+            progress(done, total)
+        return agg.result()
+
+    shown = ui.job(slot, key, f"{label} ({len(ds)} document(s), {sum(map(len, ds)):,} tokens)", work)
+    return None if shown is None else shown.result
 
 
 try:
     s = summary(label="Measuring attention entropy")
 except (ValueError, RuntimeError) as e:
     ui.show_error(f"Could not run the model: {e}")
+    st.stop()
+if s is None:                              # the first measurement is running (progress and Stop above) or stopped
     st.stop()
 
 meta = ui.meta_for(ctx, documents=s.n_docs, window=window)
@@ -249,9 +246,11 @@ if on:
         st.info(f"With the raw factor and b = {base:g} > {s.T} positions every factor is below 1: every query "
                 "is flattened, a strong change to a model trained without it.")
     try:
-        s2 = summary(base, clamp, label="Measuring with log-length scaling")
+        s2 = summary(base, clamp, label="Measuring with log-length scaling", slot="ent_log")
     except (ValueError, RuntimeError) as e:
         ui.show_error(f"Could not run the intervention: {e}")
+        st.stop()
+    if s2 is None:
         st.stop()
     st.dataframe(pd.DataFrame({
         "model": ["unmodified", f"log-length (b = {base:g})"],

@@ -84,25 +84,23 @@ if not 0.5 <= state.share <= 1.0:
 
 # ----------------------------------------------------------------------------- cached computations
 
-@st.cache_data(show_spinner=False, max_entries=8)
-def composition(name: str, device: str) -> CO.Composition:
-    return CO.composition(ui.cached_model(name, device).weights)
-
-
-@st.cache_data(show_spinner=False, max_entries=8)
-def head_scores(name: str, device: str) -> CO.HeadScores:
-    return CO.head_scores(ui.cached_model(name, device).weights)
-
-
 def _pairs(pairs: tuple) -> list:
     return [P.Pair(list(c), list(k), a, d, pos) for c, k, a, d, pos in pairs]
 
 
-# Path patching, discovery and the exact comparison are jobs (progress, Stop, the last result kept and marked
+# The weight views, path patching, discovery and the exact comparison are jobs (progress, Stop, the last result kept and marked
 # stale): exact patching of every edge is minutes on GPT-2 small's shape (32,491 edges), far more on larger ones.
 
 def _weights():
     return ui.cached_model(ctx.model_name, ctx.device).weights
+
+
+def weight_views() -> tuple | None:
+    """(composition, per-head scores): prompt-free, once per model (25 s on GPT-2 medium's shape)."""
+    w = _weights()
+    shown = ui.job("ci_weights", (ctx.model_name, ctx.device), "Composition and per-head scores from the weights",
+                   lambda progress: CO.weight_views(w, progress=progress))
+    return None if shown is None else shown.result
 
 
 def path_result(pair: P.Pair, receiver: str, direction: str, source: str) -> PA.PathResult | None:
@@ -166,7 +164,10 @@ if goto is not None:
 # ============================================================================= weights
 def weights_section():
     st.subheader("How heads compose (from the weights, no prompt)")
-    comp, hs = composition(ctx.model_name, ctx.device), head_scores(ctx.model_name, ctx.device)
+    views = weight_views()
+    if views is None:
+        return
+    comp, hs = views
     b = comp.baseline
     c1, c2 = st.columns([1, 2])
     mode = c1.radio("Composition", ["k", "q", "v"], key="ci_mode", horizontal=True,

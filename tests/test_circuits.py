@@ -681,7 +681,7 @@ def _recorder(stop_after: int | None = None):
 
 
 def test_circuit_work_reports_progress_and_stops_when_asked(pair, odd):
-    """Path maps, discovery and the exact comparison count up to their total (done ≤ total, never
+    """Path maps, discovery, the exact comparison and the weight views count up to their total (done ≤ total, never
     backwards, ending at total) and end at the first progress call that raises, as Stop does."""
     w = odd.weights
     L = w.config.n_layers
@@ -689,6 +689,7 @@ def test_circuit_work_reports_progress_and_stops_when_asked(pair, odd):
         "path map": lambda pr: PA.path_map(w, pair, f"L{L - 1}H0.k", "denoise", mlps=True, progress=pr),
         "discover": lambda pr: DI.discover(w, pair, 0.8, progress=pr, steps=2),
         "versus exact": lambda pr: AP.versus_exact(w, pair, True, progress=pr),
+        "weight views": lambda pr: CO.weight_views(w, progress=pr),
     }
     for name, fn in runs.items():
         calls, pr = _recorder()
@@ -713,3 +714,11 @@ def test_versus_exact_counts_every_exact_run(pair, odd):
     assert calls[-1][1] == c.n_layers * c.n_heads * (pair.pos + 1) + int(np.isfinite(ea.scores).sum())
     assert ha.exact is not None and ea.exact is not None
     np.testing.assert_allclose(ha.estimate, AP.head_attribution(w, pair, "denoise", exact=False).estimate, atol=1e-9)
+
+
+def test_weight_views_are_composition_and_head_scores(odd):
+    comp, hs = CO.weight_views(odd.weights)
+    ref = CO.composition(odd.weights)
+    for m in CO.MODES:
+        np.testing.assert_array_equal(comp.scores[m], ref.scores[m])
+    np.testing.assert_array_equal(hs.frame()["copying"], CO.head_scores(odd.weights).frame()["copying"])

@@ -40,6 +40,7 @@ token).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import torch
@@ -158,20 +159,25 @@ def random_baseline(d_model: int, d_head: int, n: int = 200, seed: int = 0) -> d
 
 
 @torch.no_grad()
-def composition(w: Weights, modes=MODES, *, baseline_samples: int = 200, seed: int = 0) -> Composition:
-    """Q-, K- and V-composition scores of every pair of heads in different layers (sender earlier)."""
+def composition(w: Weights, modes=MODES, *, baseline_samples: int = 200, seed: int = 0,
+                progress: Callable[[int, int], None] | None = None) -> Composition:
+    """Q-, K- and V-composition scores of every pair of heads in different layers (sender earlier).
+    ``progress(done, total)`` after each receiving layer of each mode."""
     cfg = w.config
     bad = [m for m in modes if m not in MODES]
     if bad:
         raise ValueError(f"unknown composition mode(s) {bad}; choose from q, k, v")
     L, H = cfg.n_layers, cfg.n_heads
     circ = _circuits(w)
-    scores = {}
+    scores, done, total = {}, 0, len(modes) * (L - 1)
     for m in modes:
         s = np.full((L * H, L * H), np.nan)
         for l2 in range(1, L):
             P = torch.cat([circ[l]["P"] for l in range(l2)])
             s[: l2 * H, l2 * H:(l2 + 1) * H] = pair_scores(P, circ[l2][m]).numpy()
+            done += 1
+            if progress:
+                progress(done, total)
         scores[m] = s
     notes = ["ln_1's scale is folded into W_Q/W_K/W_V (exact); the norm's centring, its 1/σ (input-dependent), "
              "its bias and the heads' biases are not folded"]
@@ -235,8 +241,9 @@ def _offset_structure(S: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @torch.no_grad()
-def head_scores(w: Weights, n_pos: int = 64) -> HeadScores:
-    """Per-head copying, same-token and positional scores (see the module docstring)."""
+def head_scores(w: Weights, n_pos: int = 64, progress: Callable[[int, int], None] | None = None) -> HeadScores:
+    """Per-head copying, same-token and positional scores (see the module docstring); ``progress(done, total)``
+    after each layer."""
     cfg = w.config
     L, H = cfg.n_layers, cfg.n_heads
     big = cfg.d_vocab * cfg.d_model ** 2 > F64_LIMIT
@@ -257,6 +264,8 @@ def head_scores(w: Weights, n_pos: int = 64) -> HeadScores:
             pos.append(share), off.append(best)
         else:
             pos.append(torch.full((H,), float("nan"), dtype=torch.float64)), off.append(torch.full((H,), -1))
+        if progress:
+            progress(l + 1, L)
     notes = ["copying = Re Σλ / Σ|λ| over the eigenvalues of W_E·W_OV·W_Uᵀ (ln_1's and the final norm's scales "
              "folded; MLPs, biases and 1/σ left out)", "qk_token: the same score for W_E·W_QK·W_Eᵀ"]
     notes.append("qk_positional: rotary family, positions enter by rotation, not scored" if w.wpe is None else
@@ -264,3 +273,15 @@ def head_scores(w: Weights, n_pos: int = 64) -> HeadScores:
                  "positions explained by a function of the offset i − j")
     st = (lambda xs: torch.stack(xs).numpy())                           # noqa: E731
     return HeadScores(st(copy), st(tok), st(pos), st(off), n_pos, notes)
+
+
+def weight_views(w: Weights, progress: Callable[[int, int], None] | None = None) -> tuple[Composition, HeadScores]:
+    """What the Circuits page shows before any prompt: every mode's composition scores and the per-head scores,
+    with one ``progress(done, total)`` count (receiving layers × modes, then layers)."""
+    L = w.config.n_layers
+    n_comp = len(MODES) * (L - 1)
+    total = n_comp + L
+
+    def from_(offset: int):
+        return None if progress is None else (lambda done, _t: progress(offset + done, total))
+    return composition(w, progress=from_(0)), head_scores(w, progress=from_(n_comp))
