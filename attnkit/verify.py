@@ -23,6 +23,7 @@ import math
 import os
 import platform
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
 import torch
 
@@ -346,8 +347,21 @@ def _check(kind: str, ours, hf, ours64, ref, n: int, family: str) -> Check:
 
 
 @torch.inference_mode()
+def _ticker(progress, total: int):
+    """``tick(x)``: one more step done (reported as ``progress(done, total)``); returns x."""
+    done = [0]
+
+    def tick(x):
+        done[0] += 1
+        if progress:
+            progress(min(done[0], total), total)
+        return x
+    return tick
+
+
 def compare(hf_model, weights, ids, *, name: str = "", intervention=None, available: int | None = None,
-            pair=None, max_reference_tokens: int | None = None) -> Report:
+            pair=None, max_reference_tokens: int | None = None,
+            progress: Callable[[int, int], None] | None = None) -> Report:
     """Run HF and attnkit in float32 on ``ids`` (1-D or [1, T]), and both in float64 on the CPU, and
     measure each float32 run's error against HF float64 (see the module docstring).
 
@@ -355,19 +369,22 @@ def compare(hf_model, weights, ids, *, name: str = "", intervention=None, availa
     available:    bytes of memory to plan the float64 reference with (default: what the machine has).
     pair:         a :func:`float64_pair` to reuse.
     max_reference_tokens: run the float64 reference on at most this many first tokens (it is slow on
-                  large models; the note says so)."""
+                  large models; the note says so).
+    progress:     ``progress(done, 5)`` after each of the five runs (HF float32, attnkit float32, the
+                  float64 copies, HF float64, attnkit float64)."""
+    tick = _ticker(progress, 5)
     ids = torch.as_tensor(ids, dtype=torch.long, device=weights.device).reshape(1, -1)
     T = int(ids.shape[1])
-    hf32 = _hf_outputs(hf_model, ids)
-    ours32 = _ours_outputs(weights, ids, intervention)
+    hf32 = tick(_hf_outputs(hf_model, ids))
+    ours32 = tick(_ours_outputs(weights, ids, intervention))
     n_params = sum(p.numel() for p in hf_model.parameters())
     n, note = reference_tokens(weights.config, n_params, T, available)
     if max_reference_tokens is not None and max_reference_tokens < n:
         n, note = max_reference_tokens, f"the float64 reference runs on the first {max_reference_tokens} of {T} tokens"
-    hf64, w64 = pair or float64_pair(hf_model, weights)
+    hf64, w64 = tick(pair or float64_pair(hf_model, weights))
     ids64 = ids[:, :n].cpu()
-    ref = _hf_outputs(hf64, ids64)
-    ours64 = _ours_outputs(w64, ids64, intervention)
+    ref = tick(_hf_outputs(hf64, ids64))
+    ours64 = tick(_ours_outputs(w64, ids64, intervention))
     rows, fam = [], weights.config.family
     for l in range(weights.config.n_layers):
         h32, o32 = hf32["hidden"][l], ours32["hidden"][l]
@@ -474,18 +491,22 @@ def _step_check(ours_steps, hf_steps, ours64_steps, ref_steps, family: str) -> C
 
 
 @torch.inference_mode()
-def compare_generation(hf_model, weights, ids, n_new: int = 8, *, pair=None) -> GenerationCheck:
+def compare_generation(hf_model, weights, ids, n_new: int = 8, *, pair=None,
+                       progress: Callable[[int, int], None] | None = None) -> GenerationCheck:
     """Greedy-decode ``n_new`` tokens after ``ids`` with attnkit's KV cache and with HF's
     ``generate(do_sample=False)`` (no end-of-text stop, no repetition penalty), and compare; each step's
-    logits are checked against HF float64 run on the prompt and attnkit's tokens (the float64 rule)."""
+    logits are checked against HF float64 run on the prompt and attnkit's tokens (the float64 rule).
+    ``progress(done, 4)`` after each of: attnkit's decoding, HF's, HF float64, attnkit float64."""
     cfg = weights.config
+    tick = _ticker(progress, 4)
     ids = torch.as_tensor(ids, dtype=torch.long, device=weights.device).reshape(1, -1)
-    ours = generate(weights, ids, n_new, use_cache=True)
+    ours = tick(generate(weights, ids, n_new, use_cache=True))
     ref = hf_model.generate(
         ids, attention_mask=torch.ones_like(ids), max_new_tokens=n_new, min_new_tokens=0, do_sample=False,
         num_beams=1, eos_token_id=None, pad_token_id=0, repetition_penalty=1.0, no_repeat_ngram_size=0,
         bad_words_ids=None, suppress_tokens=None, begin_suppress_tokens=None, forced_bos_token_id=None,
         forced_eos_token_id=None, use_cache=True, return_dict_in_generate=True, output_logits=True)
+    tick(None)
     hf_tokens = ref.sequences[0, ids.shape[1]:].tolist()
     steps = min(len(ref.logits), len(ours.step_logits))
     logits_abs = max(((ref.logits[i][0].float() - ours.step_logits[i].float()).abs().max().item()
@@ -496,9 +517,11 @@ def compare_generation(hf_model, weights, ids, n_new: int = 8, *, pair=None) -> 
     if ours.tokens and hf_steps:
         hf64, w64 = pair or float64_pair(hf_model, weights)
         seq = torch.cat([ids.cpu(), torch.tensor([ours.tokens[:-1]], dtype=torch.long)], dim=1)
-        full = hf64(seq, use_cache=False).logits[0, ids.shape[1] - 1:]
-        ours64 = generate(w64, ids.cpu(), len(ours.tokens), use_cache=True)
+        full = tick(hf64(seq, use_cache=False).logits[0, ids.shape[1] - 1:])
+        ours64 = tick(generate(w64, ids.cpu(), len(ours.tokens), use_cache=True))
         step = _step_check(ours.step_logits, hf_steps, ours64.step_logits, list(full), cfg.family)
+    if progress:
+        progress(4, 4)
     cache = ours.cache
     return GenerationCheck(
         n_prompt=int(ids.shape[1]), tokens=ours.tokens, hf_tokens=hf_tokens, logits_abs=logits_abs,

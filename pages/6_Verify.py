@@ -25,37 +25,45 @@ st.markdown(
 st.caption(f"Rule: {TOL.RULE}. Patterns are compared in absolute terms, the rest relative to the largest entry.")
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
-def _verify(name: str, device: str, ids: tuple) -> dict:
-    m = ui.cached_model(name, device)
+def _verify(m, name: str, ids: tuple, progress) -> dict:
+    """One device: the layer-by-layer report (and generation's), as a JSON-ready dict."""
     t = torch.tensor(ids, device=m.device)
     pair = V.float64_pair(m.hf_model, m.weights)
-    rep = V.compare(m.hf_model, m.weights, t, name=name, pair=pair)
     n_new = min(8, m.config.n_ctx - len(ids))
+    rep = V.compare(m.hf_model, m.weights, t, name=name, pair=pair,
+                    progress=lambda d, n: progress(d, n + (4 if n_new > 0 else 0)))
     if n_new > 0:                      # greedy decoding with attnkit's KV cache against HF generate
-        rep.generation = V.compare_generation(m.hf_model, m.weights, t, n_new, pair=pair)
+        rep.generation = V.compare_generation(m.hf_model, m.weights, t, n_new, pair=pair,
+                                              progress=lambda d, n: progress(5 + d, 5 + n))
     out = rep.to_dict()
     out["generation_line"] = rep.generation.line() if rep.generation is not None else None
     out["verdict"] = rep.verdict_text()
     return out
 
 
+def _verify_all(models: dict, name: str, ids: tuple, progress) -> tuple[dict, list]:
+    """Every device in turn (a job: progress counts the runs of all devices, Stop ends it between runs)."""
+    results, failed = {}, []
+    for k, (dev, m) in enumerate(models.items()):
+        try:
+            results[dev] = _verify(m, name, ids, lambda d, n, k=k: progress(k * n + d, len(models) * n))
+        except Exception as e:           # a device that cannot run is a message, not a traceback
+            failed.append(f"{dev}: {e.__class__.__name__}: {str(e)[:200]}")
+    return results, failed
+
+
 key = (ctx.model_name, tuple(ids), tuple(devices))
 if st.button("Run verification", key="vf_run", type="primary"):
-    results, failed = {}, []
-    for dev in devices:
-        with st.spinner(f"Running HuggingFace and attnkit on {dev} …"):
-            try:
-                results[dev] = _verify(ctx.model_name, dev, tuple(ids))
-            except Exception as e:           # a device that cannot run is a message, not a traceback
-                failed.append(f"{dev}: {e.__class__.__name__}: {str(e)[:200]}")
-    st.session_state["vf_result"] = (key, results, failed)
-
-stored = st.session_state.get("vf_result")
-if stored is None or stored[0] != key:
-    st.info("Press **Run verification** (results are cached per model, device and prompt).")
+    st.session_state["vf_requested"] = key
+if st.session_state.get("vf_requested") != key:
+    st.info("Press **Run verification** (results are kept per model, device and prompt).")
     st.stop()
-_, results, failed = stored
+models = {dev: ui.cached_model(ctx.model_name, dev) for dev in devices}     # loaded here, not in the job's thread
+shown = ui.job("vf_job", key, f"Running HuggingFace and attnkit on {', '.join(devices)}",
+               lambda progress: _verify_all(models, ctx.model_name, tuple(ids), progress))
+if shown is None:                          # running (progress and Stop above), or stopped
+    st.stop()
+results, failed = shown.result
 for f in failed:
     ui.show_error(f"Verification could not run on {f}")
 if not results:

@@ -108,6 +108,30 @@ def test_generation_step_logits_against_float64(odd):
     assert "step logits error vs float64" in g.line()
 
 
+class _Stop(BaseException):
+    """Stands for the dashboard's jobs.Stopped (raised by a job's progress callback once Stop is pressed)."""
+
+
+def test_verify_reports_progress_per_run_and_stops_between_runs(odd):
+    """compare counts its five runs and compare_generation its four (the Verify page's job shows them);
+    a progress call that raises ends the verification there."""
+    x = ids(10, odd.config.d_vocab)
+    seen = []
+    rep = V.compare(odd.hf_model, odd.weights, x, progress=lambda d, n: seen.append((d, n)))
+    assert seen == [(k, 5) for k in range(1, 6)] and rep.ok
+    seen.clear()
+    V.compare_generation(odd.hf_model, odd.weights, x, 3, progress=lambda d, n: seen.append((d, n)))
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen) and seen[-1] == (4, 4) and {n for _, n in seen} == {4}
+
+    def stop(d, n):
+        seen.append(d)
+        raise _Stop
+    seen.clear()
+    with pytest.raises(_Stop):
+        V.compare(odd.hf_model, odd.weights, x, progress=stop)
+    assert seen == [1]
+
+
 def test_as_dtype_copies_without_touching_the_model(odd):
     w64 = V.as_dtype(odd.weights)
     assert w64.dtype == torch.float64 and odd.weights.dtype == torch.float32
