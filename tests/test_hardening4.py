@@ -96,6 +96,9 @@ def test_other_documents_are_refused_and_nothing_is_touched(inputs, reference, t
         assert _snapshot(out) == before                                     # not a byte changed
     rc, cap = _corpus(["--input", str(inputs["all"]), "--out", str(out)], capsys)   # same input: resumes
     assert rc == 0 and "3/3 shards resumed" in cap.out
+    after = _snapshot(out)                  # the resume rewrites summary.json (its "created" time, to the second)
+    assert {k for k in after if after[k] != before.get(k)} <= {"summary.json"} and after.keys() == before.keys()
+    before = after
     with pytest.raises(C.CorpusError, match="other documents"):             # the library refuses the same way
         C.run_corpus(inputs["all"], out, model="attnkit-tiny", analyses="heads,entropy", window=16,
                      shard_docs=2, max_docs=4, bootstrap=0)
