@@ -23,11 +23,11 @@ import math
 import os
 import platform
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 import torch
 
 from . import tolerances as TOL
+from .progress import Progress, Steps
 from .families import family_for
 from .model import generate, run
 from .tolerances import TOL_CACHE_REL, TOL_HIDDEN_REL, TOL_LOGITS, TOL_PATTERN
@@ -347,21 +347,9 @@ def _check(kind: str, ours, hf, ours64, ref, n: int, family: str) -> Check:
 
 
 @torch.inference_mode()
-def _ticker(progress, total: int):
-    """``tick(x)``: one more step done (reported as ``progress(done, total)``); returns x."""
-    done = [0]
-
-    def tick(x):
-        done[0] += 1
-        if progress:
-            progress(min(done[0], total), total)
-        return x
-    return tick
-
-
 def compare(hf_model, weights, ids, *, name: str = "", intervention=None, available: int | None = None,
             pair=None, max_reference_tokens: int | None = None,
-            progress: Callable[[int, int], None] | None = None) -> Report:
+            progress: Progress | None = None) -> Report:
     """Run HF and attnkit in float32 on ``ids`` (1-D or [1, T]), and both in float64 on the CPU, and
     measure each float32 run's error against HF float64 (see the module docstring).
 
@@ -372,7 +360,7 @@ def compare(hf_model, weights, ids, *, name: str = "", intervention=None, availa
                   large models; the note says so).
     progress:     ``progress(done, 5)`` after each of the five runs (HF float32, attnkit float32, the
                   float64 copies, HF float64, attnkit float64)."""
-    tick = _ticker(progress, 5)
+    tick = Steps(progress, 5).after
     ids = torch.as_tensor(ids, dtype=torch.long, device=weights.device).reshape(1, -1)
     T = int(ids.shape[1])
     hf32 = tick(_hf_outputs(hf_model, ids))
@@ -492,13 +480,14 @@ def _step_check(ours_steps, hf_steps, ours64_steps, ref_steps, family: str) -> C
 
 @torch.inference_mode()
 def compare_generation(hf_model, weights, ids, n_new: int = 8, *, pair=None,
-                       progress: Callable[[int, int], None] | None = None) -> GenerationCheck:
+                       progress: Progress | None = None) -> GenerationCheck:
     """Greedy-decode ``n_new`` tokens after ``ids`` with attnkit's KV cache and with HF's
     ``generate(do_sample=False)`` (no end-of-text stop, no repetition penalty), and compare; each step's
     logits are checked against HF float64 run on the prompt and attnkit's tokens (the float64 rule).
     ``progress(done, 4)`` after each of: attnkit's decoding, HF's, HF float64, attnkit float64."""
     cfg = weights.config
-    tick = _ticker(progress, 4)
+    count = Steps(progress, 4)
+    tick = count.after
     ids = torch.as_tensor(ids, dtype=torch.long, device=weights.device).reshape(1, -1)
     ours = tick(generate(weights, ids, n_new, use_cache=True))
     ref = hf_model.generate(
@@ -506,7 +495,7 @@ def compare_generation(hf_model, weights, ids, n_new: int = 8, *, pair=None,
         num_beams=1, eos_token_id=None, pad_token_id=0, repetition_penalty=1.0, no_repeat_ngram_size=0,
         bad_words_ids=None, suppress_tokens=None, begin_suppress_tokens=None, forced_bos_token_id=None,
         forced_eos_token_id=None, use_cache=True, return_dict_in_generate=True, output_logits=True)
-    tick(None)
+    count.add()
     hf_tokens = ref.sequences[0, ids.shape[1]:].tolist()
     steps = min(len(ref.logits), len(ours.step_logits))
     logits_abs = max(((ref.logits[i][0].float() - ours.step_logits[i].float()).abs().max().item()
@@ -520,8 +509,7 @@ def compare_generation(hf_model, weights, ids, n_new: int = 8, *, pair=None,
         full = tick(hf64(seq, use_cache=False).logits[0, ids.shape[1] - 1:])
         ours64 = tick(generate(w64, ids.cpu(), len(ours.tokens), use_cache=True))
         step = _step_check(ours.step_logits, hf_steps, ours64.step_logits, list(full), cfg.family)
-    if progress:
-        progress(4, 4)
+    count.at(4)
     cache = ours.cache
     return GenerationCheck(
         n_prompt=int(ids.shape[1]), tokens=ours.tokens, hf_tokens=hf_tokens, logits_abs=logits_abs,

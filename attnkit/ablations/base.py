@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from ..model import Intervention, run
+from ..progress import Progress
 from ..weights import head_name
 
 __all__ = [
@@ -40,8 +41,6 @@ RESAMPLES = 1000
 ONE_TOKEN_NOTE = ("A one-token text has no next token inside it to predict, so its cross-entropy is not "
                   "defined; it is left out of the loss (give at least two tokens).")
 
-#: ``progress(done, total)``, called as the work advances (last call: done == total).
-Progress = Callable[[int, int], None]
 
 
 class AblationError(ValueError):

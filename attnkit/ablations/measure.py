@@ -17,6 +17,7 @@ from .base import (
 )
 from .hull import HULL_ITERS, HULL_RTOL, HULL_ATOL, sample_note
 from ..model import run
+from ..progress import Steps
 
 __all__ = ["PositionChange", "Result", "measure", "hull_cost", "SweepRow", "LayerSweep", "layer_sweep", "sweep_specs",
            "HeadMap", "head_sweep", "check_all", "Unavailable", "check_available"]
@@ -126,7 +127,7 @@ def measure(weights, texts, spec: Spec, *, means=None, hull_iters: int = HULL_IT
     iv = kind.intervention(spec, cfg, _means_for(kind, weights, texts, means))
     cap = kind.captures or None
     base, abl, acc, info = Loss(), Loss(), Acc(), {}
-    step = _Steps(progress, len(texts) * (cfg.n_layers + 2))
+    step = Steps(progress, len(texts) * (cfg.n_layers + 2), start=True)
     for i, ids in enumerate(texts):
         keep = {}
         tb = run(weights, ids, capture=cap, hooks=step.hooks())
@@ -137,7 +138,7 @@ def measure(weights, texts, spec: Spec, *, means=None, hull_iters: int = HULL_IT
         ta.captures.update(keep)
         base.add(ids, tb.logits)
         abl.add(ids, ta.logits)
-        kind.observe(Observation(ids, tb, ta, spec, cfg.n_layers, hull_iters, acc, info, tick=step.tick))
+        kind.observe(Observation(ids, tb, ta, spec, cfg.n_layers, hull_iters, acc, info, tick=step.add))
         step.at((i + 1) * (cfg.n_layers + 2))
     per_layer = {m.key: Series(m, [acc.get(m, l, "baseline") for l in range(cfg.n_layers)],
                                [acc.get(m, l, "ablated") for l in range(cfg.n_layers)]) for m in kind.metrics}
@@ -151,29 +152,6 @@ def measure(weights, texts, spec: Spec, *, means=None, hull_iters: int = HULL_IT
     res.verdict = kind.verdict(res.effect, res.evidence)
     res.notes = _notes(res, info, hull_iters)
     return res
-
-
-class _Steps:
-    """Progress over a known number of steps: ``at(n)`` reports n done, ``tick()`` one more, and the hooks
-    report the current count after every block of a forward (so a raising callback stops mid-forward)."""
-
-    def __init__(self, progress: Progress | None, total: int):
-        self.progress, self.total, self.done = progress, total, 0
-        if progress:
-            progress(0, total)
-
-    def at(self, done: int) -> None:
-        self.done = min(done, self.total)
-        if self.progress:
-            self.progress(self.done, self.total)
-
-    def tick(self) -> None:
-        self.at(self.done + 1)
-
-    def hooks(self) -> list:
-        if not self.progress:
-            return []
-        return [("resid_post", lambda x, layer: self.progress(self.done, self.total))]
 
 
 def _notes(res: Result, info: dict, hull_iters: int) -> list[str]:

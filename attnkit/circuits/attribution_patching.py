@@ -20,13 +20,13 @@ heads, :func:`attnkit.circuits.path.edge_effects` for edges) and their Spearman 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import torch
 
 from ..model import run
 from ..patching import Pair, PatchError, logit_diffs, patch, two_token_weights
+from ..progress import Progress, Steps
 from ..weights import Weights
 from .path import Runs, cache_runs, edge_effects, parse_node, precedes, receiver_names, sender_names, sender_output
 
@@ -141,7 +141,7 @@ class HeadAttribution:
 
 
 def head_attribution(weights: Weights, pair: Pair, direction: str = "denoise", exact: bool = True,
-                     runs: Runs | None = None, progress: Callable[[int, int], None] | None = None) -> HeadAttribution:
+                     runs: Runs | None = None, progress: Progress | None = None) -> HeadAttribution:
     """Attribution patching of every head's z at every position (patched LD estimates, [L, H, T]): one
     plain forward on the source prompt, one forward with gradients and one backward on the receiving one.
     ``exact``: also every head × position patched for real (``progress(done, total)`` counts those runs)."""
@@ -236,7 +236,7 @@ class EdgeAttribution:
 
 def edge_attribution(weights: Weights, pair: Pair, direction: str = "noise", *, deltas: dict | None = None,
                      mlps: bool = True, exact: bool = False, runs: Runs | None = None,
-                     steps: int = 1, progress: Callable[[int, int], None] | None = None) -> EdgeAttribution:
+                     steps: int = 1, progress: Progress | None = None) -> EdgeAttribution:
     """Edge attribution patching over the head/MLP graph. ``deltas`` (optional): {sender node: Δ [T, d]}
     replacing (source − receiving run), e.g. a mean ablation. ``steps`` > 1: the gradients are averaged
     along the line from the receiving run's embedding to the embedding plus its Δ (integrated gradients
@@ -272,7 +272,7 @@ def edge_attribution(weights: Weights, pair: Pair, direction: str = "noise", *, 
 
 
 def versus_exact(weights: Weights, pair: Pair, mlps: bool = True,
-                 progress: Callable[[int, int], None] | None = None) -> tuple[HeadAttribution, EdgeAttribution]:
+                 progress: Progress | None = None) -> tuple[HeadAttribution, EdgeAttribution]:
     """Attribution patching beside exact patching: every head × position (denoise) and every edge of the
     head/MLP graph (noise), each estimate with its exact patched value. ``progress(done, total)`` counts the
     exact patched runs of both (heads × positions up to the read position, then edges)."""
@@ -280,10 +280,7 @@ def versus_exact(weights: Weights, pair: Pair, mlps: bool = True,
     head_runs = cfg.n_layers * cfg.n_heads * (pair.pos + 1)
     S = [parse_node(n, cfg) for n in sender_names(cfg, mlps)]
     R = [parse_node(n, cfg, "receiver") for n in receiver_names(cfg, mlps)]
-    total = head_runs + sum(precedes(s, r, cfg) for s in S for r in R)
-
-    def from_(offset: int):
-        return None if progress is None else (lambda done, _t: progress(offset + done, total))
-    ha = head_attribution(weights, pair, "denoise", progress=from_(0))
-    ea = edge_attribution(weights, pair, "noise", mlps=mlps, exact=True, progress=from_(head_runs))
+    steps = Steps(progress, head_runs + sum(precedes(s, r, cfg) for s in S for r in R))
+    ha = head_attribution(weights, pair, "denoise", progress=steps.part(0))
+    ea = edge_attribution(weights, pair, "noise", mlps=mlps, exact=True, progress=steps.part(head_runs))
     return ha, ea

@@ -40,11 +40,11 @@ token).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import torch
 
+from ..progress import Progress, Steps
 from ..weights import Weights, head_name
 
 __all__ = ["MODES", "Composition", "HeadScores", "composition", "random_baseline", "head_scores", "head_name",
@@ -160,7 +160,7 @@ def random_baseline(d_model: int, d_head: int, n: int = 200, seed: int = 0) -> d
 
 @torch.no_grad()
 def composition(w: Weights, modes=MODES, *, baseline_samples: int = 200, seed: int = 0,
-                progress: Callable[[int, int], None] | None = None) -> Composition:
+                progress: Progress | None = None) -> Composition:
     """Q-, K- and V-composition scores of every pair of heads in different layers (sender earlier).
     ``progress(done, total)`` after each receiving layer of each mode."""
     cfg = w.config
@@ -241,7 +241,7 @@ def _offset_structure(S: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @torch.no_grad()
-def head_scores(w: Weights, n_pos: int = 64, progress: Callable[[int, int], None] | None = None) -> HeadScores:
+def head_scores(w: Weights, n_pos: int = 64, progress: Progress | None = None) -> HeadScores:
     """Per-head copying, same-token and positional scores (see the module docstring); ``progress(done, total)``
     after each layer."""
     cfg = w.config
@@ -275,13 +275,10 @@ def head_scores(w: Weights, n_pos: int = 64, progress: Callable[[int, int], None
     return HeadScores(st(copy), st(tok), st(pos), st(off), n_pos, notes)
 
 
-def weight_views(w: Weights, progress: Callable[[int, int], None] | None = None) -> tuple[Composition, HeadScores]:
+def weight_views(w: Weights, progress: Progress | None = None) -> tuple[Composition, HeadScores]:
     """What the Circuits page shows before any prompt: every mode's composition scores and the per-head scores,
     with one ``progress(done, total)`` count (receiving layers × modes, then layers)."""
     L = w.config.n_layers
     n_comp = len(MODES) * (L - 1)
-    total = n_comp + L
-
-    def from_(offset: int):
-        return None if progress is None else (lambda done, _t: progress(offset + done, total))
-    return composition(w, progress=from_(0)), head_scores(w, progress=from_(n_comp))
+    steps = Steps(progress, n_comp + L)
+    return composition(w, progress=steps.part(0)), head_scores(w, progress=steps.part(n_comp))

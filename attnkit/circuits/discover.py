@@ -31,6 +31,7 @@ import torch
 
 from ..model import norm, run
 from ..patching import Pair, PatchError, logit_diffs
+from ..progress import Progress, Steps
 from ..weights import Weights
 from .attribution_patching import edge_attribution
 from .path import Runs, cache_runs, parse_node, precedes, receiver_names, sender_names, sender_output
@@ -220,17 +221,6 @@ class Circuit:
                 "notes": self.notes}
 
 
-def _counter(progress, total: int):
-    """``tick(n)``: n more forward-pass equivalents done, reported as ``progress(done, total)``."""
-    done = [0]
-
-    def tick(n: int) -> None:
-        done[0] += n
-        if progress:
-            progress(min(done[0], total), total)
-    return tick
-
-
 def _notes(n_pairs: int, ablation: str, steps: int, clean: float) -> list[str]:
     how = f"integrated over {steps} points from the clean to the ablated embedding" if steps > 1 else "at the clean run"
     notes = [f"{n_pairs} pair(s); edges ranked by |edge attribution| (Δ = {ablation}-ablated − clean output; "
@@ -281,7 +271,7 @@ def _scoring_runs(steps: int) -> int:
 
 def discover(weights: Weights, pairs: Pair | list[Pair], target: float = 0.8, *, ablation: str = "resample",
              mlps: bool = True, points: int = 24, refine: int = 12, steps: int = STEPS,
-             progress: Callable[[int, int], None] | None = None) -> Circuit:
+             progress: Progress | None = None) -> Circuit:
     """The smallest top-k edge circuit (by |edge attribution|) whose faithfulness reaches ``target``.
     ``steps``: points of the integrated-gradients average behind the edge scores (1: plain edge attribution).
     ``progress(done, total)`` counts forward-pass equivalents: scoring each pair, then each circuit run (the
@@ -296,7 +286,7 @@ def discover(weights: Weights, pairs: Pair | list[Pair], target: float = 0.8, *,
     S = [parse_node(n, cfg) for n in S_names]
     R = [parse_node(n, cfg, "receiver") for n in R_names]
     total = len(pairs) * (_scoring_runs(steps) + len(_grid(_n_edges(S, R, cfg), points)) + refine)
-    tick = _counter(progress, total)
+    tick = Steps(progress, total).add
     scores, per = _scores(weights, pairs, S, R, ablation, mlps, steps, tick)
     ok = np.isfinite(scores)
     flat = np.where(ok, np.abs(scores), -1.0).ravel()
@@ -327,8 +317,7 @@ def discover(weights: Weights, pairs: Pair | list[Pair], target: float = 0.8, *,
         notes.append(f"no circuit reached {target:.0%} of the clean logit difference; the most faithful one "
                      f"({lds[best] / clean:.1%}) is kept")
     fl = [(S_names[i // len(R)], R_names[i % len(R)], float(scores.ravel()[i])) for i in order]
-    if progress:
-        progress(total, total)
+    tick(total)
     return Circuit(fl[: ks[best]], fl, ks, [float(v / clean) if clean else float("nan") for v in lds], clean,
                    float(lds[0]), float(np.mean([r.corrupt_ld for r, _ in per])), float(lds[best]), target, ablation,
                    len(pairs), notes)

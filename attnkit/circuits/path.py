@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import torch
@@ -29,6 +28,7 @@ import torch
 from .. import attention as A
 from ..model import norm, run
 from ..patching import DIRECTIONS, MAX_BATCH_TOKENS, Pair, PatchError, logit_diffs, two_token_weights
+from ..progress import Progress
 from ..weights import Weights
 
 __all__ = ["INPUTS", "Runs", "PathResult", "parse_node", "sender_names", "receiver_names", "precedes",
@@ -197,7 +197,7 @@ def _run_rows(w2: Weights, recv_cache: dict, ids: list[int], rows: list[tuple], 
 
 def edge_effects(runs: Runs, edges: list[tuple[tuple, tuple]], direction: str = "denoise",
                  deltas: dict | None = None, max_batch_tokens: int = MAX_BATCH_TOKENS,
-                 progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+                 progress: Progress | None = None) -> np.ndarray:
     """Patched logit differences, one per (sender, receiver) edge (parsed nodes). ``deltas`` (optional)
     maps a sender to its Δ [T, d] instead of (source − receiving run). ``progress(done, total)`` is called
     after each batch of patched runs (edges done of all)."""
@@ -285,7 +285,7 @@ def path_patch(weights: Weights, pair: Pair, sender: str, receiver: str, directi
 
 def path_map(weights: Weights, pair: Pair, receiver: str, direction: str = "denoise", *,
              senders: list[str] | None = None, mlps: bool = False, source: str = "pair",
-             runs: Runs | None = None, progress: Callable[[int, int], None] | None = None) -> PathResult:
+             runs: Runs | None = None, progress: Progress | None = None) -> PathResult:
     """Every sender earlier than ``receiver`` (heads; MLPs and the embedding with ``mlps``) patched
     into that one input, one sender at a time. ``source``: "pair" (the sender's output in the other
     prompt's run) or "mean" (its output averaged over the receiving run's positions). ``progress(done,
