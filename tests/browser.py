@@ -25,6 +25,20 @@ def need_browser():
     pytest.importorskip("playwright")
 
 
+@contextlib.contextmanager
+def chromium():
+    """Debian's Chromium driven by Playwright (skips the test when either is missing), closed afterwards."""
+    need_browser()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

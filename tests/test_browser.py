@@ -13,7 +13,7 @@ import io
 import numpy as np
 import pytest
 
-from browser import (CHART, CHROMIUM, CHROMIUM_ARGS as ARGS, PAGES, need_browser, open_page, overflow_px,
+from browser import (CHART, chromium, PAGES, need_browser, open_page, overflow_px,
                      screenshot, streamlit_server, wait_idle)
 from helpers import make_checkpoint
 
@@ -35,15 +35,8 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    need_browser()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+    with chromium() as b:
+        yield b
 
 
 @pytest.fixture

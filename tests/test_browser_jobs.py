@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from browser import (CHART, CHROMIUM, CHROMIUM_ARGS, need_browser, open_page, page_url, screenshot,
+from browser import (CHART, chromium, need_browser, open_page, page_url, screenshot,
                      streamlit_server, wait_idle)
 from helpers import make_checkpoint
 
@@ -48,15 +48,8 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    need_browser()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+    with chromium() as b:
+        yield b
 
 
 @pytest.fixture

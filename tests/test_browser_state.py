@@ -20,7 +20,7 @@ import shutil
 
 import pytest
 
-from browser import (CHROMIUM, CHROMIUM_ARGS, PAGES, act, layout_problems, need_browser, open_page, screenshot,
+from browser import (chromium, PAGES, act, layout_problems, need_browser, open_page, screenshot,
                      streamlit_server, track_runs, wait_idle, wait_run)
 
 pytestmark = pytest.mark.browser
@@ -48,15 +48,8 @@ def server(store):
 
 @pytest.fixture(scope="module")
 def browser():
-    need_browser()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+    with chromium() as b:
+        yield b
 
 
 @pytest.fixture(scope="module")
