@@ -130,8 +130,7 @@ def summary(base: float | None = None, clamp: bool = True, label: str = "Measuri
             progress(done, total)
         return agg.result()
 
-    shown = ui.job(slot, key, f"{label} ({len(ds)} document(s), {sum(map(len, ds)):,} tokens)", work)
-    return None if shown is None else shown.result
+    return ui.job_result(slot, key, f"{label} ({len(ds)} document(s), {sum(map(len, ds)):,} tokens)", work)
 
 
 try:

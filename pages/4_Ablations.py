@@ -40,8 +40,7 @@ ids_key = tuple(tuple(i) for i in texts)
 def _on_demand(label: str, key: str, inputs: tuple, compute):
     """A job started by a button labelled ``label``; its result (or the previous one, labelled stale, while a
     new one computes), or None."""
-    shown = ui.job(key, inputs, label.removeprefix("Run the ").capitalize(), compute, auto=False, button=label)
-    return None if shown is None else shown.result
+    return ui.job_result(key, inputs, label.removeprefix("Run the ").capitalize(), compute, auto=False, button=label)
 
 
 def _chart(df, ch, name: str, width: str = "stretch"):

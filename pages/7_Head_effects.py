@@ -73,10 +73,9 @@ def patched(slot: str, key: tuple, target: str, per_position: bool, direction: s
     name, device, clean, corrupt, a, d, pos = key
     pair = P.Pair(list(clean), list(corrupt), a, d, pos)
     w = ui.cached_model(name, device).weights
-    shown = ui.job(slot, (*key, target, per_position, direction), label,
-                   lambda progress: P.patch(w, pair, target, per_position=per_position, direction=direction,
-                                            progress=progress), auto=auto)
-    return None if shown is None else shown.result
+    return ui.job_result(slot, (*key, target, per_position, direction), label,
+                         lambda progress: P.patch(w, pair, target, per_position=per_position, direction=direction,
+                                                  progress=progress), auto=auto)
 
 
 def patched_set(key: tuple, pairs: list, target: str, per_position: bool, direction: str) -> list | None:
@@ -89,8 +88,7 @@ def patched_set(key: tuple, pairs: list, target: str, per_position: bool, direct
             out.append(P.patch(w, pr, target, per_position=per_position, direction=direction,
                                progress=lambda d, t, i=i: progress(i * t + d, len(pairs) * t)))
         return out
-    shown = ui.job("he_set", (key, target, per_position, direction), f"Patching {len(pairs)} pairs", work)
-    return None if shown is None else shown.result
+    return ui.job_result("he_set", (key, target, per_position, direction), f"Patching {len(pairs)} pairs", work)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)

@@ -84,12 +84,9 @@ if not 0.5 <= state.share <= 1.0:
 
 # ----------------------------------------------------------------------------- cached computations
 
-def _pairs(pairs: tuple) -> list:
-    return [P.Pair(list(c), list(k), a, d, pos) for c, k, a, d, pos in pairs]
-
-
-# The weight views, path patching, discovery and the exact comparison are jobs (progress, Stop, the last result kept and marked
-# stale): exact patching of every edge is minutes on GPT-2 small's shape (32,491 edges), far more on larger ones.
+# The weight views, path patching, discovery and the exact comparison are jobs (progress, Stop, the last
+# result kept and marked stale): exact patching of every edge is minutes on GPT-2 small's shape (32,491
+# edges), far more on larger ones.
 
 def _weights():
     return ui.cached_model(ctx.model_name, ctx.device).weights
@@ -98,34 +95,30 @@ def _weights():
 def weight_views() -> tuple | None:
     """(composition, per-head scores): prompt-free, once per model (25 s on GPT-2 medium's shape)."""
     w = _weights()
-    shown = ui.job("ci_weights", (ctx.model_name, ctx.device), "Composition and per-head scores from the weights",
-                   lambda progress: CO.weight_views(w, progress=progress))
-    return None if shown is None else shown.result
+    return ui.job_result("ci_weights", (ctx.model_name, ctx.device), "Composition and per-head scores from the weights",
+                         lambda progress: CO.weight_views(w, progress=progress))
 
 
 def path_result(pair: P.Pair, receiver: str, direction: str, source: str) -> PA.PathResult | None:
     w = _weights()
-    shown = ui.job("ci_path", (ctx.model_name, ctx.device, _key(pair), receiver, direction, source),
-                   f"Patching every sender into {receiver}",
-                   lambda progress: PA.path_map(w, pair, receiver, direction, mlps=True, source=source,
-                                                progress=progress))
-    return None if shown is None else shown.result
+    return ui.job_result("ci_path", (ctx.model_name, ctx.device, _key(pair), receiver, direction, source),
+                         f"Patching every sender into {receiver}",
+                         lambda progress: PA.path_map(w, pair, receiver, direction, mlps=True, source=source,
+                                                      progress=progress))
 
 
 def found(pairs: list, share: float, ablation: str, mlps: bool) -> DI.Circuit | None:
     w = _weights()
-    shown = ui.job("ci_found", (ctx.model_name, ctx.device, tuple(_key(p) for p in pairs), share, ablation, mlps),
-                   "Scoring every edge and running circuits",
-                   lambda progress: DI.discover(w, pairs, share, ablation=ablation, mlps=mlps, progress=progress))
-    return None if shown is None else shown.result
+    return ui.job_result("ci_found", (ctx.model_name, ctx.device, tuple(_key(p) for p in pairs), share, ablation, mlps),
+                         "Scoring every edge and running circuits",
+                         lambda progress: DI.discover(w, pairs, share, ablation=ablation, mlps=mlps, progress=progress))
 
 
 def versus_exact(pair: P.Pair, mlps: bool):
     w = _weights()
-    shown = ui.job("ci_exact_job", (ctx.model_name, ctx.device, _key(pair), mlps),
-                   "Exact patching of every head × position and every edge",
-                   lambda progress: AP.versus_exact(w, pair, mlps, progress=progress))
-    return None if shown is None else shown.result
+    return ui.job_result("ci_exact_job", (ctx.model_name, ctx.device, _key(pair), mlps),
+                         "Exact patching of every head × position and every edge",
+                         lambda progress: AP.versus_exact(w, pair, mlps, progress=progress))
 
 
 # ----------------------------------------------------------------------------- clicks

@@ -17,7 +17,7 @@ from .context import DEFAULT_PROMPT, LOCAL, Context
 from .escaping import plain, show_error
 from .exports import FORMULA_START, csv_bytes, download_buttons, json_bytes, meta_for, neutralise, tensor_csv
 from .frame import guard, page, run_frame, setup_page
-from .jobs import Job, Stopped, job
+from .jobs import Job, Stopped, job, job_result
 from .sidebar import sidebar
 from .tokens import show_spaces, show_tokens, token_labels, tokens_inline
 from .state import PageState, from_link, match_choice, notice, param, select
@@ -26,7 +26,7 @@ from .url import URL_KEYS, URL_PROMPT_MAX, prompt_folder, store_prompt, stored_p
 __all__ = [
     "TRACE_CACHE_MB", "TraceCache", "cached_model", "cached_result", "corpus_result", "trace", "traces_for_all", "DEFAULT_PROMPT",
     "LOCAL", "Context", "plain", "show_error", "FORMULA_START", "csv_bytes", "download_buttons", "json_bytes",
-    "meta_for", "neutralise", "tensor_csv", "Job", "Stopped", "job", "guard", "page", "run_frame", "setup_page", "sidebar", "show_spaces",
+    "meta_for", "neutralise", "tensor_csv", "Job", "Stopped", "job", "job_result", "guard", "page", "run_frame", "setup_page", "sidebar", "show_spaces",
     "show_tokens", "token_labels", "tokens_inline", "URL_KEYS", "url_restore", "url_save",
     "PageState", "from_link", "match_choice", "notice", "param", "select", "URL_PROMPT_MAX", "prompt_folder", "store_prompt", "stored_prompt",
 ]

@@ -26,7 +26,7 @@ import streamlit as st
 
 from .escaping import plain
 
-__all__ = ["JOB_SLOTS", "POLL_S", "WAIT_S", "Stopped", "Job", "Shown", "job", "one_line", "duration"]
+__all__ = ["JOB_SLOTS", "POLL_S", "WAIT_S", "Stopped", "Job", "Shown", "job", "job_result", "one_line", "duration"]
 
 #: Jobs computing at once in this server (the rest wait their turn).
 JOB_SLOTS = max(1, int(os.environ.get("ATTNKIT_JOBS", "2")))
@@ -273,3 +273,9 @@ def _poll(slot: str) -> None:
     if st.button("Stop", key=f"_ak_stop_{slot}", help="Stop this computation (within about 2 s)."):
         j.stop(wait=2.0)
         st.rerun(scope="app")
+
+
+def job_result(slot: str, key, label: str, fn, **kw):
+    """:func:`job`'s result alone (the fresh one, or the stale one it labels as such), or None."""
+    shown = job(slot, key, label, fn, **kw)
+    return None if shown is None else shown.result
