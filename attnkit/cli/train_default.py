@@ -61,6 +61,12 @@ def _parser() -> T.Parser:
                         "identically from the same corpus and seed and must match)")
     p.add_argument("--corpus-limit", type=T.positive_int, default=None, help="max characters of corpus")
     p.add_argument("--corpus-file", default=None, type=T.existing_nonempty_text_file, help="train on this text file instead of Debian text")
+    p.add_argument("--corpus", choices=["en", "zh"], default="en",
+                   help="the Debian source set: en (attnkit-tiny's, mostly English) or zh (attnkit-tiny-zh's: "
+                        "Chinese documentation, manual pages and fortunes with some English prose)")
+    p.add_argument("--snapshots", type=T.nonneg_int, default=0,
+                   help="keep this many float16 snapshots as a training series in OUT/steps (with series.json), "
+                        "chosen densest where the logged induction score changes fastest (default 0: none)")
     p.add_argument("--seed", type=T.nonneg_int, default=1234)
     p.add_argument("--threads", type=T.positive_int, default=1, help="torch CPU threads")
     p.add_argument("--batch", type=T.positive_int, default=16)

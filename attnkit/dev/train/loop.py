@@ -24,8 +24,11 @@ from .card import head_section, reproduce_argv, write_card
 from .evaluate import bits_per_byte, eval_windows, format_head_table, full_loss, prev_induction_scores, unigram_baseline
 from .mixture import sample_batch, sample_mixed_batch
 from .sources import EOT, TrainError, build_corpus, package_versions
-from .tokenizer import ROUND_TRIP_SAMPLES, encode_stream, load_tokenizer, round_trips, single_tokens, train_tokenizer
+from .snapshots import save_snapshot, write_series
+from .tokenizer import (ROUND_TRIP_SAMPLES, encode_stream, load_tokenizer, required_tokens, round_trips, single_tokens,
+                        train_tokenizer)
 
+ZH_MIN_VOCAB = 4096
 DEFAULT_OUT = Path(__file__).resolve().parents[2] / "models" / "attnkit-tiny"
 
 
@@ -64,6 +67,8 @@ class Options:
     bf16: bool = False
     compare_with: str | None = None
     overwrite_shipped: bool = False
+    corpus: str = "en"                     # the source set: "en" (attnkit-tiny) or "zh" (attnkit-tiny-zh)
+    snapshots: int = 0                     # keep this many snapshots as a series in out/steps (0: none)
 
     @classmethod
     def of(cls, obj) -> "Options":
@@ -123,18 +128,20 @@ class Data:
 def prepare_data(o: Options, out: Path, log) -> Data:
     """Build the corpus, train the tokenizer into ``out`` (it must round-trip and keep the required
     words whole) and encode both splits."""
-    train_docs, val_docs = build_corpus(o.seed, o.corpus_limit, o.corpus_file)
+    train_docs, val_docs = build_corpus(o.seed, o.corpus_limit, o.corpus_file, o.corpus)
     source_chars: dict[str, int] = {}
     for s, d in train_docs + val_docs:
         source_chars[s] = source_chars.get(s, 0) + len(d)
     log(f"corpus: {len(train_docs)} train / {len(val_docs)} val documents, {sum(source_chars.values()):,} chars "
         + ", ".join(f"{k}={v:,}" for k, v in source_chars.items()))
     t0 = time.time()
-    tok = train_tokenizer([d for _, d in train_docs], o.vocab_size, out, o.n_positions)
+    tok = train_tokenizer([d for _, d in train_docs], o.vocab_size, out, o.n_positions, required=o.corpus)
+    # a vocabulary under ZH_MIN_VOCAB cannot hold the zh corpus's words beside the English ones (tests' tiny runs)
+    required = o.corpus if o.vocab_size >= ZH_MIN_VOCAB or o.corpus == "en" else False
     for s in ROUND_TRIP_SAMPLES:
         if not round_trips(tok, s):
             raise TrainError(f"tokenizer does not round-trip {s!r}")
-    split = single_tokens(tok) if not o.corpus_file else []
+    split = single_tokens(tok, required_tokens(required)) if not o.corpus_file else []
     if split:
         raise TrainError(f"tokenizer splits required words: {split}")
     data = Data(train_docs, val_docs, source_chars, tok, tok.convert_tokens_to_ids(EOT),
@@ -297,8 +304,9 @@ def _step(model, opt, data: Data, o: Options, p: Schedule, gen, step: int) -> tu
     return loss.item(), lr, blk
 
 
-def train_loop(model, opt, data: Data, o: Options, p: Schedule, gen, log) -> Progress:
-    """Optimise until ``p.stop_at`` (or the time box, or SIGUSR1), logging every ``eval_every`` steps."""
+def train_loop(model, opt, data: Data, o: Options, p: Schedule, gen, log, pool: Path | None = None) -> Progress:
+    """Optimise until ``p.stop_at`` (or the time box, or SIGUSR1), logging every ``eval_every`` steps (and
+    keeping a float16 snapshot in ``pool`` at each, when given)."""
     stop_flag = []
     try:
         signal.signal(signal.SIGUSR1, lambda *_: stop_flag.append(1))  # emergency stop
@@ -335,6 +343,8 @@ def train_loop(model, opt, data: Data, o: Options, p: Schedule, gen, log) -> Pro
                 f"val {vl:.3f} prev {bp:.2f} ind {bi:.2f} T={blk} {pr.step * o.batch * p.short / el:,.0f} tok/s "
                 f"{el / 60:.1f} min")
             run_loss, run_n = 0.0, 0
+            if pool is not None:
+                save_snapshot(model, pool, pr.step)
     pr.seconds = time.time() - t_train
     if not all(bool(torch.isfinite(q).all()) for q in model.parameters()):
         raise TrainError(f"training diverged: weights are NaN or infinite after step {pr.step}; nothing was saved")
@@ -500,7 +510,8 @@ def _train_into(o: Options, out: Path, argv: list[str], log) -> dict:
     opt = optimizer(model, o)
     gen = torch.Generator().manual_seed(o.seed + 1000 * len(stages))   # later stages draw other batches
     p = plan(o, model, block, short, t_start, log)
-    pr = train_loop(model, opt, data, o, p, gen, log)
+    pool = out / ".snapshots" if o.snapshots else None
+    pr = train_loop(model, opt, data, o, p, gen, log, pool)
     model.save_pretrained(str(out), safe_serialization=True)
     ev = final_evaluation(model, data, o, p, log)
     scores = prev_induction_scores(model, data.vocab, val_ids=data.val_ids, seed=o.seed, bos_id=data.eot,
@@ -513,6 +524,13 @@ def _train_into(o: Options, out: Path, argv: list[str], log) -> dict:
     stages = stages + [{"command": cmd.strip(), "steps": pr.step, "tokens_seen": pr.step * o.batch * short,
                         "train_seconds": time.time() - pr.started}]
     info = training_log(o, data, model, p, pr, ev, scores, stages, cmd.strip())
+    if pool is not None:
+        if not pr.history or pr.history[-1]["step"] != pr.step:   # the final model is the series' last point
+            save_snapshot(model, pool, pr.step)
+            pr.history.append({"step": pr.step, "train_loss": info["final_train_loss"],
+                               "val_loss": info["final_val_loss"], "best_prev": max(max(r) for r in scores[0]),
+                               "best_induction": max(max(r) for r in scores[1])})
+        info["series"] = write_series(pool, out, pr.history, o.snapshots, o.batch * short, log)
     finish_card(out, info, log)
     log(f"finished in {time.time() - t_start:.0f}s")
     return info

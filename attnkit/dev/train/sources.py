@@ -55,8 +55,32 @@ SOURCES = [
      [f"{FORTUNES}/chinese", f"{FORTUNES}/tang300", f"{FORTUNES}/song100"], "fortune"),
 ]
 
-#: words that must be single tokens with their leading space (the default prompt's words, the
-#: names the seeds' examples use). The tokenizer's training texts get each of them
+#: attnkit-tiny-zh's sources: the Chinese documentation Debian ships (reference, FAQ, maintainer's guide,
+#: Debian Edu manual, manual pages) and Chinese fortunes, with English prose (fortunes, The Devil's
+#: Dictionary) so English prompts still read as text.
+ZH_SOURCES = [
+    ("debian-reference-zh-cn", "GPL-2+ (Osamu Aoki and the translators)",
+     ["/usr/share/debian-reference/*.zh-cn.html"], "html"),
+    ("debian-faq-zh-cn", "verbatim/modified copies permitted (Software in the Public Interest)",
+     ["/usr/share/doc/debian/FAQ/debian-faq.zh-cn.txt.gz"], "gz"),
+    ("maint-guide-zh-cn", "GPL-2+ or MIT-style (Josip Rodin, Osamu Aoki and the translators)",
+     ["/usr/share/doc/maint-guide-zh-cn/html/*.zh-cn.html"], "html"),
+    ("debian-edu-doc-zh-cn", "GPL-2+ (the Debian Edu documentation team)",
+     ["/usr/share/doc/debian-edu-doc-zh-cn/debian-edu-bookworm-manual.html"], "html"),
+    ("manpages-zh", "GPL-2+ / GFDL (the Chinese Man Pages Project; per page as stated in it)",
+     ["/usr/share/man/zh_CN/man*/*.gz"], "man"),
+    ("fortunes-zh", "GPL-3.0+ (Yu Guanghui)",
+     [f"{FORTUNES}/chinese", f"{FORTUNES}/tang300", f"{FORTUNES}/song100"], "fortune"),
+    ("fortunes-min", "BSD-3-Clause (Regents of the University of California)",
+     [f"{FORTUNES}/fortunes", f"{FORTUNES}/literature", f"{FORTUNES}/riddles"], "fortune"),
+    ("fortunes", "BSD-3-Clause (Regents of the University of California)",
+     [f"{FORTUNES}/{f}" for f in ("people", "wisdom", "humorists", "literature", "love", "pets", "science", "work")],
+     "fortune"),
+    ("dict-devil", "public domain (Ambrose Bierce, The Devil's Dictionary, 1911)",
+     ["/usr/share/dictd/devil.dict.dz"], "gz"),
+]
+CORPORA = {"en": SOURCES, "zh": ZH_SOURCES}
+
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -127,7 +151,28 @@ def wordnet_lines(raw: str) -> list[str]:
     return lines
 
 
+ROFF_FONT = re.compile(r"\\f[BIRP1-4]|\\f\(..|\\s[-+]?\d+|\\&|\\\(..|\\[|^,/]")
+
+
+def man_to_text(raw: str) -> str:
+    """A manual page's prose: roff requests (lines starting with ``.`` or ``'``) dropped, except the text
+    of headings and font macros; font and size escapes removed."""
+    lines = []
+    for line in raw.splitlines():
+        if line.startswith((".\\\"", "'\\\"", '.\\"')):
+            continue
+        if line.startswith((".SH", ".SS", ".B ", ".I ", ".BR ", ".IR ", ".BI ", ".RB ", ".IP ", ".TP ")):
+            line = line.split(" ", 1)[1].replace('"', "") if " " in line else ""
+        elif line.startswith((".", "'")):
+            lines.append("")
+            continue
+        lines.append(ROFF_FONT.sub("", line).replace("\\-", "-").replace("\\e", "\\"))
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
 def read_source(kind: str, path: str) -> list[str]:
+    if kind == "man":
+        return chunk(man_to_text(gzip.decompress(Path(path).read_bytes()).decode("utf-8", errors="replace")))
     if kind == "gz":
         return chunk(gzip.decompress(Path(path).read_bytes()).decode("utf-8", errors="replace"))
     raw = Path(path).read_text(encoding="utf-8", errors="replace")
@@ -142,24 +187,24 @@ def read_source(kind: str, path: str) -> list[str]:
     return chunk(raw)
 
 
-def collect_documents(corpus_file: str | None = None) -> list[tuple[str, str]]:
+def collect_documents(corpus_file: str | None = None, corpus: str = "en") -> list[tuple[str, str]]:
     """(source, text) pairs in a fixed order. ``corpus_file``: one text file, documents
     separated by blank lines (used by tests and for custom corpora)."""
     if corpus_file:
         text = Path(corpus_file).read_text(encoding="utf-8")
         return [("custom", d) for d in chunk(text, max_chars=1)]
     docs = []
-    for package, _licence, patterns, kind in SOURCES:
+    for package, _licence, patterns, kind in CORPORA[corpus]:
         paths = sorted({p for pat in patterns for p in glob.glob(pat, recursive=True)})
         for path in paths:
             docs.extend((package, d) for d in read_source(kind, path))
     return docs
 
 
-def build_corpus(seed: int, corpus_limit: int | None, corpus_file: str | None):
+def build_corpus(seed: int, corpus_limit: int | None, corpus_file: str | None, corpus: str = "en"):
     """(train, validation) documents: shuffled with ``seed``, cut at ``corpus_limit`` characters, every
     ``VAL_EVERY``-th held out."""
-    docs = collect_documents(corpus_file)
+    docs = collect_documents(corpus_file, corpus)
     if not docs:
         raise TrainError("no corpus found (install the Debian packages listed in attnkit/dev/train/sources.py "
                          "or pass --corpus-file)")
@@ -190,7 +235,7 @@ DOCS = ("debian-handbook", "debian-faq", "debian-reference-en", "python3.11-doc"
 def package_versions() -> dict[str, str]:
     """The installed versions of the source packages (dpkg), or {} where dpkg cannot tell."""
     try:
-        res = subprocess.run(["dpkg-query", "-W", "-f=${Package} ${Version}\\n"] + [s[0] for s in SOURCES],
+        res = subprocess.run(["dpkg-query", "-W", "-f=${Package} ${Version}\\n"] + sorted({s[0] for s in SOURCES + ZH_SOURCES}),
                              capture_output=True, text=True, timeout=20)
         return dict(line.split(" ", 1) for line in res.stdout.splitlines() if " " in line)
     except (OSError, subprocess.SubprocessError):

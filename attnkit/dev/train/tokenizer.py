@@ -17,10 +17,31 @@ REQUIRED_TOKENS = ["The", " animal", " didn", "'t", " cross", " the", " street",
                    " was", " too", " tired", " Mary", " John", " store", " went", " to", " gave",
                    " a", " drink", " When", " and"]
 REQUIRED_BOOST = 3000
+#: attnkit-tiny-zh's words that must be single tokens (no leading space: Chinese is written without
+#: spaces): the seeds' examples (猫坐在垫子上, 上海) and their vocabulary (注意力, 查询, 键, 值, 掩码, 多头, 熵)
+REQUIRED_ZH = ["猫", "坐", "在", "垫子", "上", "上海", "北京", "中国", "注意力", "查询", "键", "值", "掩码",
+               "多头", "熵", "缓存", "模型", "我", "你", "他", "的", "是", "了", "和", "一个"]
 
 
-def train_tokenizer(texts: list[str], vocab_size: int, out: Path, max_len: int = 256, required: bool = True):
-    """Train the byte-level BPE on ``texts`` (the ``REQUIRED_TOKENS`` boosted when ``required``), save it
+def required_tokens(corpus: str | bool = "en") -> list[str]:
+    """The words a corpus's tokenizer must keep whole: English for ``"en"`` (or True), English and
+    Chinese for ``"zh"``, none for False."""
+    if corpus is False:
+        return []
+    return REQUIRED_TOKENS + (REQUIRED_ZH if corpus == "zh" else [])
+
+
+def _boost_texts(corpus: str | bool) -> list[str]:
+    if corpus is False:
+        return []
+    texts = [" ".join(REQUIRED_TOKENS)] * REQUIRED_BOOST
+    if corpus == "zh":   # one word a line: each is its own pre-token, so BPE merges its bytes
+        texts += ["\n".join(REQUIRED_ZH + [" didn't"])] * REQUIRED_BOOST   # 't: rare in Chinese text
+    return texts
+
+
+def train_tokenizer(texts: list[str], vocab_size: int, out: Path, max_len: int = 256, required: str | bool = "en"):
+    """Train the byte-level BPE on ``texts`` (the words of ``required_tokens(required)`` boosted), save it
     into ``out`` and return it loaded back as a transformers tokenizer."""
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -29,7 +50,7 @@ def train_tokenizer(texts: list[str], vocab_size: int, out: Path, max_len: int =
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size, min_frequency=2, special_tokens=[EOT],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    boost = [" ".join(REQUIRED_TOKENS)] * REQUIRED_BOOST if required else []
+    boost = _boost_texts(required)
     tok.train_from_iterator(list(texts) + boost, trainer=trainer, length=len(texts) + len(boost))
     out.mkdir(parents=True, exist_ok=True)
     hf = GPT2TokenizerFast(tokenizer_object=tok, bos_token=EOT, eos_token=EOT, unk_token=EOT,
