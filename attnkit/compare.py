@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .weights import head_name
+from .standard import head_name, parse_head
 
 __all__ = [
     "head_name", "markdown_table", "parse_head", "js_divergence_rows", "js_distance", "distance_matrix", "sample_rows",
@@ -40,18 +40,6 @@ def markdown_table(df: pd.DataFrame) -> str:
 
 
 #: the old name of :func:`attnkit.weights.head_name`, kept while attnkit.corpus imports it
-
-
-_HEAD_RE = re.compile(r"^(?:[Ll](\d+)[Hh](\d+)|(\d+)\.(\d+))$")
-
-
-def parse_head(label: str) -> tuple[int, int]:
-    """'L3H5' (or the older '3.5') -> (3, 5); ValueError for anything else."""
-    m = _HEAD_RE.match(str(label).strip())
-    if not m:
-        raise ValueError(f"not a head label of the form L{{layer}}H{{head}}: {label!r}")
-    a, b, c, d = m.groups()
-    return (int(a), int(b)) if a is not None else (int(c), int(d))
 
 
 def js_divergence_rows(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:

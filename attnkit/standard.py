@@ -4,16 +4,30 @@ these; :mod:`attnkit.weights` re-exports them with :func:`~attnkit.weights.extra
 graph runs standard ← families ← weights without a loop."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import torch
 
-__all__ = ["ModelConfig", "LayerWeights", "Weights", "head_name"]
+__all__ = ["ModelConfig", "LayerWeights", "Weights", "head_name", "parse_head"]
 
 
 def head_name(layer: int, head: int) -> str:
-    """A head's name everywhere (tables, charts, CLI, specs): ``L{layer}H{head}``."""
+    """A head's name everywhere (tables, charts, CLI, specs): ``L{layer}H{head}``. The one formatter."""
     return f"L{layer}H{head}"
+
+
+#: ASCII digits only: Python's \d also matches full-width and other scripts' digits ("L３H0")
+_HEAD_RE = re.compile(r"^(?:[Ll]([0-9]+)[Hh]([0-9]+)|([0-9]+)\.([0-9]+))$", re.ASCII)
+
+
+def parse_head(label: str) -> tuple[int, int]:
+    """'L3H5' (or the older '3.5') -> (3, 5); ValueError for anything else. The one parser of head names."""
+    m = _HEAD_RE.match(str(label).strip())
+    if not m:
+        raise ValueError(f"not a head label of the form L{{layer}}H{{head}}: {label!r}")
+    a, b, c, d = m.groups()
+    return (int(a), int(b)) if a is not None else (int(c), int(d))
 
 
 @dataclass(frozen=True)
