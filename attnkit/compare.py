@@ -13,7 +13,6 @@ Pure torch/numpy/pandas (no Streamlit), so every piece is testable on its own.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 import numpy as np
