@@ -21,6 +21,7 @@ __all__ = [
     "PromptError", "Table", "MAX_UPLOAD_MB", "MAX_PROMPTS", "MAX_PROMPT_CHARS",
     "check_text", "cut_text", "replace_surrogates", "decode_text", "read_upload", "prompts_from", "truncate", "windows",
     "SAMPLE_TEXT",
+    "SAMPLE_TEXT_ZH",
 ]
 
 #: A built-in English paragraph (the ``heads`` command's default text, the shipped model card's measurements).
@@ -30,6 +31,14 @@ SAMPLE_TEXT = (
     "dog. A list is a mutable sequence; a tuple is an immutable sequence. When the interpreter reads a "
     "module, it executes the statements in it, and the names it defines become attributes of the module. "
     "Debian is a free operating system, developed by thousands of volunteers. "
+) * 3
+
+#: attnkit's own Chinese paragraph (the heads command and attnkit-tiny-zh's card measure Chinese text on it)
+SAMPLE_TEXT_ZH = (
+    "猫坐在垫子上，看着窗外的小鸟。上海是一座很大的城市，每天都有很多人来来往往。"
+    "注意力机制让每个词都能看见前面的词：查询和键算出分数，分数经过掩码和归一化，再去加权求和值向量。"
+    "多头注意力让模型同时从几个角度看同一句话。一个软件包安装以后，系统会把它的文件放到对应的目录里。"
+    "如果命令出错了，先读一读手册页，再看看日志文件。"
 ) * 3
 
 MAX_UPLOAD_MB = 10            # keep equal to server.maxUploadSize in .streamlit/config.toml

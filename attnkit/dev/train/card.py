@@ -8,21 +8,31 @@ from pathlib import Path
 from ...loading import load
 from ...compare import head_name, markdown_table
 from ...metrics import head_table
-from ...prompts import SAMPLE_TEXT
+from ...prompts import SAMPLE_TEXT, SAMPLE_TEXT_ZH
 from ...prompts import truncate
 from .mixture import span_range
-from .sources import DOCS, EOT, MAX_DOC_CHARS, PROSE, SOURCES, VAL_EVERY
-from .tokenizer import REQUIRED_BOOST, REQUIRED_TOKENS
+from .sources import CORPORA, DOCS, EOT, MAX_DOC_CHARS, PROSE, VAL_EVERY
+from .tokenizer import REQUIRED_BOOST, REQUIRED_TOKENS, REQUIRED_ZH
 
 HEADS_CMD = "python -m attnkit heads --model attnkit-tiny --top 3 --markdown"
+#: attnkit-tiny-zh's heads are measured on Chinese text: attnkit's own paragraph, written to this file
+ZH_TEXT_FILE = "sample_zh.txt"
 
 
-def head_report(folder: Path, top: int = 3) -> tuple[str, dict]:
+def heads_cmd(info: dict) -> str:
+    """The command that prints the card's head tables (on Chinese text for a zh model)."""
+    if info.get("corpus") == "zh":
+        return (f"python -m attnkit heads --model {info.get('name', 'attnkit-tiny-zh')} "
+                f"--text-file attnkit/models/{info.get('name', 'attnkit-tiny-zh')}/{ZH_TEXT_FILE} --top 3 --markdown")
+    return HEADS_CMD
+
+
+def head_report(folder: Path, top: int = 3, text: str = SAMPLE_TEXT) -> tuple[str, dict]:
     """Markdown tables of the best heads, measured by attnkit on the saved model exactly as
-    ``python -m attnkit heads`` does (its built-in paragraph; induction on 4 x 50 random tokens
-    repeated, and TransformerLens's recipe), and the best score per statistic."""
+    ``python -m attnkit heads`` does (``text``, by default its built-in paragraph; induction on 4 x 50
+    random tokens repeated, and TransformerLens's recipe), and the best score per statistic."""
     m = load(str(folder), "cpu")
-    ids, _ = truncate(m.encode(SAMPLE_TEXT), m.config.n_ctx)
+    ids, _ = truncate(m.encode(text), m.config.n_ctx)
     df = head_table(m.weights, ids, 50, bos_id=m.tokenizer.bos_token_id)
     parts, best = [], {}
     for stat in ("previous-token", "first-token", "self", "duplicate-token", "induction",
@@ -40,11 +50,15 @@ def head_report(folder: Path, top: int = 3) -> tuple[str, dict]:
 def head_section(out: Path, info: dict) -> str | None:
     """Measure the saved model's heads and put the card's *Head structure* text into ``info``; None,
     or why it failed (the card is then written without it)."""
+    zh = info.get("corpus") == "zh"
     try:
-        report, best = head_report(out)
+        if zh:
+            (out / ZH_TEXT_FILE).write_text(SAMPLE_TEXT_ZH, encoding="utf-8")
+        report, best = head_report(out, text=SAMPLE_TEXT_ZH if zh else SAMPLE_TEXT)
         info["head_report"] = (f"Per-head scores computed by attnkit (`attnkit.metrics`, from attnkit's own patterns),\n"
-                               f"measured after training with\n\n```\n{HEADS_CMD}\n```\n\non its built-in English "
-                               "paragraph and, for the induction tables, on 4 sequences of 50 random tokens repeated "
+                               f"measured after training with\n\n```\n{heads_cmd(info)}\n```\n\non "
+                               + ("attnkit's own Chinese paragraph (`" + ZH_TEXT_FILE + "`)" if zh
+                                  else "its built-in English paragraph") + " and, for the induction tables, on 4 sequences of 50 random tokens repeated "
                                "twice (attnkit's recipe: queries in the second copy only) and on 10 sequences of a BOS "
                                "token + 50 random tokens repeated twice, averaged over the whole offset diagonal "
                                "(TransformerLens's recipe; at most 50/52 = 0.96). Scores are fractions of attention "
@@ -58,7 +72,7 @@ def head_section(out: Path, info: dict) -> str | None:
 
 def _architecture(info: dict) -> str:
     c = info["config"]
-    return f"""# attnkit-tiny
+    return f"""# {info.get('name', 'attnkit-tiny')}
 
 A tiny GPT-2-architecture language model trained from scratch by
 `attnkit/dev/train/`, shipped inside the `attnkit` package so the dashboard works
@@ -85,9 +99,17 @@ tied input/output embeddings, GELU MLP (4x), pre-LayerNorm, learned positions{_p
   So that the seeds' example words are single tokens with their leading space
   ({', '.join('`' + w.replace(' ', '␣') + '`' for w in REQUIRED_TOKENS)}), the
   tokenizer's training texts (not the model's) also hold these words {REQUIRED_BOOST:,} times;
-  the run stops if any of them is split.
+  the run stops if any of them is split.{_zh_words(info)}
 
 """
+
+
+def _zh_words(info: dict) -> str:
+    if info.get("corpus") != "zh":
+        return ""
+    return ("\n  Chinese is written without spaces, so these Chinese words are boosted the same way (one a line,\n"
+            f"  each its own pre-token): {', '.join('`' + w + '`' for w in REQUIRED_ZH)}; 猫坐在垫子上 is 5 tokens\n"
+            "  (猫 / 坐 / 在 / 垫子 / 上).")
 
 
 def _corpus(info: dict) -> str:
@@ -95,7 +117,7 @@ def _corpus(info: dict) -> str:
     src_rows = "\n".join(
         f"| `{pkg}` {vers.get(pkg, '')} | {', '.join('`' + p + '`' for p in pats)} | {lic} | "
         f"{info['source_chars'].get(pkg, 0):,} |"
-        for pkg, lic, pats, _ in SOURCES)
+        for pkg, lic, pats, _ in CORPORA[info.get("corpus", "en")])
     if info.get("corpus_file"):
         src_rows = f"| (custom) | `{info['corpus_file']}` | see file | {info['corpus_chars']:,} |"
     return f"""## Training corpus
@@ -106,8 +128,8 @@ Text shipped by Debian 12 packages, read from the local file system:
 |---|---|---|---|
 {src_rows}
 
-`debian-reference-en` HTML is converted to plain text (tags stripped); ANSI colour
-codes are removed from the fortunes. Long files are cut into documents of at most
+HTML is converted to plain text (tags stripped); ANSI colour codes are removed from the
+fortunes; manual pages keep their text (roff requests and font escapes dropped). Long files are cut into documents of at most
 ~{MAX_DOC_CHARS} characters at paragraph boundaries, each fortune is one document.
 Documents are shuffled (seed {info['seed']}) and every {VAL_EVERY}th is held out for validation.
 {_share_text(info)}
@@ -155,7 +177,7 @@ seed {info['seed']}, {info['threads']} CPU thread(s), {_precision_text(info)}.{_
 
 | cross-entropy (nats/token) | train | validation |
 |---|---|---|
-| attnkit-tiny | {info['final_train_loss']:.3f} | {info['final_val_loss']:.3f} |
+| {info.get('name', 'attnkit-tiny')} | {info['final_train_loss']:.3f} | {info['final_val_loss']:.3f} |
 | unigram baseline (add-one smoothed train counts) | {info['unigram_train']:.3f} | {info['unigram_val']:.3f} |
 
 Model losses are measured after training in non-overlapping {c['n_positions']}-token windows over
@@ -171,7 +193,7 @@ Validation perplexity: {math.exp(info['final_val_loss']):.1f} (unigram: {math.ex
 def _heads_and_reproduce(info: dict) -> str:
     return f"""## Head structure
 
-{info.get('head_report') or '_Run `' + HEADS_CMD + '` for the per-head scores._'}
+{info.get('head_report') or '_Run `' + heads_cmd(info) + '` for the per-head scores._'}
 
 ## Reproduce
 
@@ -224,6 +246,11 @@ def _share_text(info: dict) -> str:
     zh = sc.get("fortunes-zh", 0) / total
     if info.get("corpus_file"):
         return ""
+    if info.get("corpus") == "zh":
+        zh_total = sum(v for k, v in sc.items() if k.endswith("-zh") or k.endswith("-zh-cn") or k == "manpages-zh")
+        return (f"By characters: {zh_total / total:.0%} Chinese-language sources (reference, FAQ, maintainer's guide, "
+                f"Debian Edu manual, manual pages, fortunes and classical poems), {1 - zh_total / total:.0%} English "
+                "prose (fortunes, The Devil's Dictionary).")
     return (f"By characters: {prose:.0%} English prose and glosses (fortunes, The Devil's Dictionary, the Jargon\n"
             f"File, WordNet's glosses with their example sentences), {docs:.0%} documentation (Debian\n"
             f"Handbook, FAQ and Reference, the Python tutorial, FAQ and HOWTOs; "
@@ -313,10 +340,19 @@ def _bpb_text(info: dict) -> str:
     bpb = info.get("bits_per_byte") or {}
     if not bpb:
         return ""
+    name = info.get("name", "attnkit-tiny")   # the training log names the model's rows attnkit-tiny
+    bpb = {k.replace("attnkit-tiny", name, 1) if k.startswith("attnkit-tiny (") else k: v for k, v in bpb.items()}
     rows = "\n".join(f"| {k} | {v:.3f} |" for k, v in bpb.items())
+    chars = info.get("val_chars")
+    per_char = ""
+    if chars:
+        per_char = ("\n\nBits per character (the same nats over the validation split's "
+                    f"{chars:,} characters, {info.get('val_bytes', 0) / chars:.2f} bytes a character):\n\n"
+                    "| model | bits/character |\n|---|---|\n"
+                    + "\n".join(f"| {k} | {v * info.get('val_bytes', 0) / chars:.3f} |" for k, v in bpb.items()))
     return (f"Bits per UTF-8 byte on the validation split ({info.get('val_bytes', 0):,} bytes; every text "
             "token scored, the `<|endoftext|>` separators given but not scored), comparable across "
-            f"tokenizers:\n\n| model | bits/byte |\n|---|---|\n{rows}")
+            f"tokenizers:\n\n| model | bits/byte |\n|---|---|\n{rows}{per_char}")
 
 
 SCHEDULE_FLAGS = ("--minutes", "--steps", "--stop-after", "--schedule", "--decay-start", "--long-start",

@@ -396,7 +396,8 @@ def _bits_per_byte(model, data: Data, o: Options, block: int, short: int, log) -
         del old
     for k_, v_ in bpb.items():
         log(f"bits per byte on the validation text: {k_}: {v_:.4f}")
-    return {"bits_per_byte": bpb, "val_bytes": val_bytes, "val_loss_short": val_loss_short}
+    return {"bits_per_byte": bpb, "val_bytes": val_bytes, "val_loss_short": val_loss_short,
+            "val_chars": sum(len(d) for _, d in data.val_docs)}
 
 
 def training_log(o: Options, data: Data, model, p: Schedule, pr: Progress, ev: dict, scores, stages, cmd) -> dict:
@@ -423,10 +424,10 @@ def training_log(o: Options, data: Data, model, p: Schedule, pr: Progress, ev: d
         "val_loss_short": ev["val_loss_short"],
         "short_block": p.short, "long_start": p.long_start if p.short < p.block else None,
         "bits_per_byte": ev["bits_per_byte"],
-        "val_bytes": ev["val_bytes"], "text_repeat": o.text_repeat, "random_repeat": o.random_repeat,
+        "val_bytes": ev["val_bytes"], "val_chars": ev.get("val_chars"), "text_repeat": o.text_repeat, "random_repeat": o.random_repeat,
         "pos_shift": o.pos_shift, "bf16": o.bf16, "long_frac": o.long_frac, "pos_init": o.pos_init,
         "unigram_train": ev["unigram_train"], "unigram_val": ev["unigram_val"],
-        "command": cmd,
+        "command": cmd, "corpus": o.corpus, "name": Path(o.out).name if o.out else "attnkit-tiny",
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "tokenizers": tokenizers.__version__, "python": sys.version.split()[0]},
         "history": pr.history, "head_scores": {"previous_token": scores[0], "induction": scores[1]},
