@@ -9,6 +9,7 @@ import torch
 
 from attnkit import app as ui
 from attnkit import compare, metrics
+from attnkit.standard import parse_head
 from attnkit.charts import heatmaps as hm
 
 CAPTURE = ("pattern", "scores")        # the same capture as the Heatmaps page: one cached run serves both
@@ -157,15 +158,15 @@ side_scale = st.radio("Colour scale", hm.SCALES, key="cmp_scale", horizontal=Tru
 st.caption(hm.scale_note(side_scale))  # internal text: a sentence from the chart module
 if picked:
     tr = ui.trace(ctx, capture=CAPTURE, ids=ids)
-    masked = hm.causal_masked(T)
     if T > hm.MARK_LIMIT:
         st.caption(f"{T} tokens: each head is drawn as an image (one pixel per cell, no tooltips); the Heatmaps page "
                    "has a focus window with tokens and tooltips.")
     cols = st.columns(len(picked))
     room = (hm.CONTENT_WIDTH - 16 * (len(picked) - 1)) // len(picked)     # one column's width
     for col, name in zip(cols, picked):
-        l, h = compare.parse_head(name)
+        l, h = parse_head(name)
         vals = tr["pattern", l][0, h].float().cpu().numpy().copy()       # one head, not a view of its layer
+        masked = hm.masked_cells(T, window=cfg.window(l))                # the layer's window included
         with col:
             if T <= hm.MARK_LIMIT:
                 ch = hm.cell_chart(vals, labels, labels, masked=masked, title=f"head {name}", scale=side_scale,
