@@ -199,13 +199,13 @@ def side_by_side(stat: str, all_heads: list, ranked: list):
                     cells = hm.cells_frame(vals, labels, labels, masked)
                     cells = cells.assign(query_token=[toks[i] for i in cells["query_pos"]],
                                          key_token=[toks[j] for j in cells["key_pos"]]).drop(columns=["query", "key"])
-                    ui.download_buttons(cells.rename(columns={"value": "weight"}), ch, f"pattern_L{l}H{h}", meta(layer=l, head=h),
+                    ui.download_buttons(cells.rename(columns={"value": "weight"}), ch, f"pattern_{name}", meta(layer=l, head=h),
                             key=f"side{name}")
                 else:                             # a million cells: the statistics now, the matrix only on request
-                    ui.download_buttons(pd.DataFrame([{"layer": l, "head": h, **row}]), ch, f"pattern_L{l}H{h}",
+                    ui.download_buttons(pd.DataFrame([{"layer": l, "head": h, **row}]), ch, f"pattern_{name}",
                             meta(layer=l, head=h), key=f"side{name}")
                     st.download_button(f"Matrix as CSV ({T}×{T})", lambda v=vals, l=l, h=h: matrix_csv(v, l, h),
-                                       file_name=f"pattern_L{l}H{h}_matrix.csv", mime="text/csv",
+                                       file_name=f"pattern_{name}_matrix.csv", mime="text/csv",
                                        key=f"side-matrix-{name}", on_click="ignore")
 
 
