@@ -3,9 +3,9 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from attnkit import ablations as A
+from attnkit import ablations as ablation_lib
 from attnkit import app as ui
-from attnkit.charts import ablations as C
+from attnkit.charts import ablations as ablation_charts
 
 
 
@@ -22,7 +22,7 @@ class Inputs(ui.PageState):
     map_mode: str = ui.param(None)        # the intervention above when it is a head ablation
 
 
-ctx = ui.page("Ablations", "✂️")
+ctx = ui.page("ablations")
 cfg = ctx.model.config
 L, H = cfg.n_layers, cfg.n_heads
 texts = [ids for ids in (ctx.encode(t)[0] for t in ctx.prompts) if ids] if ctx.all_selected else [ctx.ids]
@@ -50,17 +50,17 @@ def _chart(df, ch, name: str, width: str = "stretch"):
 
 # ----------------------------------------------------------------------------- choices
 
-status = {k.name: k.available(cfg) for k in A.kinds()}
+status = {k.name: k.available(cfg) for k in ablation_lib.kinds()}
 usable = [n for n, (ok, _) in status.items() if ok]
 for n, (ok, why) in status.items():
     if not ok:
-        st.caption(f"Not available on this model: **{A.get_kind(n).label}** — {why}")  # internal text: the registry's words
+        st.caption(f"Not available on this model: **{ablation_lib.get_kind(n).label}** — {why}")  # internal text: the registry's words
 state = Inputs.load(kind=usable[0], layers=list(range(L)))
 state.fit("kind", usable, usable[0], what="Intervention", because="this model cannot take it (see above)",
-          fmt=lambda n: A.get_kind(n).label)
+          fmt=lambda n: ablation_lib.get_kind(n).label)
 c1, c2, c3 = st.columns(3)
-name = c1.selectbox("Intervention", usable, key="ab_kind", format_func=lambda n: A.get_kind(n).label)
-kind = A.get_kind(name)
+name = c1.selectbox("Intervention", usable, key="ab_kind", format_func=lambda n: ablation_lib.get_kind(n).label)
+kind = ablation_lib.get_kind(name)
 heads: list[tuple[int, int]] = []
 layers = None
 if kind.heads == "required":
@@ -86,7 +86,7 @@ else:
                             help="Every head of the chosen layers, or one head in each of them.")
         heads = [] if pick == "all" else [(l, int(pick)) for l in (layers or range(L))]
 
-spec = A.parse_spec(name + (":" + ",".join(A.head_name(l, h) for l, h in heads) if heads else ""), layers, L, H)
+spec = ablation_lib.parse_spec(name + (":" + ",".join(ablation_lib.head_name(l, h) for l, h in heads) if heads else ""), layers, L, H)
 meta = ui.meta_for(ctx, intervention=str(spec))
 stem = "ablation-" + str(spec).translate(str.maketrans({":": "_", "@": "_L", ",": "-", "=": ""}))
 
@@ -102,9 +102,9 @@ w = ctx.model.weights
 
 
 def _verdict(res) -> None:
-    """The verdict, the loss change, the evidence and the per-layer charts of a :class:`A.Result`."""
+    """The verdict, the loss change, the evidence and the per-layer charts of a :class:`ablation_lib.Result`."""
     v = res.verdict
-    {A.SUPPORTED: st.success, A.NOT_SUPPORTED: st.error}.get(v.status, st.warning)(
+    {ablation_lib.SUPPORTED: st.success, ablation_lib.NOT_SUPPORTED: st.error}.get(v.status, st.warning)(
         f"Verdict: {v.status}. {v.text}")
     if v.settle:
         st.info(f"What would settle it: {v.settle}.", icon="🔎")
@@ -112,7 +112,7 @@ def _verdict(res) -> None:
 
     st.subheader("Next-token loss")
     if res.effect is None:
-        st.info(A.ONE_TOKEN_NOTE, icon="ℹ️")
+        st.info(ablation_lib.ONE_TOKEN_NOTE, icon="ℹ️")
     else:
         m1, m2, m3 = st.columns([1, 1, 1.6])      # the interval is two numbers
         m1.metric("baseline (nats/token)", f"{res.baseline.nats:.4f}", help=f"perplexity {res.baseline.perplexity:.2f}")
@@ -123,58 +123,58 @@ def _verdict(res) -> None:
     for n in res.notes:
         st.caption(n)  # internal text: notes written by attnkit.ablations.measure
     if res.evidence:
-        st.dataframe(C.evidence_frame(res), hide_index=True, width="stretch")
+        st.dataframe(ablation_charts.evidence_frame(res), hide_index=True, width="stretch")
 
-    charted = [m for m in A.get_kind(res.kind).metrics if m.chart]
+    charted = [m for m in ablation_lib.get_kind(res.kind).metrics if m.chart]
     if charted:
         st.subheader("Per layer, baseline vs ablated")
         st.caption("Faded bars: layers outside the scope (their numbers still change when an earlier layer is "
                    "ablated, since their input does).")
         for col, metric in zip(st.columns(len(charted)), charted):
-            df = C.layer_metric_frame(res, metric)
+            df = ablation_charts.layer_metric_frame(res, metric)
             with col:
-                _chart(df, C.layer_metric_chart(df, metric), f"{stem}-{metric.key}")
+                _chart(df, ablation_charts.layer_metric_chart(df, metric), f"{stem}-{metric.key}")
     if res.per_position:
-        df = C.position_frame(res, ui.token_labels(ctx.tokens) if len(texts) == 1 else None)
-        _chart(df, C.position_chart(df), f"{stem}-positions")
+        df = ablation_charts.position_frame(res, ui.token_labels(ctx.tokens) if len(texts) == 1 else None)
+        _chart(df, ablation_charts.position_chart(df), f"{stem}-positions")
     st.download_button("All numbers (JSON)", ui.json_bytes(res.to_dict()), file_name=f"{stem}.json",
                        mime="application/json", key="abl-json")
 
 
 with ui.guard("The ablation"):
     shown = ui.job("ab_measure", (ctx.key, ids_key, str(spec)), "Running the baseline and the ablated model",
-                   lambda progress: A.measure(w, texts, spec, progress=progress))
+                   lambda progress: ablation_lib.measure(w, texts, spec, progress=progress))
     if shown is not None:
         _verdict(shown.result)
 
     # ------------------------------------------------------------------------- sweeps
     st.subheader("Which layers matter: ablate each layer alone, then all")
     sweep = _on_demand("Run the layer sweep", "ab_sweep", (ctx.key, ids_key, name),
-                       lambda progress: A.layer_sweep(w, texts, spec, progress))
+                       lambda progress: ablation_lib.layer_sweep(w, texts, spec, progress))
     if sweep is not None:
-        df = C.sweep_frame(sweep)
-        _chart(df, C.sweep_chart(df, f"{kind.label}: loss change per layer (and all)"), f"{stem}-sweep")
+        df = ablation_charts.sweep_frame(sweep)
+        _chart(df, ablation_charts.sweep_chart(df, f"{kind.label}: loss change per layer (and all)"), f"{stem}-sweep")
 
     st.subheader("Which heads matter: the layer × head map")
-    modes = [k.name for k in A.head_kinds()]
+    modes = [k.name for k in ablation_lib.head_kinds()]
     state.fit("map_mode", modes, name if name in modes else modes[0], what="Head ablation",
-              because="not a head ablation", fmt=lambda n: A.get_kind(n).label)
-    mode = st.selectbox("Head ablation", modes, key="ab_map_mode", format_func=lambda n: A.get_kind(n).label)
+              because="not a head ablation", fmt=lambda n: ablation_lib.get_kind(n).label)
+    mode = st.selectbox("Head ablation", modes, key="ab_map_mode", format_func=lambda n: ablation_lib.get_kind(n).label)
     st.caption(f"Each of the {L}·{H} = {L * H} heads ablated alone ({L * H} runs per text); cells show the loss "
                "change in nats/token, the tooltip its 95 % interval.")
     hm = _on_demand("Run the head map", "ab_map", (ctx.key, ids_key, mode),
-                    lambda progress: A.head_sweep(w, texts, mode, progress))
+                    lambda progress: ablation_lib.head_sweep(w, texts, mode, progress))
     if hm is not None:
-        df = C.head_map_frame(hm)
-        _chart(df, C.head_map_chart(df, f"{A.get_kind(mode).label}: loss change per head"),
+        df = ablation_charts.head_map_frame(hm)
+        _chart(df, ablation_charts.head_map_chart(df, f"{ablation_lib.get_kind(mode).label}: loss change per head"),
                f"ablation-headmap-{mode}", width="content")
         st.caption("Largest increases: " + ", ".join(f"{n} ({x:+.4f})" for n, x in hm.top(5)))  # internal text: head names
 
     st.subheader("Every claim on this text")
     st.caption("Each layer-level intervention on all layers, with its verdict.")
-    claims = _on_demand("Check every claim", "ab_all", (ctx.key, ids_key), lambda progress: A.check_all(w, texts, progress))
+    claims = _on_demand("Check every claim", "ab_all", (ctx.key, ids_key), lambda progress: ablation_lib.check_all(w, texts, progress))
     if claims is not None:
-        df = C.claims_frame(claims)
+        df = ablation_charts.claims_frame(claims)
         st.dataframe(df, hide_index=True, width="stretch",
                      column_config={"claim": st.column_config.TextColumn(width="large"),
                                     "measured": st.column_config.TextColumn(width="large")})

@@ -5,10 +5,10 @@ import torch
 
 from attnkit import tolerances as TOL
 from attnkit import app as ui
-from attnkit import verify as V
-from attnkit.charts import verify as C
+from attnkit import verify as verify_lib
+from attnkit.charts import verify as verify_charts
 
-ctx = ui.page("Verify", "✅")
+ctx = ui.page("verify")
 
 ids = ctx.ids
 if ctx.all_selected:
@@ -28,12 +28,12 @@ st.caption(f"Rule: {TOL.RULE}. Patterns are compared in absolute terms, the rest
 def _verify(m, name: str, ids: tuple, progress) -> dict:
     """One device: the layer-by-layer report (and generation's), as a JSON-ready dict."""
     t = torch.tensor(ids, device=m.device)
-    pair = V.float64_pair(m.hf_model, m.weights)
+    pair = verify_lib.float64_pair(m.hf_model, m.weights)
     n_new = min(8, m.config.n_ctx - len(ids))
-    rep = V.compare(m.hf_model, m.weights, t, name=name, pair=pair,
+    rep = verify_lib.compare(m.hf_model, m.weights, t, name=name, pair=pair,
                     progress=lambda d, n: progress(d, n + (4 if n_new > 0 else 0)))
     if n_new > 0:                      # greedy decoding with attnkit's KV cache against HF generate
-        rep.generation = V.compare_generation(m.hf_model, m.weights, t, n_new, pair=pair,
+        rep.generation = verify_lib.compare_generation(m.hf_model, m.weights, t, n_new, pair=pair,
                                               progress=lambda d, n: progress(5 + d, 5 + n))
     out = rep.to_dict()
     out["generation_line"] = rep.generation.line() if rep.generation is not None else None
@@ -83,10 +83,10 @@ for dev, r in results.items():
     st.subheader(f"{dev} · {'PASS' if r['ok'] else 'FAIL'}")
     if r["reference"].get("note"):
         st.info(r["reference"]["note"])  # internal text: the memory note written by attnkit.verify
-    rows = V.checks(r, dev)
+    rows = verify_lib.checks(r, dev)
     st.dataframe(rows.drop(columns=["run"]), hide_index=True, width="stretch",
                  column_config={c: NUM for c in ("attnkit error", "HF error", "allowed", "float64 |Δ|")})
-    st.altair_chart(C.verify_chart(rows, title=f"error against HuggingFace in float64 ({dev})"), width="stretch")
+    st.altair_chart(verify_charts.verify_chart(rows, title=f"error against HuggingFace in float64 ({dev})"), width="stretch")
     st.dataframe(pd.DataFrame({"": ["device", "reference", *r["versions"]],
                                "value": [r["device"], f"float64 on the CPU, {r['reference']['n_tokens']:,} tokens",
                                          *map(str, r["versions"].values())]}),
@@ -95,10 +95,10 @@ for dev, r in results.items():
     if r.get("generation_line"):
         st.caption(r["generation_line"])  # internal text: numbers measured by attnkit.verify
 st.caption(f"Circles: attnkit's float32 error; squares: HuggingFace's own; dashes: the most attnkit may have; "
-           f"crosses: attnkit in float64. Exact zeros are drawn at {C.LOG_FLOOR:g}.")
+           f"crosses: attnkit in float64. Exact zeros are drawn at {verify_charts.LOG_FLOOR:g}.")
 
 df = pd.concat(frames, ignore_index=True)
-chart = C.verify_chart(df)
+chart = verify_charts.verify_chart(df)
 payload = {"prompt": ctx.text, "n_tokens": len(ids), "ids": list(map(int, ids)), "ok": ok, "runs": results,
            "errors": failed, "rule": TOL.RULE}
 c1, c2 = st.columns([1, 3])

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import prompts as P
+from .. import prompts as prompt_lib
 from ..loading import Loaded
 
 LOCAL = "Local folder…"
@@ -38,7 +38,7 @@ class Context:
         ids = _encode(self.model, text)
         if self.prepend_bos and self.bos_id is not None:
             ids = [self.bos_id] + ids
-        return P.truncate(ids, self.model.config.n_ctx)
+        return prompt_lib.truncate(ids, self.model.config.n_ctx)
 
     @property
     def bos_id(self) -> int | None:
@@ -64,4 +64,4 @@ class Context:
 
 
 def _encode(model: Loaded, text: str) -> list[int]:
-    return model.encode(text[: P.MAX_PROMPT_CHARS])
+    return model.encode(text[: prompt_lib.MAX_PROMPT_CHARS])

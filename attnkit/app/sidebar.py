@@ -5,7 +5,7 @@ import os
 
 import streamlit as st
 
-from .. import prompts as P
+from .. import prompts as prompt_lib
 from ..loading import MODEL_CHOICES, SHIPPED_MODEL, LoadError, resolve_device
 from .caches import cached_default_model, cached_model
 from .context import KEPT_KEYS, DEFAULT_PROMPT, LOCAL, Context
@@ -67,7 +67,7 @@ def _read_prompts() -> tuple[list[str] | None, int | None, list[str]]:
     if source == "Type":
         if "ak_text" not in st.session_state:
             st.session_state["ak_text"] = DEFAULT_PROMPT
-        fixed, note = P.replace_surrogates(st.session_state["ak_text"])   # before the widget: it cannot hold them
+        fixed, note = prompt_lib.replace_surrogates(st.session_state["ak_text"])   # before the widget: it cannot hold them
         if note:
             st.session_state["ak_text"] = fixed
         # A form: the prompt runs on the Run button (or Ctrl+Enter), not on every keystroke or blur.
@@ -76,14 +76,14 @@ def _read_prompts() -> tuple[list[str] | None, int | None, list[str]]:
         with st.form("ak_prompt_form", border=False):
             text = st.text_area("Text", key="ak_text", height=160, label_visibility="collapsed")
             st.form_submit_button("Run", type="primary", help="Run the model on this prompt (Ctrl+Enter also runs it)")
-        st.caption(f"Up to {P.MAX_PROMPT_CHARS:,} characters are used; longer text is cut, with a notice.")
+        st.caption(f"Up to {prompt_lib.MAX_PROMPT_CHARS:,} characters are used; longer text is cut, with a notice.")
         try:
-            text, warnings = P.cut_text(P.check_text(text), "The typed text")
+            text, warnings = prompt_lib.cut_text(prompt_lib.check_text(text), "The typed text")
             return [text], 0, ([note] if note else []) + warnings
-        except P.PromptError as e:
+        except prompt_lib.PromptError as e:
             show_error(e)
             return None, None, []
-    up = st.file_uploader("Upload .txt/.md (one prompt) or .csv/.jsonl (many)", type=list(P.EXTENSIONS),
+    up = st.file_uploader("Upload .txt/.md (one prompt) or .csv/.jsonl (many)", type=list(prompt_lib.EXTENSIONS),
                           key="ak_upload")
     if up is not None:                       # keep it: Streamlit drops uploads when the page changes
         st.session_state["ak_upload_data"] = (up.name, up.getvalue())
@@ -96,7 +96,7 @@ def _read_prompts() -> tuple[list[str] | None, int | None, list[str]]:
         st.caption(f"Using the earlier upload “{plain(name)}” ({len(data):,} bytes).")
     try:
         same_file = st.session_state.get("ak_csv_for") == (name, len(data))
-        table = P.read_upload(name, data, header=st.session_state.get("ak_csv_header") if same_file else None)
+        table = prompt_lib.read_upload(name, data, header=st.session_state.get("ak_csv_header") if same_file else None)
         if table.kind == "csv":                  # a CSV without a header row: guessed, and the user can say
             st.session_state["ak_csv_for"] = (name, len(data))
             st.session_state["ak_csv_header"] = table.header
@@ -108,8 +108,8 @@ def _read_prompts() -> tuple[list[str] | None, int | None, list[str]]:
             if st.session_state.get("ak_column") not in table.columns:
                 st.session_state["ak_column"] = guess
             column = st.selectbox("Column / field", table.columns, key="ak_column")
-        prompts, warnings = P.prompts_from(table, column)
-    except P.PromptError as e:
+        prompts, warnings = prompt_lib.prompts_from(table, column)
+    except prompt_lib.PromptError as e:
         show_error(e)
         return None, None, []
     options = ["all"] + list(range(len(prompts))) if len(prompts) > 1 else [0]

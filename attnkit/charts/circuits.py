@@ -7,6 +7,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from ..standard import parse_head
 from .heatmaps import PAD
 
 __all__ = ["composition_matrix", "circuit_graph", "faithfulness_curve", "estimate_vs_exact", "node_xy"]
@@ -58,8 +59,8 @@ def node_xy(name: str, n_layers: int, n_heads: int) -> tuple[float, float]:
         return (n_heads - 1) / 2, float(n_layers)
     if base.startswith("MLP"):
         return float(n_heads) + 0.5, int(base[3:]) + 0.4
-    l, h = base[1:].split("H")
-    return float(h), float(l)
+    layer, head = parse_head(base)
+    return float(head), float(layer)
 
 
 def circuit_graph(edges, n_layers: int, n_heads: int, *, title: str = "", width: int = 640,
