@@ -267,28 +267,47 @@ def _drop_empty(names: list[str], vals: torch.Tensor, side_bias: str) -> tuple[l
 
 
 def _first_pass(weights: Weights, ids: list[int], layer: int):
-    """σ of the norm before ``layer`` at every position, and the model's own q and k there (rotated)."""
+    """The residual stream entering ``layer`` (float64), σ of its norm at every position, and the model's
+    own q and k there (rotated)."""
     rot = weights.config.position == "rotary"
     names = ["resid_pre"] + (["q_rot", "k_rot"] if rot else ["q", "k"])
     tr = run(weights, ids, capture=names, layers=[layer], stop=layer + 1)
-    sigma = norm_scale(weights, tr["resid_pre", layer][0])                        # [T, 1] float64
-    return sigma, tr[names[1], layer][0], tr[names[2], layer][0]                  # q [H, T, e], k [Hkv, T, e]
+    x = tr["resid_pre", layer][0].double()
+    return x, norm_scale(weights, x), tr[names[1], layer][0], tr[names[2], layer][0]
+
+
+def _held(weights: Weights, layer: int, x: torch.Tensor, sigma: torch.Tensor, W, b, positions) -> torch.Tensor:
+    """q or k [n, e] in float64 from rows x [n, d] with the norm's σ held (what the parts add up to)."""
+    lw, cfg = weights.layers[layer], weights.config
+    xc = x if cfg.norm == "rmsnorm" else x - x.mean(-1, keepdim=True)
+    xs = xc / sigma * lw.ln1_w.double() + (0 if lw.ln1_b is None else lw.ln1_b.double())
+    out = xs @ W.double() + (0 if b is None else b.double())
+    if cfg.position != "rotary":
+        return out
+    tables = A.rotary_tables(weights.inv_freq, torch.tensor(positions), weights.rope_attention_scale, torch.float64)
+    return A.rotate(out, *tables)
 
 
 @torch.inference_mode()
 def _collect(weights: Weights, ids: list[int], layer: int, head: int, query: int, keys: list[int], row: bool):
-    sigma, q, k = _first_pass(weights, ids, layer)
-    cfg = weights.config
+    x, sigma, q, k = _first_pass(weights, ids, layer)
+    cfg, lw = weights.config, weights.layers[layer]
     g = head // cfg.group
     own = A.scores(q[head, query][None].double(), k[g, keys].double(), cfg.attn_scale(layer))[0]
-    parts = _Parts(weights, layer, head, query, keys, sigma, q[head, query].double() if row else None)
+    q_held = _held(weights, layer, x[[query]], sigma[[query]], lw.W_Q[head], _row(lw.b_Q, head), [query])[0]
+    k_held = _held(weights, layer, x[keys], sigma[keys], lw.W_K[g], _row(lw.b_K, g), keys)
+    parts = _Parts(weights, layer, head, query, keys, sigma, q_held if row else None)
     run(weights, ids, stop=layer, hooks=parts.hooks(layer))
-    parts.biases(weights.layers[layer], head)
+    parts.biases(lw, head)
     Q = torch.cat(parts.q_vals)                                                   # [P, e]
     K = torch.cat(parts.k_vals)                                                   # [P, J, e] or [P, J]
     qn, Q = _drop_empty(parts.q_names, Q, B_K)
     kn, K = _drop_empty(parts.k_names, K, B_Q)
-    return dict(own=own, q_names=qn, Q=Q, k_names=kn, K=K, k_total=k[g, keys].double(), scale=parts.scale, g=g)
+    return dict(own=own, q_names=qn, Q=Q, k_names=kn, K=K, k_total=k_held, scale=parts.scale, g=g)
+
+
+def _row(b, h):
+    return None if b is None else b[h]
 
 
 # ----------------------------------------------------------------------------- the entry point
@@ -321,3 +340,103 @@ def score_terms(weights: Weights, ids, layer: int, head: int, query: int, key: i
     score = own[0] - (own[1] if against is not None else 0.0)
     return ScoreTerms(name, got["g"], query, key, against, got["q_names"], got["k_names"], values.numpy(),
                       float(score), dict(zip(wanted, own)))
+
+
+# ----------------------------------------------------------------------------- views
+
+def grouped(st: ScoreTerms, by: str = "kind") -> pd.DataFrame:
+    """The terms summed by group on each side: ``by="kind"`` (embeddings / heads / MLPs / biases) or
+    ``by="layer"`` (embed, L0, L1, …, bias). Columns query_group, key_group, value (every pair, zeros kept)."""
+    if by not in ("kind", "layer"):
+        raise ValueError(f"group by 'kind' or 'layer', not {by!r}")
+    of = part_kind if by == "kind" else part_layer
+    df = st.frame()
+    df["query_group"], df["key_group"] = [of(n) for n in df["query"]], [of(n) for n in df["key"]]
+    out = df.groupby(["query_group", "key_group"], sort=False, as_index=False)["value"].sum()
+    order = {g: n for n, g in enumerate(dict.fromkeys([of(n) for n in st.query_parts + st.key_parts]))}
+    rank = out["query_group"].map(order) * len(order) + out["key_group"].map(order)
+    return out.iloc[np.argsort(rank.to_numpy(), kind="stable")].reset_index(drop=True)
+
+
+def top_terms(st: ScoreTerms, n: int = 10) -> pd.DataFrame:
+    """The ``n`` terms of largest size, with each one's share of the score."""
+    flat = st.values.ravel()
+    order = np.argsort(-np.abs(flat), kind="stable")[:n]
+    P = len(st.key_parts)
+    rows = [{"query": st.query_parts[i // P], "key": st.key_parts[i % P], "value": float(flat[i]),
+             "share": float(flat[i] / st.score) if st.score else float("nan")} for i in order]
+    return pd.DataFrame(rows, columns=["query", "key", "value", "share"])
+
+
+def _side_top(series: pd.Series) -> tuple[str, float]:
+    name = series.abs().idxmax()
+    return str(name), float(series[name])
+
+
+def _carries(part: str) -> str:
+    kind = part_kind(part)
+    if kind == "heads":
+        return f"{part}'s output"
+    if kind == "MLPs":
+        return f"{part}'s output"
+    if part == "embed":
+        return "the token embedding"
+    if part == "pos_embed":
+        return "the position embedding"
+    return part
+
+
+def explain(st: ScoreTerms, tokens: list[str] | None = None) -> str:
+    """One plain-text sentence from the real numbers: the key part that matters most (summed over the query
+    side), the query part reading it most, and the single largest term. Not Markdown: show it as text."""
+    def tok(p):
+        return f"{p} ({tokens[p]!r})" if tokens is not None else str(p)
+    kpart, kval = _side_top(st.key_side)
+    col = pd.Series(st.values[:, st.key_parts.index(kpart)], index=st.query_parts)
+    qpart, qval = _side_top(col)
+    what = (f"score_{st.query},{st.key} − score_{st.query},{st.against}" if st.against is not None
+            else "the score")
+    goes = "towards" if kval >= 0 else "away from"
+    return (f"{st.head} attends from {tok(st.query)} {goes} {tok(st.key)}"
+            + (f" rather than {tok(st.against)}" if st.against is not None else "")
+            + f" above all because its key carries {_carries(kpart)} ({kval:+.3f} of {what} {st.score:+.3f}), "
+            f"read most by the query's {_carries(qpart)} ({qval:+.3f}); the sum of all "
+            f"{st.values.size} terms is {st.total:+.4f}.")
+
+
+# ----------------------------------------------------------------------------- layer 0: the seeds' X·Xᵀ
+
+L0_CELLS = ("token × token", "token × position", "position × token", "position × position", "biases")
+
+
+def layer0_split(st: ScoreTerms) -> dict[str, float]:
+    """A layer-0 score split into token × token, token × position, position × token, position × position
+    (query side × key side) and the bias terms. Learned positions only: with rotary, positions are not a
+    part (they rotate every part) and this split is refused with that reason."""
+    if not st.head.startswith("L0H"):
+        raise ScoreTermsError(f"{st.head} is not in layer 0: its input holds earlier heads and MLPs too")
+    if "pos_embed" not in st.query_parts:
+        raise ScoreTermsError("this model has no position embedding (rotary): positions rotate every part, "
+                              "so there is no token × position split")
+    name = {"embed": "token", "pos_embed": "position"}
+    out = dict.fromkeys(L0_CELLS, 0.0)
+    for a, qn in enumerate(st.query_parts):
+        for b, kn in enumerate(st.key_parts):
+            cell = f"{name[qn]} × {name[kn]}" if qn in name and kn in name else "biases"
+            out[cell] += float(st.values[a, b])
+    return out
+
+
+def layer0_average(weights: Weights, prompts: list[list[int]], head: int, query: int = -1) -> pd.DataFrame:
+    """:func:`layer0_split` over a prompt set: in each prompt, head L0H``head``'s score from ``query``
+    (default the last token) to the key it scores highest. Columns cell, mean, std, n (std over prompts)."""
+    rows = []
+    for ids in prompts:
+        q = query % len(ids)
+        row = score_terms(weights, ids, 0, head, q)
+        best = int(row.keys[int(np.argmax(row.scores))])
+        rows.append(layer0_split(score_terms(weights, ids, 0, head, q, best)))
+    df = pd.DataFrame(rows, columns=list(L0_CELLS))
+    return pd.DataFrame({"cell": list(L0_CELLS), "mean": df.mean().to_numpy(),
+                         "std": df.std(ddof=1).to_numpy() if len(df) > 1 else np.full(len(L0_CELLS), np.nan),
+                         "n": len(df)})
