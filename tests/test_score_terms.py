@@ -183,3 +183,33 @@ def test_layer0_split_adds_up_and_needs_learned_positions(family):
     rot = family("pythia-70m")
     with pytest.raises(ST.ScoreTermsError, match="rotary"):
         ST.layer0_split(ST.score_terms(rot, ids_for(rot), 0, 0, 10, 4))
+
+
+# ----------------------------------------------------------------------------- attnkit-tiny: three views
+
+TINY_CLEAN = "Install the kernel source and the module binary. Install the kernel"
+TINY_CORRUPT = "Install the module source and the kernel binary. Install the kernel"
+
+
+def test_tiny_induction_key_reads_the_previous_token_head_in_three_views():
+    """At the second ' kernel' (11), L3H0's score to ' source' (3, after the first ' kernel'): L2H1 is among the
+    largest key-side terms and the largest of the contrast with ' binary' (7); composition scores (weights) and
+    path patching into L3H0's key (causal) put L2H1 first too."""
+    from attnkit import patching as P
+    from attnkit.circuits import compose as CO, path as PA
+    from attnkit.loading import load
+
+    m = load("attnkit-tiny", "cpu")
+    ids = m.encode(TINY_CLEAN)
+    assert m.token_strs(ids)[11] == " kernel" and m.token_strs(ids)[3] == " source"
+    st = ST.score_terms(m.weights, ids, 3, 0, 11, 3)
+    ks = st.key_side.sort_values(key=abs, ascending=False)
+    assert "L2H1" in list(ks.index[:3]) and ks["L2H1"] > 0
+    c = ST.score_terms(m.weights, ids, 3, 0, 11, 3, against=7)
+    assert c.key_side.abs().idxmax() == "L2H1" and c.key_side["L2H1"] > 0 and c.score > 0
+    assert "L2H1's output" in ST.explain(c, m.token_strs(ids))
+    comp = CO.composition(m.weights, "k")
+    into = comp.block("k", 2, 3)[:, 0]
+    assert int(np.argmax(into)) == 1 and into[1] > comp.baseline["q99"]
+    pm = PA.path_map(m.weights, P.make_pair(m, TINY_CLEAN, TINY_CORRUPT, " source", " binary"), "L3H0.k")
+    assert pm.senders[int(np.argmax(pm.change))] == "L2H1"
