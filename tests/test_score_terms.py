@@ -213,3 +213,47 @@ def test_tiny_induction_key_reads_the_previous_token_head_in_three_views():
     assert int(np.argmax(into)) == 1 and into[1] > comp.baseline["q99"]
     pm = PA.path_map(m.weights, P.make_pair(m, TINY_CLEAN, TINY_CORRUPT, " source", " binary"), "L3H0.k")
     assert pm.senders[int(np.argmax(pm.change))] == "L2H1"
+
+
+# ----------------------------------------------------------------------------- CLI
+
+def test_why_cli_json_holds_every_term_and_the_models_score(tmp_path, capsys):
+    from attnkit.cli import main
+    from attnkit.loading import load
+
+    out = tmp_path / "why.json"
+    assert main(["why", "--model", "attnkit-tiny", "--text", TINY_CLEAN, "--head", "L3H0", "--query", "11",
+                 "--key", "3", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "L3H0 attends from 11" in text and "L2H1" in text
+    got = json.loads(out.read_text())
+    m = load("attnkit-tiny", "cpu")
+    own = float(model_scores(m.weights, m.encode(TINY_CLEAN), 3)[0, 11, 3])
+    assert isinstance(got["score"], float) and abs(got["score"] - own) <= TOL_SCORE_REL * abs(own)
+    terms = got["terms"]
+    assert {"query", "key", "value"} <= set(terms[0]) and ("embed", "pos_embed") == (terms[0]["query"], terms[1]["key"])
+    assert got["total"] == pytest.approx(sum(t["value"] for t in terms))
+    assert abs(got["total"] - own) <= TOL_SCORE_REL * sum(abs(t["value"]) for t in terms)
+    assert got["tokens"][11] == " kernel"
+    assert main(["why", "--model", "attnkit-tiny", "--text", TINY_CLEAN, "--head", "L3H0", "--query", "11",
+                 "--json", str(out)]) == 0
+    row = json.loads(out.read_text())
+    assert [k["key"] for k in row["keys"]] == list(range(12))
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["--head", "L3", "--query", "1"], "not a head label"),
+    (["--head", "L3H0", "--query", "-1"], "--query"),
+    (["--head", "L3H0", "--query", "1", "--against", "0"], "--against needs --key"),
+    (["--head", "L3H0", "--query", "1", "--json", "/nonexistent-dir/x.json"], "--json"),
+    (["--head", "L3H0", "--query", "99"], "outside the prompt's 12 tokens"),
+    (["--head", "L3H0", "--query", "3", "--key", "5"], "comes after query 3"),
+    (["--head", "L9H0", "--query", "3"], "no head L9H0"),
+])
+def test_why_cli_bad_input_is_one_line_and_exit_2_before_work(argv, msg, capsys, monkeypatch):
+    from attnkit.cli import main
+
+    monkeypatch.setattr(ST, "run", lambda *a, **k: pytest.fail("the model was run"))
+    assert main(["why", "--model", "attnkit-tiny", "--text", TINY_CLEAN] + argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and msg in err[0] and "Traceback" not in err[0], err
