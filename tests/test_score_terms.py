@@ -257,3 +257,22 @@ def test_why_cli_bad_input_is_one_line_and_exit_2_before_work(argv, msg, capsys,
     assert main(["why", "--model", "attnkit-tiny", "--text", TINY_CLEAN] + argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and msg in err[0] and "Traceback" not in err[0], err
+
+
+# ----------------------------------------------------------------------------- charts
+
+def test_charts_keep_the_total_and_carry_tooltips(family):
+    from attnkit.charts import score_terms as CH
+
+    w = with_biases(family("gpt2"), torch.float64)
+    ids = ids_for(w)
+    st = ST.score_terms(w, ids, 2, 0, T - 1, 3, against=1)
+    g = CH.grid_frame(st, 5)
+    assert len(set(g["query"])) == 6 and CH.OTHER_QUERY in set(g["query"]) and CH.OTHER_KEY in set(g["key"])
+    assert abs(g["value"].sum() - st.total) <= TOL_F64
+    spec = CH.terms_grid(st, 5).to_dict()
+    assert {t["field"] for t in spec["encoding"]["tooltip"]} >= {"query", "key", "value", "share"}
+    assert len(CH.top_terms_bars(st, 7).data) == 7
+    row = ST.score_terms(w, ids, 2, 0, T - 1)
+    CH.row_by_kind(row, [str(i) for i in ids]).to_dict()
+    CH.layer0_bars(ST.layer0_average(w, [ids, ids_for(w, 1)], 0)).to_dict()
