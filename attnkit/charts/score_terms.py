@@ -93,7 +93,7 @@ def side_bars(st: ScoreTerms, side: str = "key", n: int = 15) -> alt.Chart:
     ).properties(width=CONTENT_WIDTH - 260, height=18 * len(d), autosize=PAD)
 
 
-def row_by_kind(row: RowTerms, tokens: list[str] | None = None, side: str = "key") -> alt.Chart:
+def row_by_kind(row: RowTerms, tokens: list[str] | None = None, side: str = "key") -> alt.LayerChart:
     """Every key the query sees: its score split by the kind of part (embeddings / heads / MLPs / biases) on
     one side, as stacked bars (positive up, negative down), with the model's score as a tick."""
     d = row.frame(side).groupby(["key_pos", "kind"], as_index=False)["value"].sum()
