@@ -12,6 +12,9 @@ At each shape (random weights), on the CPU:
                  the Circuits page's first map) ÷ one forward + one backward; target ≤ 3 (issue 28's)
     entropy      :func:`attnkit.entropy.entropy_profile` at ``T`` (the Entropy page) ÷ the trace with patterns;
                  target ≤ 1.5 (check 4's)
+    why          :func:`attnkit.score_terms.score_terms` for the last layer's head 0 at the last query: one key's
+                 split and a whole query row ÷ one forward (no capture) at ``T``; target ≤ 2 for the row
+                 (issue 34's), and the row's peak rise ≤ the forward's
     ablation     the V = X ablation with its convex-hull check (:func:`attnkit.ablations.measure`, the Ablations
                  page's default) at ``T`` ÷ the same without the hull check; target ≤ 5 (check 9's)
 
@@ -40,6 +43,7 @@ from ...circuits.timing import circuit_bench
 from ...entropy import entropy_profile
 from ...loading import load
 from ...model import run
+from ...score_terms import score_terms
 from .common import byte_tokenizer, interleaved, judge, random_ids, ratio_row, reset_peak_rss, side, vm_hwm_bytes
 from .sections import PATCH_T, patch_pair
 
@@ -67,6 +71,9 @@ SHAPE_TARGETS = {
     "shape_attribution_vs_fwd_bwd": ("attribution patching, all heads / (one forward + one backward)", "<=", 3.0),
     "shape_entropy_vs_trace": ("entropy_profile / trace with patterns", "<=", 1.5),
     "shape_hull_vs_no_hull": ("V = X with its hull check / without it", "<=", 5.0),
+    "shape_why_key_vs_forward": ("score terms, one key's split / one forward", "<=", 2.0),
+    "shape_why_row_vs_forward": ("score terms, a whole query row / one forward", "<=", 2.0),
+    "shape_why_row_rise_vs_forward": ("score terms row's peak memory rise / the forward's", "<=", 1.0),
 }
 
 
@@ -205,6 +212,29 @@ def _ablation(loaded, T: int, repeats: int) -> tuple[list, dict]:
                    "vx_no_hull_s": s["V = X without it"]["median_s"]}
 
 
+def _why(loaded, T: int, repeats: int, warmup: int) -> tuple[list, dict]:
+    """The last layer's head 0, query T − 1: one key's split (key T // 2) and the whole row vs one forward."""
+    w, dev = loaded.weights, loaded.device
+    ids = random_ids(w.config.d_vocab, T, dev, seed=T)[0].tolist()
+    L = w.config.n_layers
+    fns = {"score terms, one key": lambda: score_terms(w, ids, L - 1, 0, T - 1, T // 2),
+           "score terms, query row": lambda: score_terms(w, ids, L - 1, 0, T - 1),
+           "one forward": lambda: run(w, ids)}
+    with torch.inference_mode():
+        t = interleaved(fns, repeats, warmup, dev)
+        rise = {k: peak_rise(f) for k, f in fns.items()}
+    s = {k: side(k, v) for k, v in t.items()}
+    rows = [_judged("shape_why_key_vs_forward", dev, T, s["score terms, one key"], s["one forward"]),
+            _judged("shape_why_row_vs_forward", dev, T, s["score terms, query row"], s["one forward"])]
+    r_row, r_fwd = rise["score terms, query row"], rise["one forward"]
+    if r_row is not None and r_fwd:
+        rows.append(_judged("shape_why_row_rise_vs_forward", dev, T, side("row peak rise (bytes)", [r_row]),
+                            side("forward peak rise (bytes)", [r_fwd]), ratio=r_row / r_fwd))
+    return rows, {"why_key_s": s["score terms, one key"]["median_s"], "why_row_s": s["score terms, query row"]["median_s"],
+                  "why_forward_s": s["one forward"]["median_s"], "why_key_peak_rise_bytes": rise["score terms, one key"],
+                  "why_row_peak_rise_bytes": r_row, "why_forward_peak_rise_bytes": r_fwd}
+
+
 def shape_rows(loaded, T: int, repeats: int, warmup: int, parts=("trace", "patching", "attribution"),
                log=lambda s: None) -> tuple[list, dict]:
     """The per-shape rows on a loaded model: (rows, figures)."""
@@ -215,7 +245,8 @@ def shape_rows(loaded, T: int, repeats: int, warmup: int, parts=("trace", "patch
                                                                                  loaded.hf_model.parameters())}
     steps = {"trace": lambda: _trace(loaded, T, repeats, warmup), "patching": lambda: _patching(loaded, repeats),
              "attribution": lambda: _attribution(loaded, repeats),
-             "entropy": lambda: _entropy(loaded, T, repeats, warmup), "ablation": lambda: _ablation(loaded, T, repeats)}
+             "entropy": lambda: _entropy(loaded, T, repeats, warmup), "ablation": lambda: _ablation(loaded, T, repeats),
+             "why": lambda: _why(loaded, T, repeats, warmup)}
     for part in parts:
         log(f"[bench]   {part} …")
         t0 = time.perf_counter()
@@ -235,7 +266,8 @@ def _rss() -> int:
 
 
 def shape_section(shapes, *, T: int = 256, repeats: int = 2, warmup: int = 1, cache=None,
-                  parts=("trace", "patching", "attribution", "entropy", "ablation"), log=lambda s: None) -> dict:
+                  parts=("trace", "patching", "attribution", "entropy", "ablation", "why"),
+                  log=lambda s: None) -> dict:
     """Every shape in turn (built or read from the cache, loaded, measured, freed): JSON-ready."""
     out = {"T": T, "repeats": repeats, "cache": str(cache_folder(cache)), "shapes": {}, "rows": []}
     for shape in shapes:
@@ -267,8 +299,11 @@ def format_shapes(sec: dict) -> str:
     for r in sec["rows"]:
         tgt = f"{'≤' if r['op'] == '<=' else '≥'} {r['target']:g}"
         verdict = "PASS" if r["pass"] else f"MISS by {100 * r['miss_by']:.0f}%"
-        out.append(f"  {r['shape']:<8} {r['label'][:60]:<60} {r['a']['median_s']:>9.3f}s {r['b']['median_s']:>9.3f}s "
-                   f"{r['ratio']:>6.2f} {tgt:>7}  {verdict}")
+        if r["check"].endswith("_rise_vs_forward"):          # bytes, not seconds
+            a, b = _mb(r["a"]["median_s"]), _mb(r["b"]["median_s"])
+        else:
+            a, b = f"{r['a']['median_s']:.3f}s", f"{r['b']['median_s']:.3f}s"
+        out.append(f"  {r['shape']:<8} {r['label'][:60]:<60} {a:>10} {b:>10} {r['ratio']:>6.2f} {tgt:>7}  {verdict}")
     out.append(f"  {'shape':<8} {'params':>8} {'load':>7} {'trace':>8} {'HF eager':>9} {'trace rise':>11} "
                f"{'HF rise':>9} {'patterns':>9} {'patch all':>10} {'patch rise':>11} {'attrib.':>8} {'entropy':>8} "
                f"{'V = X':>8}")
@@ -280,4 +315,8 @@ def format_shapes(sec: dict) -> str:
                    f"{_mb(s.get('hf_eager_peak_rise_bytes')):>9} {_mb(s.get('pattern_bytes')):>9} "
                    f"{secs('patch_s'):>10} {_mb(s.get('patch_peak_rise_bytes')):>11} {secs('attribution_s'):>8} "
                    f"{secs('entropy_s'):>8} {secs('vx_hull_s'):>8}")
+        if "why_row_s" in s:
+            out.append(f"  {name:<8} score terms: one key {s['why_key_s']:.2f}s (rise {_mb(s['why_key_peak_rise_bytes'])}), "
+                       f"a query row {s['why_row_s']:.2f}s (rise {_mb(s['why_row_peak_rise_bytes'])}), one forward "
+                       f"{s['why_forward_s']:.2f}s (rise {_mb(s['why_forward_peak_rise_bytes'])})")
     return "\n".join(out)
