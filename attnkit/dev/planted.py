@@ -37,6 +37,9 @@ N_INNER = 64
 MATCH = 30.0              # attention logit of a planted match
 LOGIT = 12.0              # unembedding scale: the answer's logit when the circuit writes 1 into OUT
 SUCC = 7                  # planted-mlp: the answer is token (t + SUCC) mod V for t two positions back
+INDUCTION_METRIC = ("induction: on repeated random tokens the second half's next-token loss ≪ the first's; on a "
+                    "clean/corrupted pair, logit difference answer (what followed the last token's earlier "
+                    "occurrence) − distractor at the last position")
 MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
 
 
@@ -175,7 +178,7 @@ def specs() -> dict[str, Spec]:
          "edges": [{"sender": "embed", "receiver": "L0H0.v"}, {"sender": "L0H0", "receiver": "L1H0.k"},
                    {"sender": "embed", "receiver": "L1H0.q"}, {"sender": "embed", "receiver": "L1H0.v"},
                    {"sender": "L1H0", "receiver": "logits"}],
-         "task": "induction"},
+         "task": "induction", "vocab": V, "metric": INDUCTION_METRIC},
         "the previous-token head L0H0 copies each token into PREV at the next position; the induction head "
         "L1H0's query (the current token) matches its key (PREV, written by L0H0: K-composition) and its OV "
         "copies the attended token into OUT, which the unembedding reads")
@@ -184,10 +187,12 @@ def specs() -> dict[str, Spec]:
         "planted-mlp",
         [_layer_distractors([previous_token(TOK, PREV)], [TOK], gen),
          _layer_distractors([previous_token(PREV, MID)], [TOK, PREV], gen)], {1: succ_mlp()},
-        {"heads": ["L0H0", "L1H0"], "roles": {"L0H0": "previous token", "L1H0": "previous token of PREV"},
+        {"heads": ["L0H0", "L1H0"], "roles": {"L0H0": "previous token", "L1H0": "previous token"},
          "edges": [{"sender": "embed", "receiver": "L0H0.v"}, {"sender": "L0H0", "receiver": "L1H0.v"},
                    {"sender": "L1H0", "receiver": "MLP1"}, {"sender": "MLP1", "receiver": "logits"}],
-         "task": "successor"},
+         "task": "successor", "shift": SUCC, "vocab": V,
+         "metric": f"next-token prediction (token two back + {SUCC}) mod {V}: logit difference answer − distractor at "
+                   "the last position; on random tokens the loss of that prediction"},
         f"L0H0 copies the previous token into PREV; L1H0 attends to the previous position and reads PREV through "
         f"its value (V-composition), writing the token two back into MID; MLP1 maps MID token t to OUT token "
         f"t+{SUCC} mod {V}, which the unembedding reads: the model predicts (token two back) + {SUCC}")
@@ -203,7 +208,7 @@ def specs() -> dict[str, Spec]:
                    {"sender": "embed", "receiver": "L1H1.q"}, {"sender": "embed", "receiver": "L1H0.v"},
                    {"sender": "embed", "receiver": "L1H1.v"}, {"sender": "L1H0", "receiver": "logits"},
                    {"sender": "L1H1", "receiver": "logits"}],
-         "task": "induction"},
+         "task": "induction", "vocab": V, "metric": INDUCTION_METRIC},
         "as planted-induction, but two induction heads L1H0 and L1H1 (identical QK, each OV writing half the "
         "answer into OUT) share the work: ablating either one leaves about half the logit difference")
     return out
