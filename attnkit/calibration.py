@@ -350,5 +350,5 @@ def report(card: dict) -> list[str]:
         lines.append(f"{m['name']}  ({m['folder']})")
         for r in m["methods"]:
             v = "—" if r["value"] is None else f"{r['value']:.3g}"
-            lines.append(f"  {r['method']:<21} {v:>7}  {r['verdict']}")
+            lines.append(f"  {r['method']:<21} {r['metric']}: {v}\n  {'':<21} {r['verdict']}")
     return lines
