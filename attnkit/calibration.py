@@ -23,6 +23,7 @@ Scores:
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -42,7 +43,7 @@ from .weights import Weights
 __all__ = ["Row", "Context", "METHODS", "read_circuit", "make_pairs", "roc_auc", "compare_circuits",
            "calibrate_model", "calibrate", "report"]
 
-ROLE_STAT = {"previous token": "previous_token", "induction": "induction"}
+_KV_RECEIVER = re.compile(r"^L(\d+)H(\d+)\.([kv])$")
 
 
 @dataclass
@@ -125,12 +126,25 @@ def roc_auc(scores, positive) -> float:
     return float((r[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
-def compare_circuits(stated, discovered) -> dict:
+def canonical(edge: tuple[str, str], group: int = 1) -> tuple[str, str]:
+    """An edge with a ``.k``/``.v`` receiver named by the first query head of its key/value group (grouped-query
+    attention: L1H1.k is the same key head as L1H0.k when 2 query heads share it)."""
+    s, r = edge
+    m = _KV_RECEIVER.match(r)
+    if group > 1 and m:
+        h = int(m[2])
+        r = f"L{m[1]}H{h - h % group}.{m[3]}"
+    return s, r
+
+
+def compare_circuits(stated, discovered, group: int = 1) -> dict:
     """Edges (sender, receiver) of a stated and a discovered circuit -> {"found", "missed", "extra"} (sorted
     lists of pairs), plus "precision" and "recall" (NaN when undefined). Accepts pairs or dicts with
-    sender/receiver, e.g. CIRCUIT.json's edges or :class:`Circuit`'s ``edges``."""
+    sender/receiver, e.g. CIRCUIT.json's edges or :class:`Circuit`'s ``edges``. ``group``: query heads per
+    key/value head — .k/.v receivers of one group are one receiver (:func:`canonical`)."""
     def as_set(edges) -> set[tuple[str, str]]:
-        return {(e["sender"], e["receiver"]) if isinstance(e, dict) else (str(e[0]), str(e[1])) for e in edges}
+        return {canonical((e["sender"], e["receiver"]) if isinstance(e, dict) else (str(e[0]), str(e[1])), group)
+                for e in edges}
 
     st, dc = as_set(stated), as_set(discovered)
     found = st & dc
@@ -155,9 +169,10 @@ def _top_set(ctx: Context, values: np.ndarray, planted: list[str], method: str, 
 
 
 def _roles(ctx: Context) -> dict[str, list[str]]:
+    """Planted heads by role (previous token, induction): the roles a head statistic scores."""
     out: dict[str, list[str]] = {}
     for head, role in ctx.circuit.get("roles", {}).items():
-        if role in ROLE_STAT:
+        if role in ("previous token", "induction"):
             out.setdefault(role, []).append(head)
     return out
 
@@ -247,7 +262,9 @@ def _edge_auc(ctx: Context, steps: int) -> tuple[float, int]:
         total = total + np.abs(ea.scores)
     ok = np.isfinite(total)
     ii, jj = np.nonzero(ok)
-    pos = [(ea.senders[i], ea.receivers[j]) in ctx.edges for i, j in zip(ii, jj)]
+    group = ctx.weights.config.group
+    stated = {canonical(e, group) for e in ctx.edges}
+    pos = [canonical((ea.senders[i], ea.receivers[j]), group) in stated for i, j in zip(ii, jj)]
     return roc_auc(total[ii, jj], pos), len(pos)
 
 
@@ -269,14 +286,16 @@ def m_eap_ig(ctx: Context) -> list[Row]:
 
 def m_discovery(ctx: Context) -> list[Row]:
     circ = discover(ctx.weights, ctx.pairs, target=0.8)
-    cmp = compare_circuits(ctx.edges, circ.edges)
+    cmp = compare_circuits(ctx.edges, circ.edges, ctx.weights.config.group)
     faith = circ.circuit_ld / circ.clean_ld if circ.clean_ld else float("nan")
     missed = ", ".join(f"{s}→{r}" for s, r in cmp["missed"]) or "none"
     return [Row("discovery", "recall of the stated edges (target 80 %)", cmp["recall"],
                 f"{'pass' if cmp['recall'] == 1 else 'miss'}: {len(cmp['found'])} of {len(ctx.edges)} found; "
                 f"missed: {missed}"),
             Row("discovery", "precision of the kept edges", cmp["precision"],
-                f"{'pass' if cmp['precision'] >= 0.5 else 'miss'}: {len(cmp['extra'])} extra of {circ.size} kept"),
+                f"{'pass' if cmp['precision'] >= 0.5 else 'miss'}: {len(cmp['extra'])} extra of {circ.size} kept"
+                + (f" ({len(cmp['found']) + len(cmp['extra'])} once a key/value group's receivers are one)"
+                   if ctx.weights.config.group > 1 else "")),
             Row("discovery", "faithfulness of the kept circuit", faith,
                 f"{'pass' if faith >= 0.8 else 'miss'}: LD(circuit) / LD(clean) = {faith:.3f} with {circ.size} edges "
                 f"(recovered {circ.recovered:.3f})")]

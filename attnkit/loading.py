@@ -46,7 +46,7 @@ DEFAULT_HUB_MODEL = "gpt2"
 #: Short names of the shipped checkpoints -> folders inside the package.
 SHIPPED = {SHIPPED_MODEL: Path(__file__).parent / "models" / SHIPPED_MODEL}
 #: Planted-circuit models (hand-set weights, a CIRCUIT.json each; built by attnkit/dev/planted.py).
-PLANTED_MODELS = ["planted-induction", "planted-mlp", "planted-competing"]
+PLANTED_MODELS = ["planted-induction", "planted-llama", "planted-mlp", "planted-competing"]
 SHIPPED.update({n: Path(__file__).parent / "models" / n for n in PLANTED_MODELS})
 #: GPT-2 family short names -> hub repositories.
 HUB_NAMES = {

@@ -1,5 +1,6 @@
 """Planted-circuit models: small checkpoints whose mechanism is set by hand, so every explanation method
-can be scored against a circuit known by construction (``python -m attnkit.dev.planted`` rebuilds them).
+can be scored against a circuit known by construction (``python -m attnkit.dev.planted`` rebuilds them). This module: the GPT-2 family ones and
+what every planted model shares (the tokenizer, the residual layout, the card).
 
 Every model is an ordinary HuggingFace checkpoint (GPT-2 family, untied unembedding) with a word-level
 tokenizer of 40 words ``t0`` … ``t39`` (+ ``<unk>``). The residual stream (d = 256) is split into
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,7 +40,7 @@ SUCC = 7                  # planted-mlp: the answer is token (t + SUCC) mod V fo
 INDUCTION_METRIC = ("induction: on repeated random tokens the second half's next-token loss ≪ the first's; on a "
                     "clean/corrupted pair, logit difference answer (what followed the last token's earlier "
                     "occurrence) − distractor at the last position")
-MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
+MODELS_DIR = Path(__file__).resolve().parents[2] / "models"
 
 
 def words() -> list[str]:
@@ -283,38 +283,38 @@ def build_model(spec: Spec, seed: int):
 CARD = """# {name}
 
 A planted-circuit model of attnkit (issue 35): its weights are **set by hand** by
-`attnkit/dev/planted.py` (rebuild: `python -m attnkit.dev.planted`), so the mechanism is known exactly and
+`attnkit/dev/planted/` (rebuild: `python -m attnkit.dev.planted`), so the mechanism is known exactly and
 stated as data in `CIRCUIT.json`. Not trained; not a language model.
 
-- Family: GPT-2 ({layers} layers, {heads} heads, d_model {d}, d_head {e}, MLP width {inner}, context {ctx},
-  untied unembedding). Tokenizer: word level, `t0` … `t{last}` separated by spaces (+ `<unk>`).
+- Family: {family} ({layers} layers, {heads} heads, d_model {d}, d_head {e}, MLP width {inner}, context {ctx},
+  untied unembedding{extra}). Tokenizer: word level, `t0` … `t{last}` separated by spaces (+ `<unk>`).
 - Mechanism: {mechanism}.
 - Residual layout (one-hot inside each subspace): TOK 0–39 token, PREV 40–79 previous token, MID 80–119
-  intermediate, OUT 120–159 read by the unembedding, POS 160–207 position, SCR 208–255 scratch.
-- Distractor heads (attend to the first token, to themselves, or near-uniformly) and spare MLP units have
-  random weights (seeded torch generator) of the planted heads' Frobenius norm, and write only into SCR.
+  intermediate, OUT 120–159 read by the unembedding, {pos}, SCR 208–255 scratch.
+- Distractors: {distractors}
 - Each norm's scale is the median σ of its input over a probe batch, so a one-hot feature reads ≈ 1.
 - Stated circuit: heads {circuit_heads}; edges as path patching names them (see CIRCUIT.json).
 """
 
 
-def write(spec: Spec, folder: Path, seed: int) -> Path:
-    model = build_model(spec, seed)
+DISTRACTORS = ("heads attending to the first token, to themselves, or near-uniformly, and spare MLP units, with "
+               "random weights (seeded torch generator) of the planted heads' Frobenius norm, writing only into SCR.")
+
+
+def save(model, circuit: dict, mechanism: str, folder: Path, family: str = "GPT-2", extra: str = "",
+         pos: str = "POS 160–207 position", distractors: str = DISTRACTORS) -> Path:
+    """Write ``model`` with the tokenizer, CIRCUIT.json and MODEL_CARD.md into ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(folder))
     save_tokenizer(folder)
-    (folder / "CIRCUIT.json").write_text(json.dumps(spec.circuit, indent=1) + "\n", encoding="utf-8")
-    cfg = model.config
+    (folder / "CIRCUIT.json").write_text(json.dumps(circuit, indent=1) + "\n", encoding="utf-8")
     (folder / "MODEL_CARD.md").write_text(CARD.format(
-        name=spec.name, layers=cfg.n_layer, heads=cfg.n_head, d=D, e=E, inner=N_INNER, ctx=P, last=V - 1,
-        mechanism=spec.card, circuit_heads=", ".join(spec.circuit["heads"])), encoding="utf-8")
+        name=folder.name, family=family, layers=model.config.num_hidden_layers, heads=H, d=D, e=getattr(model.config, "head_dim", None) or E,
+        inner=N_INNER, distractors=distractors,
+        ctx=P, last=V - 1, extra=extra, pos=pos, mechanism=mechanism, circuit_heads=", ".join(circuit["heads"])),
+        encoding="utf-8")
     return folder
 
 
-def build_all(out: Path = MODELS_DIR) -> list[Path]:
-    return [write(spec, out / name, seed) for seed, (name, spec) in enumerate(specs().items())]
-
-
-if __name__ == "__main__":
-    for path in build_all(Path(sys.argv[1]) if len(sys.argv) > 1 else MODELS_DIR):
-        print(f"wrote {path}")
+def write(spec: Spec, folder: Path, seed: int) -> Path:
+    return save(build_model(spec, seed), spec.circuit, spec.card, folder)
