@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 __all__ = ["FACTOR", "FLOOR", "TOL_F64", "TOL_F64_MIXED", "F64_MIXED_FAMILIES", "f64_tolerance", "RULE", "verdict", "allowed", "TOL_PATTERN", "TOL_LOGITS",
-           "TOL_HIDDEN_REL", "TOL_CACHE_REL", "ZERO_ATOL", "CORPUS_ATOL"]
+           "TOL_HIDDEN_REL", "TOL_CACHE_REL", "ZERO_ATOL", "CORPUS_ATOL", "TOL_SCORE_REL"]
 
 # ----------------------------------------------------------------------------- the float64 rule (verify)
 
@@ -93,3 +93,12 @@ ZERO_ATOL = 1e-6
 #: The corpus engine's entropy curves (its worker's thread count and batch) against one direct pass:
 #: measured 1.25e-6 absolute under OMP_NUM_THREADS=2 (entropies up to 2.5 nats), 0 under 1.
 CORPUS_ATOL = 1e-5
+
+# ----------------------------------------------------------------------------- score terms
+
+#: A score split into query-part × key-part terms (attnkit.score_terms, float64 arithmetic on a float32
+#: model's activations) against the model's own float32 score, relative to Σ|terms| (the size the float32
+#: rounding of the parts scales with). Measured on the tests' random GPT-2, SmolLM2, Qwen2.5, Mistral, Pythia
+#: and GPT-Neo checkpoints (layer 2, every head, 3 keys each, 24 tokens): ≤ 1.5e-7 (GPT-Neo), ≤ 3e-8 (GPT-2).
+#: Float64 models: TOL_F64 against a float64 recomputation (the model's RMSNorm rounds to float32, as HF's).
+TOL_SCORE_REL = 2e-6

@@ -1,0 +1,442 @@
+"""Why does query i attend to key j? One attention score split exactly into query-part × key-part terms.
+
+With each norm's scale held at the value it had on this prompt (as direct logit attribution does), the
+input a head reads at a position is a sum of the residual stream's parts
+
+    embed, pos_embed (learned positions), L{l}H{h} (z_h·W_O[h]) and "L{l} b_O" of every earlier layer,
+    MLP{l} of every earlier layer
+
+each centred on its own (LayerNorm's centring is linear, so it belongs to each part; RMSNorm has none),
+divided by σ at that position and multiplied by the norm's weight; the norm's bias ("ln1 bias") and the
+head's W_Q / W_K bias ("b_Q", "b_K") are parts of their own, not divided by σ. q_i and k_j are linear in
+the parts; rotary is a linear map at each position (each part is rotated at its own position: i for the
+query side, j for the key side), so
+
+    score_ij = scale · Σ_c Σ_c′ ⟨Q_c(i), K_c′(j)⟩          (scale = 1/√d_head; 1 for GPT-Neo)
+
+exactly. Under grouped-query attention the key side is the key/value head the query head shares. A
+contrast score_ij − score_ij′ (why j beats j′) is split the same way.
+
+Two runs of the model up to the head's layer, nothing T × T × parts: the first keeps the residual stream
+entering the layer (σ at every position) and the model's own q and k there; the second projects each
+part onto the head's query (position i only) and key space as the forward pass produces it, and for a
+whole query row reduces each part at once to its key-side total per key.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+
+from . import attention as A
+from .attribution import _final_scale as norm_scale
+from .model import run
+from .standard import head_name
+from .weights import Weights
+
+__all__ = ["ScoreTermsError", "ScoreTerms", "RowTerms", "score_terms", "part_kind", "part_layer", "KINDS",
+           "grouped", "top_terms", "explain", "layer0_split", "layer0_average", "visible_keys"]
+
+#: Kinds of parts, in the order the grouped views list them.
+KINDS = ("embeddings", "heads", "MLPs", "biases")
+#: The stated names of the bias parts of the head's own layer.
+LN_BIAS, B_Q, B_K = "ln1 bias", "b_Q", "b_K"
+
+
+class ScoreTermsError(ValueError):
+    """A request that cannot be split (a key the query cannot see, a position or head out of range)."""
+
+
+def part_kind(name: str) -> str:
+    """embeddings (embed, pos_embed), heads (L{l}H{h}), MLPs (MLP{l}) or biases (b_O, ln1 bias, b_Q, b_K)."""
+    if name in ("embed", "pos_embed"):
+        return "embeddings"
+    if name.startswith("MLP"):
+        return "MLPs"
+    if name.startswith("L") and "H" in name and " " not in name:
+        return "heads"
+    return "biases"
+
+
+def part_layer(name: str) -> str:
+    """The layer a part was written in ("L3"), "embed" for the embeddings, "bias" for the head's own biases."""
+    if name in ("embed", "pos_embed"):
+        return "embed"
+    if name.startswith("MLP"):
+        return f"L{name[3:]}"
+    if name.startswith("L") and (" b_O" in name or "H" in name) and name != LN_BIAS:
+        return name.split("H")[0].split(" ")[0]
+    return "bias"
+
+
+# ----------------------------------------------------------------------------- results
+
+@dataclass
+class ScoreTerms:
+    """score_ij (or score_ij − score_ij′ with ``against``) = Σ values[c, c′], c a query part, c′ a key part."""
+
+    head: str                     # "L3H0"
+    kv_head: int                  # the key/value head the key side is read from (GQA)
+    query: int
+    key: int
+    against: int | None
+    query_parts: list[str]
+    key_parts: list[str]
+    values: np.ndarray            # [len(query_parts), len(key_parts)], float64
+    score: float                  # the model's own score (the contrast's difference with ``against``)
+    scores: dict = field(default_factory=dict)   # key position -> the model's own score_i,key
+
+    @property
+    def total(self) -> float:
+        return float(self.values.sum())
+
+    @property
+    def key_side(self) -> pd.Series:
+        """Each key part's share summed over the query parts (what the key carries that the query reads)."""
+        return pd.Series(self.values.sum(0), index=self.key_parts)
+
+    @property
+    def query_side(self) -> pd.Series:
+        return pd.Series(self.values.sum(1), index=self.query_parts)
+
+    def frame(self) -> pd.DataFrame:
+        """One row per term: query part, key part, value, and each side's kind and layer."""
+        qi, ki = np.meshgrid(np.arange(len(self.query_parts)), np.arange(len(self.key_parts)), indexing="ij")
+        q = [self.query_parts[i] for i in qi.ravel()]
+        k = [self.key_parts[j] for j in ki.ravel()]
+        return pd.DataFrame({"query": q, "key": k, "value": self.values.ravel(),
+                             "query_kind": [part_kind(n) for n in q], "key_kind": [part_kind(n) for n in k],
+                             "query_layer": [part_layer(n) for n in q], "key_layer": [part_layer(n) for n in k]})
+
+    def to_json(self) -> dict:
+        terms = [{"query": qn, "key": kn, "value": float(self.values[a, b])}
+                 for a, qn in enumerate(self.query_parts) for b, kn in enumerate(self.key_parts)]
+        return {"head": self.head, "kv_head": self.kv_head, "query": self.query, "key": self.key,
+                "against": self.against, "score": float(self.score),
+                "scores": {str(k): float(v) for k, v in self.scores.items()}, "terms": terms, "total": self.total}
+
+
+@dataclass
+class RowTerms:
+    """A whole query row: for every key the query sees, the model's score and its split by one side.
+
+    key_side[c′, n] = ⟨q_i, K_c′(keys[n])⟩·scale (summed over the query parts);
+    query_side[c, n] = ⟨Q_c(i), k_keys[n]⟩·scale (summed over the key parts). Each column adds up to the score."""
+
+    head: str
+    kv_head: int
+    query: int
+    keys: np.ndarray              # [J] key positions the query sees
+    scores: np.ndarray            # [J] the model's own scores
+    query_parts: list[str]
+    key_parts: list[str]
+    key_side: np.ndarray          # [Pk, J]
+    query_side: np.ndarray        # [Pq, J]
+
+    def frame(self, side: str = "key") -> pd.DataFrame:
+        """Long table: key position, part, value (``side``: "key" or "query")."""
+        vals, names = (self.key_side, self.key_parts) if side == "key" else (self.query_side, self.query_parts)
+        P, J = vals.shape
+        return pd.DataFrame({"key_pos": np.tile(self.keys, P), "part": np.repeat(names, J),
+                             "kind": np.repeat([part_kind(n) for n in names], J), "value": vals.ravel()})
+
+
+# ----------------------------------------------------------------------------- validation
+
+def visible_keys(cfg, layer: int, query: int) -> range:
+    """The keys query ``query`` sees in ``layer`` (causal, and the layer's window if it has one)."""
+    mask = A.causal_mask(query + 1, window=cfg.window(layer))[query]
+    seen = torch.nonzero(mask == 0).flatten()
+    return range(int(seen[0]), int(seen[-1]) + 1)
+
+
+def _check(cfg, T: int, layer: int, head: int, query: int, keys: list[int]) -> None:
+    if not 0 <= layer < cfg.n_layers or not 0 <= head < cfg.n_heads:
+        raise ScoreTermsError(f"no head {head_name(layer, head)}: the model has {cfg.n_layers} layers of "
+                              f"{cfg.n_heads} heads")
+    if not 0 <= query < T:
+        raise ScoreTermsError(f"query position {query} is outside the prompt's {T} tokens (0 … {T - 1})")
+    seen = visible_keys(cfg, layer, query)
+    for j in keys:
+        if not 0 <= j < T:
+            raise ScoreTermsError(f"key position {j} is outside the prompt's {T} tokens (0 … {T - 1})")
+        if j > query:
+            raise ScoreTermsError(f"key {j} comes after query {query}: a causal head cannot see it")
+        if j not in seen:
+            raise ScoreTermsError(f"key {j} is outside layer {layer}'s window of {cfg.window(layer)} tokens: "
+                                  f"query {query} sees only keys {seen.start} … {seen.stop - 1}")
+
+
+# ----------------------------------------------------------------------------- the parts
+
+class _Parts:
+    """Projects each residual-stream part onto the head's query (at i) and key (at ``keys``) spaces.
+
+    ``fold`` is the norm (centring, weight) times W_Q[h] / W_K[g], [d, e], float64; a part x [.., d] becomes
+    x·fold / σ(position), then rotated at its position. With ``q_total`` given (a row), each key part is
+    reduced at once to ⟨q_i, K_c′(j)⟩·scale per key instead of being kept."""
+
+    def __init__(self, weights: Weights, layer: int, head: int, query: int, keys: list[int], sigma, q_total=None):
+        cfg, lw = weights.config, weights.layers[layer]
+        self.w, self.cfg, self.scale = weights, cfg, cfg.attn_scale(layer)
+        self.g = head // cfg.group
+        self.query, self.keys, self.q_total = query, torch.tensor(keys), q_total
+        self.fq, self.fk = self._fold(lw.W_Q[head], lw.ln1_w), self._fold(lw.W_K[self.g], lw.ln1_w)
+        self.sig_q, self.sig_k = sigma[query], sigma[self.keys]                 # [1], [J, 1]
+        self.rot_q = self.rot_k = None
+        if cfg.position == "rotary":
+            self.rot_q = A.rotary_tables(weights.inv_freq, torch.tensor([query]), weights.rope_attention_scale,
+                                         torch.float64)
+            self.rot_k = A.rotary_tables(weights.inv_freq, self.keys, weights.rope_attention_scale, torch.float64)
+        self.q_names, self.q_vals, self.k_names, self.k_vals = [], [], [], []
+
+    def _fold(self, W: torch.Tensor, ln_w: torch.Tensor) -> torch.Tensor:
+        """The norm's weight (and LayerNorm's centring: x − mean x) folded into W [d, e]."""
+        Wd = ln_w.double()[:, None] * W.double()
+        return Wd if self.cfg.norm == "rmsnorm" else Wd - Wd.mean(0, keepdim=True)
+
+    def _rot(self, x: torch.Tensor, tables) -> torch.Tensor:
+        return x if tables is None else A.rotate(x, *tables)
+
+    def add(self, names: list[str], xq: torch.Tensor, xk: torch.Tensor, scaled: bool = True) -> None:
+        """Parts already projected: xq [P, e] at the query, xk [P, J, e] at the keys (before σ and rotation)."""
+        if scaled:
+            xq, xk = xq / self.sig_q, xk / self.sig_k
+        q = self._rot(xq[:, None, :], self.rot_q)[:, 0]
+        k = self._rot(xk, self.rot_k)
+        self.q_names += names
+        self.q_vals.append(q)
+        self.k_names += names
+        self.k_vals.append(k if self.q_total is None else (k @ self.q_total) * self.scale)
+
+    def vectors(self, names: list[str], x: torch.Tensor) -> None:
+        """Parts given as residual-stream vectors x [P, T, d] (or [P, d], the same at every position)."""
+        x = x.double()
+        if x.dim() == 2:
+            self.add(names, x @ self.fq, (x @ self.fk)[:, None, :].expand(-1, len(self.keys), -1))
+        else:
+            self.add(names, x[:, self.query] @ self.fq, x[:, self.keys] @ self.fk)
+
+    def heads(self, layer: int, z: torch.Tensor) -> None:
+        """Every head of ``layer`` from its z [H, T, e]: z_h·(W_O[h]·fold)."""
+        W_O = self.w.layers[layer].W_O.double()
+        zq, zk = z[:, self.query].double(), z[:, self.keys].double()
+        xq = torch.einsum("he,hef->hf", zq, W_O @ self.fq)
+        xk = torch.einsum("hje,hef->hjf", zk, W_O @ self.fk)
+        self.add([head_name(layer, h) for h in range(z.shape[0])], xq, xk)
+        b_O = self.w.layers[layer].b_O
+        if b_O is not None:
+            self.vectors([f"L{layer} b_O"], b_O[None])
+
+    def biases(self, lw, head: int) -> None:
+        """The head's own layer's norm bias and its W_Q / W_K biases (not divided by σ)."""
+        e, J = self.fq.shape[1], len(self.keys)
+        if lw.ln1_b is not None:
+            bq = lw.ln1_b.double() @ lw.W_Q[head].double()
+            bk = lw.ln1_b.double() @ lw.W_K[self.g].double()
+            self.add([LN_BIAS], bq[None], bk[None, None].expand(1, J, e), scaled=False)
+        zq, zk = torch.zeros(1, e, dtype=torch.float64), torch.zeros(1, J, e, dtype=torch.float64)
+        if lw.b_Q is not None:
+            self.add_one_side(B_Q, lw.b_Q[head].double(), "query", zq, zk)
+        if lw.b_K is not None:
+            self.add_one_side(B_K, lw.b_K[self.g].double(), "key", zq, zk)
+
+    def add_one_side(self, name: str, vec: torch.Tensor, side: str, zq, zk) -> None:
+        """A bias that lives on one side only: zero on the other (its terms there are all 0)."""
+        if side == "query":
+            self.add([name], vec[None], zk, scaled=False)
+        else:
+            self.add([name], zq, vec[None, None].expand(1, len(self.keys), -1), scaled=False)
+
+    def hooks(self, layer: int) -> dict:
+        def embed(t, _l, name):
+            self.vectors([name], t[0][None])
+
+        out = {"embed": lambda t, l: embed(t, l, "embed"), "pos_embed": lambda t, l: embed(t, l, "pos_embed"),
+               "z": lambda t, l: self.heads(l, t[0]) if l < layer else None,
+               "mlp_out": lambda t, l: self.vectors([f"MLP{l}"], t[0][None]) if l < layer else None}
+        return out
+
+
+def _drop_empty(names: list[str], vals: torch.Tensor, side_bias: str) -> tuple[list[str], torch.Tensor]:
+    """b_K has no query side and b_Q no key side: drop the part that is only zeros by construction."""
+    keep = [n != side_bias for n in names]
+    return [n for n, k in zip(names, keep) if k], vals[torch.tensor(keep)]
+
+
+def _first_pass(weights: Weights, ids: list[int], layer: int):
+    """The residual stream entering ``layer`` (float64), σ of its norm at every position, and the model's
+    own q and k there (rotated)."""
+    rot = weights.config.position == "rotary"
+    names = ["resid_pre"] + (["q_rot", "k_rot"] if rot else ["q", "k"])
+    tr = run(weights, ids, capture=names, layers=[layer], stop=layer + 1)
+    x = tr["resid_pre", layer][0].double()
+    return x, norm_scale(weights, x), tr[names[1], layer][0], tr[names[2], layer][0]
+
+
+def _held(weights: Weights, layer: int, x: torch.Tensor, sigma: torch.Tensor, W, b, positions) -> torch.Tensor:
+    """q or k [n, e] in float64 from rows x [n, d] with the norm's σ held (what the parts add up to)."""
+    lw, cfg = weights.layers[layer], weights.config
+    xc = x if cfg.norm == "rmsnorm" else x - x.mean(-1, keepdim=True)
+    xs = xc / sigma * lw.ln1_w.double() + (0 if lw.ln1_b is None else lw.ln1_b.double())
+    out = xs @ W.double() + (0 if b is None else b.double())
+    if cfg.position != "rotary":
+        return out
+    tables = A.rotary_tables(weights.inv_freq, torch.tensor(positions), weights.rope_attention_scale, torch.float64)
+    return A.rotate(out, *tables)
+
+
+@torch.inference_mode()
+def _collect(weights: Weights, ids: list[int], layer: int, head: int, query: int, keys: list[int], row: bool):
+    x, sigma, q, k = _first_pass(weights, ids, layer)
+    cfg, lw = weights.config, weights.layers[layer]
+    g = head // cfg.group
+    own = A.scores(q[head, query][None].double(), k[g, keys].double(), cfg.attn_scale(layer))[0]
+    q_held = _held(weights, layer, x[[query]], sigma[[query]], lw.W_Q[head], _row(lw.b_Q, head), [query])[0]
+    k_held = _held(weights, layer, x[keys], sigma[keys], lw.W_K[g], _row(lw.b_K, g), keys)
+    parts = _Parts(weights, layer, head, query, keys, sigma, q_held if row else None)
+    run(weights, ids, stop=layer, hooks=parts.hooks(layer))
+    parts.biases(lw, head)
+    Q = torch.cat(parts.q_vals)                                                   # [P, e]
+    K = torch.cat(parts.k_vals)                                                   # [P, J, e] or [P, J]
+    qn, Q = _drop_empty(parts.q_names, Q, B_K)
+    kn, K = _drop_empty(parts.k_names, K, B_Q)
+    return dict(own=own, q_names=qn, Q=Q, k_names=kn, K=K, k_total=k_held, scale=parts.scale, g=g)
+
+
+def _row(b, h):
+    return None if b is None else b[h]
+
+
+# ----------------------------------------------------------------------------- the entry point
+
+def score_terms(weights: Weights, ids, layer: int, head: int, query: int, key: int | None = None,
+                against: int | None = None) -> ScoreTerms | RowTerms:
+    """Split head ``(layer, head)``'s score from ``query`` to ``key`` into query-part × key-part terms.
+
+    ``key=None``: the whole row (a :class:`RowTerms`: every key the query sees, each side's split);
+    ``against=j′``: the split of score_i,key − score_i,j′. Positions are 0-based token positions. A key the
+    query cannot see (after it, or outside a local window) raises :class:`ScoreTermsError` with the reason."""
+    ids = [int(t) for t in (ids.flatten().tolist() if isinstance(ids, torch.Tensor) else ids)]
+    cfg, T = weights.config, len(ids)
+    if against is not None and key is None:
+        raise ScoreTermsError("a contrast (against) needs a key to compare with")
+    wanted = [j for j in (key, against) if j is not None]
+    _check(cfg, T, layer, head, query, wanted)
+    ids = ids[: query + 1]                       # causal: nothing after the query changes its row
+    name = head_name(layer, head)
+    if key is None:
+        keys = list(visible_keys(cfg, layer, query))
+        got = _collect(weights, ids, layer, head, query, keys, row=True)
+        query_side = (got["Q"] @ got["k_total"].T) * got["scale"]                # [Pq, J]
+        return RowTerms(name, got["g"], query, np.array(keys), got["own"].numpy(), got["q_names"],
+                        got["k_names"], got["K"].numpy(), query_side.numpy())
+    got = _collect(weights, ids, layer, head, query, wanted, row=False)
+    grid = torch.einsum("pe,cje->pcj", got["Q"], got["K"]) * got["scale"]       # [Pq, Pk, J]
+    own = got["own"].tolist()
+    values = grid[..., 0] - (grid[..., 1] if against is not None else 0)
+    score = own[0] - (own[1] if against is not None else 0.0)
+    return ScoreTerms(name, got["g"], query, key, against, got["q_names"], got["k_names"], values.numpy(),
+                      float(score), dict(zip(wanted, own)))
+
+
+# ----------------------------------------------------------------------------- views
+
+def grouped(st: ScoreTerms, by: str = "kind") -> pd.DataFrame:
+    """The terms summed by group on each side: ``by="kind"`` (embeddings / heads / MLPs / biases) or
+    ``by="layer"`` (embed, L0, L1, …, bias). Columns query_group, key_group, value (every pair, zeros kept)."""
+    if by not in ("kind", "layer"):
+        raise ValueError(f"group by 'kind' or 'layer', not {by!r}")
+    of = part_kind if by == "kind" else part_layer
+    df = st.frame()
+    df["query_group"], df["key_group"] = [of(n) for n in df["query"]], [of(n) for n in df["key"]]
+    out = df.groupby(["query_group", "key_group"], sort=False, as_index=False)["value"].sum()
+    order = {g: n for n, g in enumerate(dict.fromkeys([of(n) for n in st.query_parts + st.key_parts]))}
+    rank = out["query_group"].map(order) * len(order) + out["key_group"].map(order)
+    return out.iloc[np.argsort(rank.to_numpy(), kind="stable")].reset_index(drop=True)
+
+
+def top_terms(st: ScoreTerms, n: int = 10) -> pd.DataFrame:
+    """The ``n`` terms of largest size, with each one's share of the score."""
+    flat = st.values.ravel()
+    order = np.argsort(-np.abs(flat), kind="stable")[:n]
+    P = len(st.key_parts)
+    rows = [{"query": st.query_parts[i // P], "key": st.key_parts[i % P], "value": float(flat[i]),
+             "share": float(flat[i] / st.score) if st.score else float("nan")} for i in order]
+    return pd.DataFrame(rows, columns=["query", "key", "value", "share"])
+
+
+def _side_top(series: pd.Series) -> tuple[str, float]:
+    name = series.abs().idxmax()
+    return str(name), float(series[name])
+
+
+def _carries(part: str) -> str:
+    kind = part_kind(part)
+    if kind == "heads":
+        return f"{part}'s output"
+    if kind == "MLPs":
+        return f"{part}'s output"
+    if part == "embed":
+        return "the token embedding"
+    if part == "pos_embed":
+        return "the position embedding"
+    return part
+
+
+def explain(st: ScoreTerms, tokens: list[str] | None = None) -> str:
+    """One plain-text sentence from the real numbers: the key part that matters most (summed over the query
+    side), the query part reading it most, and the single largest term. Not Markdown: show it as text."""
+    def tok(p):
+        return f"{p} ({tokens[p]!r})" if tokens is not None else str(p)
+    kpart, kval = _side_top(st.key_side)
+    col = pd.Series(st.values[:, st.key_parts.index(kpart)], index=st.query_parts)
+    qpart, qval = _side_top(col)
+    what = (f"score_{st.query},{st.key} − score_{st.query},{st.against}" if st.against is not None
+            else "the score")
+    goes = "towards" if kval >= 0 else "away from"
+    return (f"{st.head} attends from {tok(st.query)} {goes} {tok(st.key)}"
+            + (f" rather than {tok(st.against)}" if st.against is not None else "")
+            + f" above all because its key carries {_carries(kpart)} ({kval:+.3f} of {what} {st.score:+.3f}), "
+            f"read most by the query's {_carries(qpart)} ({qval:+.3f}); the sum of all "
+            f"{st.values.size} terms is {st.total:+.4f}.")
+
+
+# ----------------------------------------------------------------------------- layer 0: the seeds' X·Xᵀ
+
+L0_CELLS = ("token × token", "token × position", "position × token", "position × position", "biases")
+
+
+def layer0_split(st: ScoreTerms) -> dict[str, float]:
+    """A layer-0 score split into token × token, token × position, position × token, position × position
+    (query side × key side) and the bias terms. Learned positions only: with rotary, positions are not a
+    part (they rotate every part) and this split is refused with that reason."""
+    if not st.head.startswith("L0H"):
+        raise ScoreTermsError(f"{st.head} is not in layer 0: its input holds earlier heads and MLPs too")
+    if "pos_embed" not in st.query_parts:
+        raise ScoreTermsError("this model has no position embedding (rotary): positions rotate every part, "
+                              "so there is no token × position split")
+    name = {"embed": "token", "pos_embed": "position"}
+    out = dict.fromkeys(L0_CELLS, 0.0)
+    for a, qn in enumerate(st.query_parts):
+        for b, kn in enumerate(st.key_parts):
+            cell = f"{name[qn]} × {name[kn]}" if qn in name and kn in name else "biases"
+            out[cell] += float(st.values[a, b])
+    return out
+
+
+def layer0_average(weights: Weights, prompts: list[list[int]], head: int, query: int = -1) -> pd.DataFrame:
+    """:func:`layer0_split` over a prompt set: in each prompt, head L0H``head``'s score from ``query``
+    (default the last token) to the key it scores highest. Columns cell, mean, std, n (std over prompts)."""
+    rows = []
+    for ids in prompts:
+        q = query % len(ids)
+        row = score_terms(weights, ids, 0, head, q)
+        best = int(row.keys[int(np.argmax(row.scores))])
+        rows.append(layer0_split(score_terms(weights, ids, 0, head, q, best)))
+    df = pd.DataFrame(rows, columns=list(L0_CELLS))
+    return pd.DataFrame({"cell": list(L0_CELLS), "mean": df.mean().to_numpy(),
+                         "std": df.std(ddof=1).to_numpy() if len(df) > 1 else np.full(len(L0_CELLS), np.nan),
+                         "n": len(df)})
