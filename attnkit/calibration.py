@@ -19,6 +19,7 @@ Scores:
     EAP-IG                the same, gradients integrated over 5 points
     discovery             recall and precision of the kept edges; faithfulness of the kept circuit
     stated circuit        faithfulness of the stated edges alone (every other edge resample-ablated)
+    score terms           "why this key": the key side of a planted head's score comes from the stated sender
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ from .circuits.discover import ablated_outputs, circuit_logit_diffs, discover
 from .circuits.path import cache_runs, parse_node, path_map, receiver_names, sender_names
 from .model import run
 from .patching import Pair, patch
+from .score_terms import part_kind, score_terms
 from .weights import Weights
 
 __all__ = ["Row", "Context", "METHODS", "read_circuit", "make_pairs", "roc_auc", "compare_circuits",
@@ -324,6 +326,45 @@ def m_stated_circuit(ctx: Context) -> list[Row]:
                 f"{'pass' if cut <= 0.1 else 'miss'}: LD share {cut:.3f} (bar ≤ 0.1)")]
 
 
+def _expected_key_parts(ctx: Context) -> dict[str, set[str]]:
+    """Planted heads above layer 0 -> the key-side parts their score should come from: the stated head
+    senders into their ``.k``, or, with none, the embeddings (a positional or token-matching key)."""
+    cfg = ctx.weights.config
+    group = cfg.group
+    stated = {canonical(e, group) for e in ctx.edges}
+    out = {}
+    for head in ctx.heads:
+        if head.startswith("L0H"):
+            continue
+        key = canonical(("", f"{head}.k"), group)[1]
+        senders = {s for s, r in stated if r == key and s.startswith("L")}
+        out[head] = senders or {"embed", "pos_embed"}
+    return out
+
+
+def m_score_terms(ctx: Context) -> list[Row]:
+    """"Why this key": for each planted head above layer 0, the clean prompt's last query and the key it attends
+    most; the key side of its score split (summed over query parts) should be largest for the stated sender."""
+    trace = run(ctx.weights, torch.tensor([p.clean for p in ctx.pairs]), capture=["pattern"])
+    hits, cases, shares = 0, 0, []
+    for head, want in _expected_key_parts(ctx).items():
+        l, h = (int(x) for x in head[1:].split("H"))
+        for b, p in enumerate(ctx.pairs):
+            key = int(trace["pattern", l][b, h, p.pos, : p.pos + 1].argmax())
+            side = score_terms(ctx.weights, p.clean, l, h, p.pos, key).key_side
+            top = str(side.idxmax())
+            hits += top in want
+            cases += 1
+            shares.append(float(side[top] / side.abs().sum()))
+    if not cases:
+        return [Row("score terms", "key-side top part is the stated sender", None,
+                    "n/a: no planted head above layer 0")]
+    return [Row("score terms", "share of (planted head, pair) whose key-side top part is the stated sender "
+                "(an embedding where no head is stated)",
+                hits / cases, f"{'pass' if hits == cases else 'miss'}: {hits} of {cases}; the top part carries "
+                f"{min(shares):.0%}–{max(shares):.0%} of the key side's |terms|")]
+
+
 #: (name, function) — one registration per method, run in this order.
 METHODS: list[tuple[str, Callable[[Context], list[Row]]]] = [
     ("stated circuit", m_stated_circuit),
@@ -335,8 +376,7 @@ METHODS: list[tuple[str, Callable[[Context], list[Row]]]] = [
     ("edge attribution", m_edge_attribution),
     ("EAP-IG", m_eap_ig),
     ("discovery", m_discovery),
-    # ("score terms", m_score_terms): "why this key" — does the key-side term come from the planted
-    # previous-token head? Registered here once attnkit/score_terms.py lands (branch why).
+    ("score terms", m_score_terms),
 ]
 
 

@@ -65,7 +65,7 @@ def test_stated_circuit_is_faithful_and_necessary(ctxs, name):
 def test_head_methods_rank_the_planted_heads_first(ctxs, name):
     ctx = ctxs[name]
     for fn in (cal.m_head_statistics, cal.m_activation_patching, cal.m_attribution_patching, cal.m_composition,
-               cal.m_path_patching):
+               cal.m_path_patching, cal.m_score_terms):
         for row in fn(ctx):
             assert row.verdict.startswith("pass"), (name, row)
 
@@ -96,6 +96,7 @@ def test_a_wrong_stated_circuit_is_scored_as_a_miss(ctxs):
     assert cal.m_activation_patching(bad)[0].verdict.startswith("miss")
     assert cal.m_path_patching(bad)[0].value == 0.0
     assert cal.m_eap_ig(bad)[0].value < 0.5
+    assert cal.m_score_terms(bad)[0].value == 0.0       # L1H2's key side is not L0H1's output
 
 
 def test_cli_writes_the_report_card(tmp_path, capsys):
