@@ -202,7 +202,7 @@ def specs() -> dict[str, Spec]:
         [_layer_distractors([previous_token(TOK, PREV)], [TOK], gen),
          _layer_distractors([induction(0.5), induction(0.5)], [TOK, PREV], gen)], {},
         {"heads": ["L0H0", "L1H0", "L1H1"],
-         "roles": {"L0H0": "previous token", "L1H0": "induction (half)", "L1H1": "induction (half)"},
+         "roles": {"L0H0": "previous token", "L1H0": "induction", "L1H1": "induction"},
          "edges": [{"sender": "embed", "receiver": "L0H0.v"}, {"sender": "L0H0", "receiver": "L1H0.k"},
                    {"sender": "L0H0", "receiver": "L1H1.k"}, {"sender": "embed", "receiver": "L1H0.q"},
                    {"sender": "embed", "receiver": "L1H1.q"}, {"sender": "embed", "receiver": "L1H0.v"},
