@@ -240,20 +240,22 @@ def probe(n: int = 20, batch: int = 8, seed: int = 0) -> torch.Tensor:
     return torch.cat([half, half], 1)
 
 
-def _scale_norms(model) -> None:
-    """Each norm's weight := the median σ of its input over the probe (set in forward order), so a one-hot
-    feature of size 1 reads ≈ 1 after it."""
-    tr = model.transformer
-    norms = [m for b in tr.h for m in (b.ln_1, b.ln_2)] + [tr.ln_f]
+def scale_norms(model, norms: list, spread) -> None:
+    """Each norm's weight := the median over the probe of ``spread(input, norm)`` (what it divides by), set in
+    forward order, so a one-hot feature of size 1 reads ≈ 1 after it."""
     ids = probe()
-    for ln in norms:
+    for norm in norms:
         seen = []
-        hook = ln.register_forward_pre_hook(lambda mod, args: seen.append(args[0].detach()))
+        hook = norm.register_forward_pre_hook(lambda mod, args: seen.append(args[0].detach()))
         model(ids)
         hook.remove()
-        x = seen[0]
-        sigma = (x.var(-1, unbiased=False) + ln.eps).sqrt()
-        ln.weight.fill_(float(sigma.median()))
+        norm.weight.fill_(float(spread(seen[0], norm).median()))
+
+
+def _scale_norms(model) -> None:
+    tr = model.transformer
+    norms = [m for b in tr.h for m in (b.ln_1, b.ln_2)] + [tr.ln_f]
+    scale_norms(model, norms, lambda x, ln: (x.var(-1, unbiased=False) + ln.eps).sqrt())
 
 
 @torch.no_grad()

@@ -18,7 +18,7 @@ import math
 
 import torch
 
-from .gpt2 import D, H, MATCH, N_INNER, OUT, P, PREV, SCR, TOK, V, LOGIT, INDUCTION_METRIC, probe
+from .gpt2 import D, H, INDUCTION_METRIC, LOGIT, MATCH, N_INNER, OUT, P, PREV, SCR, TOK, V, scale_norms
 
 KV, E = 2, 128
 CONST = 160
@@ -139,14 +139,7 @@ def _scale_norms(model) -> None:
     """Each RMSNorm's weight := the median rms of its input over the probe, in forward order."""
     inner = model.model
     norms = [m for b in inner.layers for m in (b.input_layernorm, b.post_attention_layernorm)] + [inner.norm]
-    ids = probe()
-    for nm in norms:
-        seen = []
-        hook = nm.register_forward_pre_hook(lambda mod, args: seen.append(args[0].detach()))
-        model(ids)
-        hook.remove()
-        rms = (seen[0].pow(2).mean(-1) + nm.variance_epsilon).sqrt()
-        nm.weight.fill_(float(rms.median()))
+    scale_norms(model, norms, lambda x, nm: (x.pow(2).mean(-1) + nm.variance_epsilon).sqrt())
 
 
 @torch.no_grad()
