@@ -39,7 +39,7 @@ from .circuits.discover import ablated_outputs, circuit_logit_diffs, discover
 from .circuits.path import cache_runs, parse_node, path_map, receiver_names, sender_names
 from .model import run
 from .patching import Pair, patch
-from .score_terms import part_kind, score_terms
+from .score_terms import score_terms
 from .weights import Weights
 
 __all__ = ["Row", "Context", "METHODS", "read_circuit", "make_pairs", "roc_auc", "compare_circuits",
