@@ -30,6 +30,7 @@ __all__ = [
     "SHIPPED",
     "DEFAULT_HUB_MODEL",
     "SHIPPED_MODEL",
+    "PLANTED_MODELS",
     "MODEL_CHOICES",
     "load",
     "resolve_device",
@@ -44,6 +45,9 @@ SHIPPED_MODEL = "attnkit-tiny"
 DEFAULT_HUB_MODEL = "gpt2"
 #: Short names of the shipped checkpoints -> folders inside the package.
 SHIPPED = {SHIPPED_MODEL: Path(__file__).parent / "models" / SHIPPED_MODEL}
+#: Planted-circuit models (hand-set weights, a CIRCUIT.json each; built by attnkit/dev/planted.py).
+PLANTED_MODELS = ["planted-induction", "planted-llama", "planted-mlp", "planted-competing"]
+SHIPPED.update({n: Path(__file__).parent / "models" / n for n in PLANTED_MODELS})
 #: GPT-2 family short names -> hub repositories.
 HUB_NAMES = {
     "gpt2": "openai-community/gpt2",
@@ -64,7 +68,7 @@ def _family_models() -> dict[str, list[str]]:
 
 
 FAMILY_MODELS = _family_models()
-MODEL_CHOICES = [SHIPPED_MODEL, *HUB_NAMES, *(n for names in FAMILY_MODELS.values() for n in names)]
+MODEL_CHOICES = [SHIPPED_MODEL, *PLANTED_MODELS, *HUB_NAMES, *(n for names in FAMILY_MODELS.values() for n in names)]
 
 
 class LoadError(Exception):

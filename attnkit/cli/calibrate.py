@@ -1,0 +1,44 @@
+"""``python -m attnkit calibrate [--json F]``: every method scored on every planted-circuit model (the
+report card; see attnkit/calibration.py)."""
+from __future__ import annotations
+
+import sys
+import time
+
+from .. import loading
+from ..calibration import calibrate, report
+from . import args as cli_args
+from .pair import write_json
+
+PROG = "attnkit calibrate"
+
+
+def _parser() -> cli_args.Parser:
+    p = cli_args.Parser(prog="python -m attnkit calibrate",
+                        description="Run every explanation method on the planted-circuit models ("
+                                    + ", ".join(loading.PLANTED_MODELS) + ") and score it against the circuit "
+                                    "each model states in CIRCUIT.json.")
+    p.add_argument("--models", nargs="+", choices=loading.PLANTED_MODELS, default=loading.PLANTED_MODELS,
+                   help="planted models to score (default: all)")
+    p.add_argument("--pairs", type=cli_args.positive_int, default=4, help="prompt pairs per model (default 4)")
+    p.add_argument("--json", dest="json_out", default=None, type=cli_args.writable_path,
+                   help="write the report card here as JSON")
+    return p
+
+
+def cli(argv=None) -> int:
+    a = _parser().parse_args(argv)
+    start = time.perf_counter()
+    try:
+        models = [(n, loading.SHIPPED[n], loading.load(n, "cpu").weights) for n in a.models]
+    except loading.LoadError as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return 2
+    card = calibrate(models, a.pairs)
+    print("\n".join(report(card)))
+    print(f"({time.perf_counter() - start:.1f} s)")
+    if a.json_out:
+        if not write_json(a.json_out, card, PROG):
+            return 1
+        print(f"wrote {a.json_out}")
+    return 0
