@@ -13,8 +13,9 @@ import numpy as np
 
 from .base import (
     Acc, AblationError, Effect, Loss, Observation, Progress, Series, Spec, Verdict, effect,
-    get_kind, head_kinds, head_means, head_name, ids_list, kinds, loss, ONE_TOKEN_NOTE,
+    get_kind, head_kinds, head_means, head_name, ids_list, kinds, loss, ONE_TOKEN_NOTE, plain,
 )
+from ..i18n import Message, render
 from .hull import HULL_ITERS, HULL_RTOL, HULL_ATOL, sample_note
 from ..model import run
 from ..progress import Steps
@@ -70,7 +71,8 @@ class Result:
             "per_layer": {k: {"title": s.metric.title, "baseline": s.baseline, "ablated": s.ablated}
                           for k, s in self.per_layer.items()},
             "per_position": [asdict(p) for p in self.per_position],
-            "evidence": [asdict(e) for e in self.evidence], "verdict": asdict(self.verdict), "notes": self.notes,
+            "evidence": [plain(e) for e in self.evidence], "verdict": plain(self.verdict),
+            "notes": [render(n) for n in self.notes],
         })
 
 
@@ -85,6 +87,8 @@ def jsonable(obj):
         return None if math.isnan(x) or math.isinf(x) else x
     if isinstance(obj, (np.integer, np.bool_)):
         return obj.item()
+    if isinstance(obj, Message):
+        return obj.render()
     return obj
 
 

@@ -11,14 +11,16 @@ import numpy as np
 import torch
 
 from .. import metrics as M
-from .base import Evidence, Kind, Metric, Observation, register
+from ..i18n import msg
+from .base import MIN_SHIFT, Evidence, Kind, Metric, Observation, register
 from .hull import even_rows, hull_check, participation_ratio, record
 from .interventions import KeyIsQuery, MeanHead, NoMask, NoScale, ValueIsInput, ZeroHead
 
 __all__ = [
     "ValueIsInputKind", "KeyIsQueryKind", "NoScaleKind", "NoMaskKind", "ZeroHeadKind", "MeanHeadKind",
     "HULL_DISTANCE", "HULL_MAX", "HULL_LOWER", "HULL_RELATIVE", "DIM_X", "DIM_OUT", "ASYMMETRY",
-    "SELF", "TOP_SELF", "COPIES", "ENTROPY", "LARGEST", "FUTURE", "asymmetry",
+    "SELF", "TOP_SELF", "COPIES", "ENTROPY", "LARGEST", "FUTURE", "asymmetry", "HULL_LOWER_RELATIVE",
+    "INSIDE", "MIN_ENTROPY_DROP",
 ]
 
 # ----------------------------------------------------------------------------- measured quantities
@@ -27,6 +29,8 @@ HULL_DISTANCE = Metric("hull_distance", "distance of the output from the hull of
 HULL_MAX = Metric("hull_distance_max", "largest distance of an output row from the hull of x̂", peak=True, chart=False)
 HULL_LOWER = Metric("hull_distance_lower", "certified lower bound of that distance", chart=False)
 HULL_RELATIVE = Metric("hull_distance_relative", "distance from the hull / RMS norm of x̂", chart=False)
+HULL_LOWER_RELATIVE = Metric("hull_distance_lower_relative", "certified lower bound of that distance / RMS norm of x̂",
+                             chart=False)
 DIM_X = Metric("dim_x_hat", "effective dimension of x̂")
 DIM_OUT = Metric("dim_output", "effective dimension of the attention output")
 ASYMMETRY = Metric("asymmetry", "asymmetry ‖S − Sᵀ‖/‖S‖ of the scores")
@@ -36,6 +40,12 @@ COPIES = Metric("attention_on_copies", "attention on earlier copies of the same 
 ENTROPY = Metric("entropy", "attention entropy (nats)")
 LARGEST = Metric("largest_weight", "largest attention weight")
 FUTURE = Metric("attention_on_future", "attention on future keys")
+
+#: V = X's outputs count as inside the hull below this distance / RMS norm of x̂.
+INSIDE = 1e-3
+#: No 1/√d's entropy check needs the mean attention entropy to fall by at least this (nats), not just fall.
+MIN_ENTROPY_DROP = 0.1
+_WEIGHT = msg("attention weight, 0–1")
 
 
 def asymmetry(S: torch.Tensor) -> torch.Tensor:
@@ -55,10 +65,10 @@ def _mean(v) -> float | None:
     return float(np.mean(v)) if len(v) else None
 
 
-def _compare(result, metric: Metric, expect: str, test) -> Evidence:
+def _compare(result, metric: Metric, what, unit, expect, test) -> Evidence:
     """Evidence from the mean of ``metric`` over the scoped layers, baseline vs ablated."""
     b, a = _mean(_in_scope(result, metric, "baseline")), _mean(_in_scope(result, metric, "ablated"))
-    return Evidence(metric.title, b, a, expect, None if a is None or b is None else bool(test(b, a)))
+    return Evidence(what, b, a, expect, None if a is None or b is None else bool(test(b, a)), unit)
 
 
 # ----------------------------------------------------------------------------- the kinds
@@ -80,7 +90,8 @@ class ValueIsInputKind(Kind):
              r"{\sqrt{d_{head}}} + M\Big)\,\hat X_\ell,\qquad \hat X_\ell = \mathrm{ln}_1(X_\ell)")
     captures = ("ln1", "attn_out")
     mean_pattern = True            # measure() keeps mean_h(pattern_h) of the ablated run as ("pattern_mean", l)
-    metrics = (HULL_DISTANCE, DIM_OUT, DIM_X, HULL_MAX, HULL_LOWER, HULL_RELATIVE)
+    metrics = (HULL_DISTANCE, DIM_OUT, DIM_X, HULL_MAX, HULL_LOWER, HULL_RELATIVE, HULL_LOWER_RELATIVE)
+    trained_with = msg("the value and output projections (W_V, W_O)")
 
     def intervention(self, spec, config=None, means=None):
         return ValueIsInput(spec.layers)
@@ -104,21 +115,29 @@ class ValueIsInputKind(Kind):
                 obs.acc.add(HULL_MAX, l, run, float(d.max()))
                 obs.acc.add(HULL_LOWER, l, run, float(info["lower"].mean()), len(rows))
                 obs.acc.add(HULL_RELATIVE, l, run, float(d.mean()) / scale, len(rows))
+                obs.acc.add(HULL_LOWER_RELATIVE, l, run, float(info["lower"].mean()) / scale, len(rows))
                 obs.acc.add(DIM_X, l, run, participation_ratio(x_hat))
                 obs.acc.add(DIM_OUT, l, run, participation_ratio(out))
             if obs.tick:
                 obs.tick()
 
     def evidence(self, result):
+        """Both lines in one unit — a distance divided by the RMS norm of x̂ — so the bound can be read against
+        the distance it bounds; the second check itself compares absolute distances (bound vs peak)."""
         inside = max(_in_scope(result, HULL_RELATIVE, "ablated"), default=None)
         outside = _mean(_in_scope(result, HULL_LOWER, "baseline"))
         peak = max(_in_scope(result, HULL_MAX, "ablated"), default=None)
+        unit = msg("distance / RMS norm of x̂")
         return [
-            Evidence(HULL_RELATIVE.title, _mean(_in_scope(result, HULL_RELATIVE, "baseline")), inside,
-                     "ablated ≤ 0.001 (inside the hull)", None if inside is None else inside <= 1e-3),
-            Evidence(HULL_LOWER.title, outside, _mean(_in_scope(result, HULL_LOWER, "ablated")),
-                     "baseline clearly above 0 (the real output leaves the hull)",
-                     None if outside is None or peak is None else outside > 10 * max(peak, 1e-12)),
+            Evidence(msg("distance of the attention output from the hull of x̂"),
+                     _mean(_in_scope(result, HULL_RELATIVE, "baseline")), inside,
+                     msg("ablated ≤ {limit} (inside the hull)", limit=INSIDE),
+                     None if inside is None else inside <= INSIDE, unit),
+            Evidence(msg("certified lower bound of that distance"),
+                     _mean(_in_scope(result, HULL_LOWER_RELATIVE, "baseline")),
+                     _mean(_in_scope(result, HULL_LOWER_RELATIVE, "ablated")),
+                     msg("baseline above 10 × the ablated run's largest distance (the real output leaves the hull)"),
+                     None if outside is None or peak is None else outside > 10 * max(peak, 1e-12), unit),
         ]
 
 
@@ -134,6 +153,7 @@ class KeyIsQueryKind(Kind):
     heads = "optional"
     captures = ("scores", "pattern")
     metrics = (ASYMMETRY, SELF, TOP_SELF, COPIES)
+    trained_with = msg("separate query and key projections (W_Q ≠ W_K)")
 
     def available(self, config):
         if config.group > 1:
@@ -164,9 +184,11 @@ class KeyIsQueryKind(Kind):
     def evidence(self, result):
         sym = max(_in_scope(result, ASYMMETRY, "ablated"), default=None)
         return [
-            Evidence(ASYMMETRY.title, _mean(_in_scope(result, ASYMMETRY, "baseline")), sym,
-                     "ablated ≈ 0 (symmetric)", None if sym is None else sym < 1e-5),
-            _compare(result, SELF, "ablated > baseline", lambda b, a: a > b),
+            Evidence(msg("asymmetry ‖S − Sᵀ‖/‖S‖ of the scores"), _mean(_in_scope(result, ASYMMETRY, "baseline")), sym,
+                     msg("ablated < {limit} (symmetric)", limit="1e-05"), None if sym is None else sym < 1e-5,
+                     msg("ratio of norms")),
+            _compare(result, SELF, msg("attention on the token itself"), _WEIGHT,
+                     msg("ablated ≥ baseline + {shift}", shift=MIN_SHIFT), lambda b, a: a - b >= MIN_SHIFT),
         ]
 
 
@@ -182,6 +204,7 @@ class NoScaleKind(Kind):
     heads = "optional"
     captures = ("pattern",)
     metrics = (ENTROPY, LARGEST)
+    trained_with = msg("the 1/√d_head scaling of the scores")
 
     def available(self, config):
         if not config.scale_attn_weights:
@@ -204,7 +227,9 @@ class NoScaleKind(Kind):
                 obs.tick()
 
     def evidence(self, result):
-        return [_compare(result, ENTROPY, "ablated < baseline", lambda b, a: a < b)]
+        return [_compare(result, ENTROPY, msg("attention entropy"), msg("nats"),
+                         msg("ablated ≤ baseline − {drop}", drop=MIN_ENTROPY_DROP),
+                         lambda b, a: b - a >= MIN_ENTROPY_DROP)]
 
 
 @register
@@ -244,9 +269,11 @@ class NoMaskKind(Kind):
         early = [p.relative_change for p in result.per_position[:-1]]
         ch = _mean(early)
         return [
-            Evidence(FUTURE.title, 0.0, fut, "ablated > 0", None if fut is None else fut > 0),
-            Evidence("relative change of the logits at positions before the last", 0.0, ch, "ablated > 0",
-                     None if ch is None else ch > 1e-6),
+            Evidence(msg("attention on future keys"), 0.0, fut, msg("ablated ≥ {shift}", shift=MIN_SHIFT),
+                     None if fut is None else fut >= MIN_SHIFT, _WEIGHT),
+            Evidence(msg("change of the logits at positions before the last"), 0.0, ch,
+                     msg("ablated > {limit}", limit="1e-06"), None if ch is None else ch > 1e-6,
+                     msg("‖Δlogits‖ / ‖logits‖")),
         ]
 
 

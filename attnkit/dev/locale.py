@@ -1,0 +1,169 @@
+"""The message catalog's tools: extract the marked strings, read a ``.po``, compile it to ``.mo``, check.
+
+    python -m attnkit.dev.locale extract     # every marked id; the ids the zh catalog lacks (exit 1 if any)
+    python -m attnkit.dev.locale compile     # attnkit.po -> attnkit.mo for every language
+
+The compiled ``.mo`` is committed beside its ``.po`` (the runtime loads it with stdlib gettext, no
+compiling on import, no Babel); ``tests/test_i18n.py`` fails when the committed ``.mo`` is not exactly
+``compile(po)`` or a marked id has no zh translation. A string is marked by calling ``msg``, ``nmsg``,
+``t`` or ``nt`` (from :mod:`attnkit.i18n`) with a literal first argument (and literal plural).
+"""
+from __future__ import annotations
+
+import ast
+import struct
+import sys
+from pathlib import Path
+
+from .. import i18n
+
+__all__ = ["MARKERS", "extract", "read_po", "mo_bytes", "po_path", "mo_path", "missing", "compile_all", "main"]
+
+MARKERS = {"msg": 1, "t": 1, "nmsg": 2, "nt": 2}          # function -> how many literal ids it takes
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = ("attnkit", "pages", "app.py")
+
+
+def po_path(lang: str) -> Path:
+    return i18n.LOCALE_DIR / i18n._GETTEXT[lang] / "LC_MESSAGES" / f"{i18n.DOMAIN}.po"
+
+
+def mo_path(lang: str) -> Path:
+    return po_path(lang).with_suffix(".mo")
+
+
+def _files(root: Path):
+    for src in SOURCES:
+        p = root / src
+        yield from ([p] if p.is_file() else sorted(p.rglob("*.py")) if p.exists() else [])
+
+
+def _call_ids(node: ast.Call):
+    name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr if isinstance(node.func, ast.Attribute) else None
+    k = MARKERS.get(name)
+    if not k or len(node.args) < k:
+        return None
+    lits = node.args[:k]
+    if all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in lits):
+        return tuple(a.value for a in lits)
+    return None
+
+
+def extract(root: Path = ROOT) -> dict[tuple, list[str]]:
+    """Every marked id (a 1-tuple, or (singular, plural)) -> where it occurs (``path:line``)."""
+    found: dict[tuple, list[str]] = {}
+    for f in _files(root):
+        try:
+            tree = ast.parse(f.read_text(encoding="utf-8"))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                ids = _call_ids(node)
+                if ids:
+                    found.setdefault(ids, []).append(f"{f.relative_to(root)}:{node.lineno}")
+    return found
+
+
+def _unquote(s: str) -> str:
+    return ast.literal_eval(s)          # a .po string literal is a C string: Python reads the escapes we use
+
+
+def read_po(text: str) -> dict:
+    """``.po`` text -> {msgid: msgstr} (plural entries: {(msgid, msgid_plural): [msgstr[0], …]});
+    the header is the entry with the empty id. Fuzzy entries are skipped."""
+    out, entry, key, fuzzy = {}, {}, None, False
+
+    def flush():
+        nonlocal entry, fuzzy
+        if "msgid" in entry and not fuzzy:
+            if "msgid_plural" in entry:
+                forms = [entry[k] for k in sorted(k for k in entry if k.startswith("msgstr["))]
+                out[(entry["msgid"], entry["msgid_plural"])] = forms
+            else:
+                out[entry["msgid"]] = entry.get("msgstr", "")
+        entry, fuzzy = {}, False
+
+    for line in text.splitlines() + [""]:
+        line = line.strip()
+        if not line:
+            flush()
+            key = None
+        elif line.startswith("#,") and "fuzzy" in line:
+            fuzzy = True
+        elif line.startswith("#"):
+            continue
+        elif line.startswith('"'):
+            entry[key] += _unquote(line)
+        else:
+            word, _, rest = line.partition(" ")
+            if word == "msgid" and "msgid" in entry and ("msgstr" in entry or "msgstr[0]" in entry):
+                flush()
+            key = word
+            entry[key] = _unquote(rest)
+    return out
+
+
+def mo_bytes(catalog: dict) -> bytes:
+    """A GNU ``.mo`` file (little-endian, revision 0, no hash table) of a :func:`read_po` catalog."""
+    pairs = []
+    for k, v in catalog.items():
+        if isinstance(k, tuple):
+            if not any(v):
+                continue
+            pairs.append((f"{k[0]}\0{k[1]}".encode(), "\0".join(v).encode()))
+        elif v or k == "":
+            pairs.append((k.encode(), v.encode()))
+    pairs.sort()
+    n = len(pairs)
+    ids_at, strs_at = 28, 28 + 8 * n
+    data_at = 28 + 16 * n
+    blob, ids_tab, strs_tab = b"", [], []
+    for key, _ in pairs:
+        ids_tab += [len(key), data_at + len(blob)]
+        blob += key + b"\0"
+    for _, val in pairs:
+        strs_tab += [len(val), data_at + len(blob)]
+        blob += val + b"\0"
+    head = struct.pack("<7I", 0x950412DE, 0, n, ids_at, strs_at, 0, data_at)
+    return head + struct.pack(f"<{2 * n}I", *ids_tab) + struct.pack(f"<{2 * n}I", *strs_tab) + blob
+
+
+def missing(lang: str = "zh", root: Path = ROOT) -> list[str]:
+    """The marked ids with no translation in ``lang``'s ``.po`` (with where they occur)."""
+    cat = read_po(po_path(lang).read_text(encoding="utf-8"))
+    out = []
+    for ids, where in sorted(extract(root).items()):
+        key = ids[0] if len(ids) == 1 else ids
+        value = cat.get(key)
+        if not value or (isinstance(value, list) and not all(value)):
+            out.append(f"{' | '.join(ids)!r} ({', '.join(where[:3])})")
+    return out
+
+
+def compile_all() -> list[Path]:
+    written = []
+    for lang in i18n._GETTEXT:
+        mo_path(lang).write_bytes(mo_bytes(read_po(po_path(lang).read_text(encoding="utf-8"))))
+        written.append(mo_path(lang))
+    return written
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["compile"]:
+        for p in compile_all():
+            print(f"wrote {p.relative_to(ROOT)}")
+        return 0
+    if argv[:1] == ["extract"]:
+        print(f"{len(extract())} marked strings")
+        gaps = missing("zh")
+        for g in gaps:
+            print(f"missing zh: {g}")
+        return 1 if gaps else 0
+    print("usage: python -m attnkit.dev.locale extract|compile", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
