@@ -24,7 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 
 __all__ = ["LANGUAGES", "DEFAULT", "DOMAIN", "LOCALE_DIR", "LanguageError", "Message", "Joined", "join", "msg", "nmsg", "t", "nt",
-           "current", "set_language", "reset_language", "language", "parse_language", "translator", "render"]
+           "STATUS_LABELS", "status_label", "current", "set_language", "reset_language", "language", "parse_language", "translator", "render"]
 
 #: The interface languages: code -> its own name (what the switch shows).
 LANGUAGES = {"en": "English", "zh": "简体中文"}
@@ -189,6 +189,17 @@ def t(text: str, **args) -> str:
 def nt(singular: str, plural: str, n: int, **args) -> str:
     """Translate now with a plural form: ``nt("{n} head", "{n} heads", 3)``."""
     return Message(singular, args, plural, int(n)).render()
+
+
+#: Verdict statuses (identifiers shared by every verdict in the library) -> what is shown.
+STATUS_LABELS = {"supported": msg("supported"), "not supported": msg("not supported"),
+                 "not enough evidence": msg("not enough evidence"), "undetermined": msg("undetermined"),
+                 "unavailable": msg("unavailable")}
+
+
+def status_label(status: str) -> Message:
+    """A verdict status (an English identifier such as "not supported") as a message to show."""
+    return STATUS_LABELS.get(status, Message(status))
 
 
 def render(value, lang: str | None = None):

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..i18n import Message, join, msg, render
+from ..i18n import Message, join, msg, render, status_label
 from ..model import Intervention, run
 from ..progress import Progress
 from ..weights import head_name
@@ -45,15 +45,6 @@ MIN_SHIFT = 0.1
 
 ONE_TOKEN_NOTE = msg("A one-token text has no next token inside it to predict, so its cross-entropy is not "
                      "defined; it is left out of the loss (give at least two tokens).")
-
-_STATUS_LABELS = {SUPPORTED: msg("supported"), NOT_SUPPORTED: msg("not supported"),
-                  NOT_ENOUGH: msg("not enough evidence")}
-
-
-def status_label(status: str) -> Message:
-    """A verdict status (an English identifier) as a message to show."""
-    return _STATUS_LABELS.get(status, msg(status))
-
 
 def plain(record) -> dict:
     """A dataclass's fields with every message rendered (this context's language): for JSON and tables."""

@@ -1,6 +1,7 @@
 """The message catalog's tools: extract the marked strings, read a ``.po``, compile it to ``.mo``, check.
 
     python -m attnkit.dev.locale extract     # every marked id; the ids the zh catalog lacks (exit 1 if any)
+    python -m attnkit.dev.locale update      # add new marked ids to every .po (empty msgstr), keep the rest
     python -m attnkit.dev.locale compile     # attnkit.po -> attnkit.mo for every language
 
 The compiled ``.mo`` is committed beside its ``.po`` (the runtime loads it with stdlib gettext, no
@@ -17,7 +18,12 @@ from pathlib import Path
 
 from .. import i18n
 
-__all__ = ["MARKERS", "extract", "read_po", "mo_bytes", "po_path", "mo_path", "missing", "compile_all", "main"]
+__all__ = ["MARKERS", "extract", "read_po", "po_text", "mo_bytes", "po_path", "mo_path", "missing", "update",
+           "compile_all", "main"]
+
+HEADER = ("Project-Id-Version: attnkit\nLanguage: {lang}\nMIME-Version: 1.0\n"
+          "Content-Type: text/plain; charset=UTF-8\nContent-Transfer-Encoding: 8bit\n"
+          "Plural-Forms: nplurals=1; plural=0;\n")
 
 MARKERS = {"msg": 1, "t": 1, "nmsg": 2, "nt": 2}          # function -> how many literal ids it takes
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,6 +110,42 @@ def read_po(text: str) -> dict:
     return out
 
 
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def po_text(catalog: dict, where: dict, lang: str) -> str:
+    """A ``.po`` file: the header, then every entry with its source locations as ``#:`` comments."""
+    out = ['msgid ""', f"msgstr {_quote(HEADER.format(lang=i18n._GETTEXT[lang]))}", ""]
+    for key, value in catalog.items():
+        if key == "":
+            continue
+        ids = key if isinstance(key, tuple) else (key,)
+        out += [f"#: {' '.join(where.get(ids, ['(unused)'])[:4])}", f"msgid {_quote(ids[0])}"]
+        if len(ids) == 2:
+            out += [f"msgid_plural {_quote(ids[1])}"] + [f"msgstr[{i}] {_quote(v)}" for i, v in enumerate(value)]
+        else:
+            out.append(f"msgstr {_quote(value)}")
+        out.append("")
+    return "\n".join(out)
+
+
+def update(lang: str = "zh", root: Path = ROOT, extra: dict | None = None) -> dict:
+    """Rewrite ``lang``'s ``.po``: every marked id in source order (new ones empty, or from ``extra``),
+    translations kept; ids no longer marked are dropped. Returns the catalog."""
+    path = po_path(lang)
+    old = read_po(path.read_text(encoding="utf-8")) if path.exists() else {}
+    extra = extra or {}
+    where = extract(root)
+    cat = {}
+    for ids in sorted(where, key=lambda k: where[k][0]):
+        key = ids[0] if len(ids) == 1 else ids
+        cat[key] = old.get(key) or extra.get(key) or ("" if len(ids) == 1 else [""])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(po_text(cat, where, lang), encoding="utf-8")
+    return cat
+
+
 def mo_bytes(catalog: dict) -> bytes:
     """A GNU ``.mo`` file (little-endian, revision 0, no hash table) of a :func:`read_po` catalog."""
     pairs = []
@@ -155,13 +197,18 @@ def main(argv=None) -> int:
         for p in compile_all():
             print(f"wrote {p.relative_to(ROOT)}")
         return 0
+    if argv[:1] == ["update"]:
+        for lang in i18n._GETTEXT:
+            cat = update(lang)
+            print(f"{po_path(lang).relative_to(ROOT)}: {len(cat)} entries, {sum(not v for v in cat.values())} empty")
+        return 0
     if argv[:1] == ["extract"]:
         print(f"{len(extract())} marked strings")
         gaps = missing("zh")
         for g in gaps:
             print(f"missing zh: {g}")
         return 1 if gaps else 0
-    print("usage: python -m attnkit.dev.locale extract|compile", file=sys.stderr)
+    print("usage: python -m attnkit.dev.locale extract|update|compile", file=sys.stderr)
     return 2
 
 
