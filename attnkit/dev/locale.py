@@ -147,7 +147,10 @@ def update(lang: str = "zh", root: Path = ROOT, extra: dict | None = None) -> di
 
 
 def mo_bytes(catalog: dict) -> bytes:
-    """A GNU ``.mo`` file (little-endian, revision 0, no hash table) of a :func:`read_po` catalog."""
+    """A GNU ``.mo`` file (little-endian, revision 0, no hash table) of a :func:`read_po` catalog (a UTF-8
+    header is added when the catalog has none: gettext reads a header-less catalog as ASCII)."""
+    if "" not in catalog:
+        catalog = {"": "Content-Type: text/plain; charset=UTF-8\nPlural-Forms: nplurals=1; plural=0;\n", **catalog}
     pairs = []
     for k, v in catalog.items():
         if isinstance(k, tuple):
