@@ -15,7 +15,7 @@ from .base import (
     Acc, AblationError, Effect, Loss, Observation, Progress, Series, Spec, Verdict, effect,
     get_kind, head_kinds, head_means, head_name, ids_list, kinds, loss, ONE_TOKEN_NOTE, plain,
 )
-from ..i18n import Message, render
+from ..i18n import Message, join, msg, nmsg, render
 from .hull import HULL_ITERS, HULL_RTOL, HULL_ATOL, sample_note
 from ..model import run
 from ..progress import Steps
@@ -158,33 +158,36 @@ def measure(weights, texts, spec: Spec, *, means=None, hull_iters: int = HULL_IT
     return res
 
 
-def _notes(res: Result, info: dict, hull_iters: int) -> list[str]:
+def _notes(res: Result, info: dict, hull_iters: int) -> list:
     notes = []
     if res.baseline.skipped:
         notes.append(ONE_TOKEN_NOTE if not res.baseline.tokens else
-                     f"{res.baseline.skipped} one-token text(s) predict nothing and were left out of the loss.")
+                     nmsg("{n} one-token text predicts nothing and was left out of the loss.",
+                          "{n} one-token texts predict nothing and were left out of the loss.", res.baseline.skipped))
     if "hull_rows" in info:
         notes.append(_hull_note(info, hull_iters))
     if get_kind(res.kind).needs_means():
-        notes.append("The mean is taken over the positions of these very texts, later positions included, so the "
-                     "replacement carries a little information about the whole text; over a prompt set it is "
-                     "pooled over all prompts, which dilutes that.")
+        notes.append(msg("The mean is taken over the positions of these very texts, later positions included, so the "
+                         "replacement carries a little information about the whole text; over a prompt set it is "
+                         "pooled over all prompts, which dilutes that."))
     return notes
 
 
-def _hull_note(info: dict, hull_iters: int) -> str:
-    parts = [f"Hull distances, in float64, on {sample_note(info['hull_rows'], info['hull_T'])}, against all of "
-             "that layer's x̂ rows."]
+def _hull_note(info: dict, hull_iters: int) -> Message:
+    parts = [msg("Hull distances, in float64, on {rows}, against all of that layer's x̂ rows.",
+                 rows=sample_note(info["hull_rows"], info["hull_T"]))]
     if info.get("hull_certified"):
-        parts.append("Ablated rows: certified by their own weights mean_h(pattern_h) (a convex mixture of x̂), "
-                     f"distance ≤ the residual ‖out − w·x̂‖, at most {info['hull_residual']:.2g}; lower bound 0.")
+        parts.append(msg("Ablated rows: certified by their own weights mean_h(pattern_h) (a convex mixture of x̂), "
+                         "distance ≤ the residual ‖out − w·x̂‖, at most {residual}; lower bound 0.",
+                         residual=f"{info['hull_residual']:.2g}"))
     if info.get("hull_solved"):
-        parts.append(f"Other rows: batched FISTA on the simplex, stopped once upper − lower bound ≤ {HULL_RTOL:g}·"
-                     f"distance + {HULL_ATOL:g}·RMS‖x̂‖, at most {hull_iters} iterations (used up to "
-                     f"{info['hull_iterations']}; all met the stop rule: {info['hull_converged']}; largest gap "
-                     f"{info['hull_gap']:.2g}); the lower bound is certified by a separating hyperplane.")
-    parts.append("Effective dimension: participation ratio (Σσ²)²/Σσ⁴ of the centred rows.")
-    return " ".join(parts)
+        parts.append(msg("Other rows: batched FISTA on the simplex, stopped once upper − lower bound ≤ {rtol}·distance + "
+                         "{atol}·RMS‖x̂‖, at most {iters} iterations (used up to {used}; all met the stop rule: {ok}; "
+                         "largest gap {gap}); the lower bound is certified by a separating hyperplane.",
+                         rtol=f"{HULL_RTOL:g}", atol=f"{HULL_ATOL:g}", iters=hull_iters, used=info["hull_iterations"],
+                         ok=msg("yes") if info["hull_converged"] else msg("no"), gap=f"{info['hull_gap']:.2g}"))
+    parts.append(msg("Effective dimension: participation ratio (Σσ²)²/Σσ⁴ of the centred rows."))
+    return join(*parts, sep=" ")
 
 
 def hull_cost(weights, ids, spec: Spec | None = None, hull_iters: int = HULL_ITERS) -> dict:

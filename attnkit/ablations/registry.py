@@ -76,14 +76,14 @@ def _compare(result, metric: Metric, what, unit, expect, test) -> Evidence:
 @register
 class ValueIsInputKind(Kind):
     name = "v=x"
-    label = "V = X (no value/output projection)"
-    claim = ("With V = X every attention output is an average of the layer's normed inputs and so stays inside "
+    label = msg("V = X (no value/output projection)")
+    claim = msg("With V = X every attention output is an average of the layer's normed inputs and so stays inside "
              "their convex hull; the value and output projections are what let attention write something new, "
              "and without them the model predicts worse.")
-    definition = ("attn_out_ℓ = (1/H)·Σ_h pattern_h · x̂_ℓ with x̂_ℓ = ln_1(X) at full width d_model (the block's own "
+    definition = msg("attn_out_ℓ = (1/H)·Σ_h pattern_h · x̂_ℓ with x̂_ℓ = ln_1(X) at full width d_model (the block's own "
                   "norm; under grouped-query attention the mean runs over the query heads); W_V, b_V, W_O and b_O "
                   "are not used. Each output row is a convex combination of the rows of x̂_ℓ.")
-    measures = ("How far the attention outputs lie from the convex hull of x̂ (the ablated rows certified by their "
+    measures = msg("How far the attention outputs lie from the convex hull of x̂ (the ablated rows certified by their "
                 "own mixture weights; the baseline rows by a batched FISTA solver with certified lower bounds), "
                 "their effective dimension, and the loss.")
     latex = (r"\mathrm{attn\_out}_\ell = \frac{1}{H}\sum_{h=1}^{H} \mathrm{softmax}\!\Big(\frac{q_h k_h^\top}"
@@ -144,12 +144,12 @@ class ValueIsInputKind(Kind):
 @register
 class KeyIsQueryKind(Kind):
     name = "wk=wq"
-    label = "W_K = W_Q (one projection for looking and being looked at)"
-    claim = ("With one projection for the token that looks and the token looked at (W_K = W_Q) the scores become "
+    label = msg("W_K = W_Q (one projection for looking and being looked at)")
+    claim = msg("With one projection for the token that looks and the token looked at (W_K = W_Q) the scores become "
              "symmetric and a token matches itself best, so attention shifts onto the token itself and the "
              "model predicts worse.")
-    definition = "k := q in every scoped head (W_K = W_Q, b_K = b_Q): S = q·qᵀ/√d_head before the mask."
-    measures = "The asymmetry of the scores, the attention each token pays itself, and the loss."
+    definition = msg("k := q in every scoped head (W_K = W_Q, b_K = b_Q): S = q·qᵀ/√d_head before the mask.")
+    measures = msg("The asymmetry of the scores, the attention each token pays itself, and the loss.")
     heads = "optional"
     captures = ("scores", "pattern")
     metrics = (ASYMMETRY, SELF, TOP_SELF, COPIES)
@@ -157,8 +157,8 @@ class KeyIsQueryKind(Kind):
 
     def available(self, config):
         if config.group > 1:
-            return False, (f"W_K = W_Q is not defined under grouped-query attention: this model has "
-                           f"{config.kv_heads} key heads for {config.n_heads} query heads.")
+            return False, msg("W_K = W_Q is not defined under grouped-query attention: this model has "
+                              "{kv} key heads for {heads} query heads.", kv=config.kv_heads, heads=config.n_heads)
         return True, ""
 
     def intervention(self, spec, config=None, means=None):
@@ -195,12 +195,12 @@ class KeyIsQueryKind(Kind):
 @register
 class NoScaleKind(Kind):
     name = "no-scale"
-    label = "No 1/√d scaling"
-    claim = ("Without dividing the scores by √d_head the softmax saturates, so attention collapses onto fewer "
+    label = msg("No 1/√d scaling")
+    claim = msg("Without dividing the scores by √d_head the softmax saturates, so attention collapses onto fewer "
              "keys (lower entropy) and the model predicts worse.")
-    definition = ("scores = q·kᵀ (factor 1 instead of 1/√d_head); any other factor the model applies, such as "
+    definition = msg("scores = q·kᵀ (factor 1 instead of 1/√d_head); any other factor the model applies, such as "
                   "GPT-2's optional 1/(layer+1), stays.")
-    measures = "Attention entropy and the largest weight per row, and the loss."
+    measures = msg("Attention entropy and the largest weight per row, and the loss.")
     heads = "optional"
     captures = ("pattern",)
     metrics = (ENTROPY, LARGEST)
@@ -208,8 +208,8 @@ class NoScaleKind(Kind):
 
     def available(self, config):
         if not config.scale_attn_weights:
-            return False, ("this model does not divide its scores by √d_head (scale_attn_weights=False): "
-                           "removing the factor would change nothing.")
+            return False, msg("this model does not divide its scores by √d_head (scale_attn_weights=False): "
+                              "removing the factor would change nothing.")
         return True, ""
 
     def intervention(self, spec, config=None, means=None):
@@ -235,12 +235,12 @@ class NoScaleKind(Kind):
 @register
 class NoMaskKind(Kind):
     name = "no-mask"
-    label = "No causal mask (future visible)"
-    claim = ("Without the causal mask each position can see the very token it must predict, so the next-token "
+    label = msg("No causal mask (future visible)")
+    claim = msg("Without the causal mask each position can see the very token it must predict, so the next-token "
              "loss falls: the model cheats.")
-    definition = ("the additive mask M is dropped (a local window too): softmax(q·kᵀ/√d_head) over all "
+    definition = msg("the additive mask M is dropped (a local window too): softmax(q·kᵀ/√d_head) over all "
                   "positions, future included.")
-    measures = ("Attention on future keys, how much the logits of earlier positions change, and the loss "
+    measures = msg("Attention on future keys, how much the logits of earlier positions change, and the loss "
                 "(the claim predicts it falls).")
     captures = ("pattern",)
     metrics = (FUTURE,)
@@ -279,16 +279,16 @@ class NoMaskKind(Kind):
 
 class _HeadKind(Kind):
     heads = "required"
-    measures = "The loss with the named head(s) ablated; the head map does it for every head alone."
+    measures = msg("The loss with the named head(s) ablated; the head map does it for every head alone.")
 
 
 @register
 class ZeroHeadKind(_HeadKind):
     name = "zero-head"
-    label = "Zero-ablate a head"
-    claim = ("Heads specialise, so setting a head's output to zero removes something the other heads do not "
+    label = msg("Zero-ablate a head")
+    claim = msg("Heads specialise, so setting a head's output to zero removes something the other heads do not "
              "supply and the model predicts worse.")
-    definition = "z[:, h] = 0 for the named head(s): the head adds nothing to the residual stream except b_O."
+    definition = msg("z[:, h] = 0 for the named head(s): the head adds nothing to the residual stream except b_O.")
 
     def intervention(self, spec, config=None, means=None):
         return ZeroHead(None, spec.heads)
@@ -297,10 +297,10 @@ class ZeroHeadKind(_HeadKind):
 @register
 class MeanHeadKind(_HeadKind):
     name = "mean-head"
-    label = "Mean-ablate a head"
-    claim = ("Replacing a head's output by its average keeps the head's constant contribution but removes what "
+    label = msg("Mean-ablate a head")
+    claim = msg("Replacing a head's output by its average keeps the head's constant contribution but removes what "
              "it reads from the context, and the model predicts worse.")
-    definition = "z[:, h] = mean of z[:, h] over all positions of the text/prompt set (unablated run)."
+    definition = msg("z[:, h] = mean of z[:, h] over all positions of the text/prompt set (unablated run).")
 
     def needs_means(self) -> bool:
         return True

@@ -140,7 +140,7 @@ def update(lang: str = "zh", root: Path = ROOT, extra: dict | None = None) -> di
     cat = {}
     for ids in sorted(where, key=lambda k: where[k][0]):
         key = ids[0] if len(ids) == 1 else ids
-        cat[key] = old.get(key) or extra.get(key) or ("" if len(ids) == 1 else [""])
+        cat[key] = next((v for v in (old.get(key), extra.get(key)) if _translated(v)), "" if len(ids) == 1 else [""])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(po_text(cat, where, lang), encoding="utf-8")
     return cat
@@ -174,14 +174,17 @@ def mo_bytes(catalog: dict) -> bytes:
     return head + struct.pack(f"<{2 * n}I", *ids_tab) + struct.pack(f"<{2 * n}I", *strs_tab) + blob
 
 
+def _translated(value) -> bool:
+    return bool(value) and (not isinstance(value, list) or all(value))
+
+
 def missing(lang: str = "zh", root: Path = ROOT) -> list[str]:
     """The marked ids with no translation in ``lang``'s ``.po`` (with where they occur)."""
     cat = read_po(po_path(lang).read_text(encoding="utf-8"))
     out = []
     for ids, where in sorted(extract(root).items()):
         key = ids[0] if len(ids) == 1 else ids
-        value = cat.get(key)
-        if not value or (isinstance(value, list) and not all(value)):
+        if not _translated(cat.get(key)):
             out.append(f"{' | '.join(ids)!r} ({', '.join(where[:3])})")
     return out
 
