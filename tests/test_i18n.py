@@ -145,3 +145,38 @@ def test_finder_reports_english_phrases(text, found):
 def test_finder_allows_token_pieces_and_model_output_given_to_it():
     assert untranslated("模型预测下一个 token：the cat sat", allow=["the cat sat"]) == []
     assert untranslated(["模型预测：the cat sat", "另一行：the cat sat"]) == ["the cat sat"]   # once each
+
+
+# ----------------------------------------------------------------------------- the session's language (app)
+
+def test_choose_prefers_the_session_then_the_link():
+    from attnkit.app.language import choose
+
+    assert choose("zh", None) == ("zh", None) and choose("zh", "en") == ("en", None)
+    assert choose(None, None) == ("en", None)
+    lang, notice = choose("fr", None)
+    assert lang == "en" and "fr" in notice
+
+
+def _page():
+    import streamlit as st
+
+    from attnkit.app import language
+    from attnkit.i18n import status_label
+
+    language.apply()
+    language.switch(st)
+    st.write(str(status_label("not supported")))
+
+
+def test_a_session_takes_its_language_from_the_link_and_the_switch():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_page)
+    at.query_params["lang"] = "zh"
+    at.run()
+    assert not at.exception and at.markdown[0].value == "不成立"
+    at.radio(key="ak_lang").set_value("en").run()
+    assert at.markdown[0].value == "not supported"
+    other = AppTest.from_function(_page).run()                # another session, no link: English
+    assert other.markdown[0].value == "not supported"
