@@ -255,7 +255,8 @@ def _parse_layers(text) -> tuple[int, ...] | None:
         try:
             return tuple(sorted({int(t) for t in text.replace(" ", "").split(",") if t}))
         except ValueError:
-            raise AblationError(f"layers must be numbers separated by commas (e.g. 0,2), got {text!r}") from None
+            raise AblationError(msg("layers must be numbers separated by commas (e.g. 0,2), got {text!r}",
+                text=text)) from None
     return tuple(sorted({int(t) for t in text}))
 
 
@@ -269,33 +270,36 @@ def parse_spec(text: str, layers=None, n_layers: int | None = None, n_heads: int
         text, scope_txt = text.split("@", 1)
     name, _, rest = text.partition(":")
     if name not in REGISTRY:
-        raise AblationError(f"unknown intervention {name!r}; choose one of {', '.join(REGISTRY)}")
+        raise AblationError(msg("unknown intervention {name!r}; choose one of {kinds}",
+            name=name, kinds=", ".join(REGISTRY)))
     kind = REGISTRY[name]
     heads = []
     for item in filter(None, rest.split(",")):
         m = _HEAD.match(item)
         if not m:
-            raise AblationError(f"a head is written L{{layer}}H{{head}} (e.g. L1H3), got {item!r}")
+            raise AblationError(msg("a head is written L{{layer}}H{{head}} (e.g. L1H3), got {item!r}", item=item))
         l, h = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
         heads.append((int(l), int(h)))
     if heads and kind.heads == "none":
-        raise AblationError(f"{name} acts on whole layers; give the scope with --layers, not heads")
+        raise AblationError(msg("{name} acts on whole layers; give the scope with --layers, not heads", name=name))
     if kind.heads == "required" and not heads:
-        raise AblationError(f"{name} needs the head(s): {name}:L{{layer}}H{{head}} (e.g. {name}:L0H1)")
+        raise AblationError(msg("{name} needs the head(s): {name}:L{{layer}}H{{head}} (e.g. {name}:L0H1)", name=name))
     scope = _parse_layers(layers if layers is not None else scope_txt)
     if kind.heads == "required":
         scope = None
     spec = Spec(name, scope, tuple(sorted(set(heads))))
     for l in (spec.layers or ()) + tuple(l for l, _ in spec.heads):
         if n_layers is not None and not 0 <= l < n_layers:
-            raise AblationError(f"layer {l} does not exist: the model has layers 0–{n_layers - 1}")
+            raise AblationError(msg("layer {l} does not exist: the model has layers 0–{last}", l=l, last=n_layers - 1))
     for l, h in spec.heads:
         if n_heads is not None and not 0 <= h < n_heads:
-            raise AblationError(f"head {head_name(l, h)} does not exist: each layer has heads 0–{n_heads - 1}")
+            raise AblationError(msg("head {head} does not exist: each layer has heads 0–{last}",
+                head=head_name(l, h), last=n_heads - 1))
     if spec.heads and spec.layers is not None:
         outside = sorted({l for l, _ in spec.heads} - set(spec.layers))
         if outside:
-            raise AblationError(f"heads in layer(s) {outside} lie outside the layer scope {list(spec.layers)}")
+            raise AblationError(msg("heads in layer(s) {outside} lie outside the layer scope {scope}",
+                outside=outside, scope=list(spec.layers)))
     return spec
 
 
@@ -480,7 +484,8 @@ def get_kind(name: str) -> Kind:
     try:
         return REGISTRY[name]
     except KeyError:
-        raise AblationError(f"unknown intervention {name!r}; choose one of {', '.join(REGISTRY)}") from None
+        raise AblationError(msg("unknown intervention {name!r}; choose one of {kinds}",
+            name=name, kinds=", ".join(REGISTRY))) from None
 
 
 def kinds() -> list[Kind]:
@@ -496,7 +501,7 @@ def head_means(weights, texts) -> torch.Tensor:
     """[L, H, e]: every head's z averaged over all positions of all texts (unablated runs)."""
     texts = ids_list(texts)
     if not texts:
-        raise AblationError("mean ablation needs at least one token to average over")
+        raise AblationError(msg("mean ablation needs at least one token to average over"))
     total, count = None, 0
     for ids in texts:
         z = run(weights, ids, capture=["z"]).stack("z")[:, 0].double()   # [L, H, T, e]

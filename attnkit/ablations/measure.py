@@ -125,7 +125,7 @@ def measure(weights, texts, spec: Spec, *, means=None, hull_iters: int = HULL_IT
     called after every block of the forwards (same ``done``), so a callback that raises stops it there."""
     texts = ids_list(texts)
     if not texts:
-        raise AblationError("no tokens to run on")
+        raise AblationError(msg("no tokens to run on"))
     check_available(weights, spec.kind)
     kind, cfg = get_kind(spec.kind), weights.config
     iv = kind.intervention(spec, cfg, _means_for(kind, weights, texts, means))
@@ -288,7 +288,7 @@ def head_sweep(weights, texts, mode: str = "zero-head", progress: Progress | Non
     """Each head ablated alone (L·H runs per text)."""
     texts = ids_list(texts)
     if mode not in [k.name for k in head_kinds()]:
-        raise AblationError(f"head map mode must be one of {', '.join(k.name for k in head_kinds())}")
+        raise AblationError(msg("head map mode must be one of {modes}", modes=", ".join(k.name for k in head_kinds())))
     kind, cfg = get_kind(mode), weights.config
     L, H = cfg.n_layers, cfg.n_heads
     means = _means_for(kind, weights, texts, means)

@@ -25,21 +25,23 @@ __all__ = [
 
 # ----------------------------------------------------------------------------- measured quantities
 
-HULL_DISTANCE = Metric("hull_distance", "distance of the output from the hull of x̂", log=True)
-HULL_MAX = Metric("hull_distance_max", "largest distance of an output row from the hull of x̂", peak=True, chart=False)
-HULL_LOWER = Metric("hull_distance_lower", "certified lower bound of that distance", chart=False)
-HULL_RELATIVE = Metric("hull_distance_relative", "distance from the hull / RMS norm of x̂", chart=False)
-HULL_LOWER_RELATIVE = Metric("hull_distance_lower_relative", "certified lower bound of that distance / RMS norm of x̂",
+HULL_DISTANCE = Metric("hull_distance", msg("distance of the output from the hull of x̂"), log=True)
+HULL_MAX = Metric("hull_distance_max",
+                  msg("largest distance of an output row from the hull of x̂"), peak=True, chart=False)
+HULL_LOWER = Metric("hull_distance_lower", msg("certified lower bound of that distance"), chart=False)
+HULL_RELATIVE = Metric("hull_distance_relative", msg("distance from the hull / RMS norm of x̂"), chart=False)
+HULL_LOWER_RELATIVE = Metric("hull_distance_lower_relative",
+                             msg("certified lower bound of that distance / RMS norm of x̂"),
                              chart=False)
-DIM_X = Metric("dim_x_hat", "effective dimension of x̂")
-DIM_OUT = Metric("dim_output", "effective dimension of the attention output")
-ASYMMETRY = Metric("asymmetry", "asymmetry ‖S − Sᵀ‖/‖S‖ of the scores")
-SELF = Metric("attention_on_self", "attention on the token itself")
-TOP_SELF = Metric("top_key_is_self", "rows whose top key is the token itself")
-COPIES = Metric("attention_on_copies", "attention on earlier copies of the same token", chart=False)
-ENTROPY = Metric("entropy", "attention entropy (nats)")
-LARGEST = Metric("largest_weight", "largest attention weight")
-FUTURE = Metric("attention_on_future", "attention on future keys")
+DIM_X = Metric("dim_x_hat", msg("effective dimension of x̂"))
+DIM_OUT = Metric("dim_output", msg("effective dimension of the attention output"))
+ASYMMETRY = Metric("asymmetry", msg("asymmetry ‖S − Sᵀ‖/‖S‖ of the scores"))
+SELF = Metric("attention_on_self", msg("attention on the token itself"))
+TOP_SELF = Metric("top_key_is_self", msg("rows whose top key is the token itself"))
+COPIES = Metric("attention_on_copies", msg("attention on earlier copies of the same token"), chart=False)
+ENTROPY = Metric("entropy", msg("attention entropy (nats)"))
+LARGEST = Metric("largest_weight", msg("largest attention weight"))
+FUTURE = Metric("attention_on_future", msg("attention on future keys"))
 
 #: V = X's outputs count as inside the hull below this distance / RMS norm of x̂.
 INSIDE = 1e-3
