@@ -28,12 +28,13 @@ import pandas as pd
 import torch
 
 from . import attention as A
+from .i18n import msg
 from .model import norm, run
 from .patching import printable_token
 from .weights import Weights, head_name
 
 __all__ = ["DLA", "direct_logit_attribution", "Contributions", "contributions", "graph_edges", "GRAPH_TOP",
-           "Lens", "logit_lens", "lens_logits", "HeadVocab", "head_vocab", "cli"]
+           "Lens", "logit_lens", "lens_logits", "HeadVocab", "head_vocab", "cli", "Prediction", "next_tokens"]
 
 
 def _final_scale(weights: Weights, x: torch.Tensor) -> torch.Tensor:
@@ -271,6 +272,27 @@ def logit_lens(weights: Weights, ids, answer: int | None = None, k: int = 5) -> 
     rows = ["embed"] + [f"after {l}" for l in range(cfg.n_layers)]
     st = (lambda xs: np.stack(xs) if answer is not None else None)
     return Lens(rows, np.stack(tops), np.stack(probs), st(ranks), st(aps), st(als))
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One candidate next token: its id, its readable text and its probability (0–1)."""
+
+    token_id: int
+    token: str
+    prob: float
+
+
+@torch.inference_mode()
+def next_tokens(weights: Weights, ids, decode, k: int = 5) -> list[Prediction]:
+    """The model's top-``k`` next tokens after the prompt ``ids`` with their probabilities: the logit lens's
+    last row (after the last block) at the last position, softmaxed in float64. ``decode(id) -> str``."""
+    ids = list(ids)
+    if not ids:
+        raise ValueError(msg("the prompt has no tokens: nothing to predict from"))
+    logits = run(weights, ids).logits[0, -1].double()
+    p, i = torch.softmax(logits, -1).topk(min(k, logits.shape[-1]))
+    return [Prediction(int(t), printable_token(decode(int(t))), float(v)) for v, t in zip(p.cpu(), i.cpu())]
 
 
 @dataclass

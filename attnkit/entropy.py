@@ -36,12 +36,14 @@ import torch.nn.functional as F
 
 from . import metrics as M
 from . import prompts as P
+from .entropy_claim import CLAIM, CLAIM_SLOPE, MIN_DOCS, MIN_WINDOW, RISE, claim_check, slope_interval
 from .model import Intervention, as_ids, run
 from .streaming import BLOCK, stream_stats, streamable
 
 __all__ = [
     "LogLengthScaling", "QueryScaling", "DocCurves", "entropy_profile", "uniform_bound", "Aggregate", "Summary",
     "fit_slopes", "documents", "profile_documents", "claim_check", "slope_interval", "sample_positions", "doc_curves",
+    "CLAIM", "CLAIM_SLOPE", "MIN_DOCS", "MIN_WINDOW", "RISE",
 ]
 
 
@@ -443,76 +445,6 @@ def profile_documents(weights, docs, intervention: Intervention | None = None, b
         if progress is not None:
             progress(done, len(docs))
     return agg.result()
-
-
-# ----------------------------------------------------------------------------- the seed's claim
-
-CLAIM = ("The longer the context, the more terms share the softmax's mass, so the attention's entropy "
-         "rises and picking out the key tokens gets harder — a core difficulty of long contexts and of "
-         "length extrapolation.")
-
-
-#: The claim holds when the median slope of entropy against ln(i+1) exceeds this (nats per unit of ln n) …
-CLAIM_SLOPE = 0.3
-#: … and a head "rises" when its slope exceeds this.
-RISE = 0.1
-#: Documents (windows) needed before an interval over documents is trusted.
-MIN_DOCS = 5
-
-
-def slope_interval(doc_slopes, resamples: int = 2000, seed: int = 0) -> tuple[float, float] | None:
-    """95 % bootstrap interval of the mean over documents of each document's median head slope
-    (None with fewer than :data:`MIN_DOCS` documents)."""
-    x = np.asarray(doc_slopes, dtype=np.float64)
-    x = x[np.isfinite(x)]
-    if x.size < MIN_DOCS:
-        return None
-    rng = np.random.default_rng(seed)
-    means = x[rng.integers(0, x.size, size=(resamples, x.size))].mean(1)
-    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
-
-
-def claim_check(s: Summary) -> tuple[str, str]:
-    """(verdict, explanation) of the seed's claim — attention spreads out as the context grows — with its
-    effect size (the median slope of entropy against ln(i+1)) and a 95 % bootstrap interval over documents.
-
-    Verdicts: 'supported' (the whole interval above CLAIM_SLOPE and at least half the heads rise),
-    'not supported' (the whole interval below RISE: attention keeps its focus), 'not enough evidence'
-    (fewer than MIN_DOCS documents, or an interval straddling the thresholds), 'undetermined' (NaN,
-    too short)."""
-    bad = ~np.isfinite(s.mean["entropy"])
-    if bad.any():                       # NaN/Inf attention: no verdict computed from it
-        layer = int(np.argwhere(bad)[0][0])
-        return "undetermined", (f"The attention holds NaN or Inf values (first in layer {layer}), so no entropy and "
-                                "no verdict can be computed: the weights or the input overflow float32.")
-    sl = s.slope[np.isfinite(s.slope)]
-    if sl.size == 0:
-        return "undetermined", "Too few positions (need at least 3 tokens) to fit a slope."
-    med = float(np.median(sl))
-    rising = int((sl > RISE).sum())
-    flat = int((np.abs(sl) <= RISE).sum())
-    near_uniform = int((sl > 0.7).sum())
-    last = s.normalised("mean")[:, s.n_heads, -1]
-    ci = slope_interval(s.extra.get("doc_slopes", ()))
-    n_docs = int(np.isfinite(np.asarray(s.extra.get("doc_slopes", ()), dtype=float)).sum())
-    text = (f"Effect: median slope of entropy against ln(i+1) = {med:.2f} nats per unit of ln n (1 = spreads like "
-            "uniform attention, 0 = fixed focus)"
-            + (f", 95 % interval over {n_docs} documents {ci[0]:.2f} … {ci[1]:.2f}" if ci else
-               f"; no interval: {n_docs} document(s), fewer than {MIN_DOCS}")
-            + f". {rising} of {sl.size} heads rise by more than {RISE} nat per unit of ln(i+1), {near_uniform} by more "
-            f"than 0.7, {flat} stay flat. At the longest position ({s.T} tokens) the head-mean normalised entropy per "
-            "layer is " + ", ".join(f"{v:.2f}" for v in last) + " (1 = uniform). Rule: 'supported' when the whole "
-            f"interval lies above {CLAIM_SLOPE} and at least half the heads rise; 'not supported' when it lies below "
-            f"{RISE}; otherwise not enough evidence.")
-    if ci is None:
-        return "not enough evidence", text + (f" What would settle it: at least {MIN_DOCS} documents or windows "
-                                              "(a longer text, or a prompt set).")
-    if ci[0] > CLAIM_SLOPE and rising >= 0.5 * sl.size:
-        return "supported", text
-    if ci[1] < RISE:
-        return "not supported", text
-    return "not enough evidence", text + (" What would settle it: more documents (a narrower interval), or "
-                                          "longer windows (more positions per slope).")
 
 
 def sample_positions(T: int, max_points: int = 240, head: int = 48) -> np.ndarray:

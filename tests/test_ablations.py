@@ -403,7 +403,8 @@ def test_page_runs_every_intervention_and_the_sweeps(odd_dir):
     assert any("convex" in m.value for m in list(at.markdown) + list(at.caption))   # the definition is shown
     for k in A.kinds():
         at.selectbox(key="ab_kind").set_value(k.name).run()
-        assert not at.exception and not at.error, k.name
+        # an error box here may only be a "not supported" verdict (a random model fails mechanism thresholds)
+        assert not at.exception and all(e.value.startswith("Verdict: not supported") for e in at.error), k.name
         assert any(k.claim in m.value for m in at.markdown), k.name
         assert any("Rule:" in c.value for c in at.caption), k.name
     at.button(key="_ak_run_ab_sweep").click().run()

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..i18n import Message, join, msg, render, status_label
 from ..model import Intervention, run
 from ..progress import Progress
 from ..weights import head_name
@@ -23,7 +24,7 @@ __all__ = [
     "REGISTRY", "register", "get_kind", "kinds", "head_kinds", "parse_spec", "head_name", "loss", "effect",
     "head_means", "ids_list", "Progress",
     "SUPPORTED", "NOT_SUPPORTED", "NOT_ENOUGH", "STATUSES", "MIN_EFFECT", "MIN_TOKENS", "MIN_PROMPTS",
-    "RESAMPLES", "ONE_TOKEN_NOTE",
+    "RESAMPLES", "ONE_TOKEN_NOTE", "MIN_SHIFT", "status_label", "plain",
 ]
 
 #: The verdicts, and nothing else.
@@ -38,8 +39,16 @@ MIN_PROMPTS = 5
 #: Bootstrap resamples per interval.
 RESAMPLES = 1000
 
-ONE_TOKEN_NOTE = ("A one-token text has no next token inside it to predict, so its cross-entropy is not "
-                  "defined; it is left out of the loss (give at least two tokens).")
+#: A mechanism check on a share of attention (self, future keys) needs at least this change (absolute, in
+#: attention weight: 0.1 = a tenth of a query's attention moved), not just a direction.
+MIN_SHIFT = 0.1
+
+ONE_TOKEN_NOTE = msg("A one-token text has no next token inside it to predict, so its cross-entropy is not "
+                     "defined; it is left out of the loss (give at least two tokens).")
+
+def plain(record) -> dict:
+    """A dataclass's fields with every message rendered (this context's language): for JSON and tables."""
+    return {k: render(v) for k, v in record.__dict__.items()}
 
 
 
@@ -73,11 +82,20 @@ class Series:
 class Evidence:
     """One mechanism check a verdict rests on: the numbers and whether they go the way the claim says."""
 
-    what: str
+    what: Message
     baseline: float | None
     ablated: float | None
-    expect: str                # what the claim predicts, in words ("ablated < baseline")
+    expect: Message            # what the claim predicts, in words, with its threshold
     holds: bool | None         # None: cannot be checked here
+    unit: Message | str = ""   # the one unit of both numbers
+
+    def line(self) -> Message:
+        """``what (unit): baseline → ablated; expected …: yes/no``, one unit per line."""
+        verdict = {True: msg("yes"), False: msg("no"), None: msg("not measurable")}[self.holds]
+        what = msg("{what} ({unit})", what=self.what, unit=self.unit) if self.unit else self.what
+        return msg("{what}: {baseline} → {ablated} (expected {expect}: {holds})", what=what,
+                   baseline=fmt_num(self.baseline), ablated=fmt_num(self.ablated), expect=self.expect,
+                   holds=verdict)
 
 
 # ----------------------------------------------------------------------------- loss and effect
@@ -150,9 +168,16 @@ class Effect:
     units: int
     tokens: int
 
+    def describe(self) -> Message:
+        return msg("{delta} nats/token (95 % interval {lo} … {hi}, bootstrap over {units} {over})",
+                   delta=f"{self.delta:+.4f}", lo=f"{self.lo:+.4f}", hi=f"{self.hi:+.4f}", units=f"{self.units:,}",
+                   over=_UNITS[self.over])
+
     def __str__(self) -> str:
-        return (f"{self.delta:+.4f} nats/token (95 % interval {self.lo:+.4f} … {self.hi:+.4f}, "
-                f"bootstrap over {self.units:,} {self.over})")
+        return self.describe().render()
+
+
+_UNITS = {"tokens": msg("tokens"), "prompts": msg("prompts")}
 
 
 def effect(base: Loss, abl: Loss, resamples: int = RESAMPLES, seed: int = 0) -> Effect | None:
@@ -181,10 +206,16 @@ def effect(base: Loss, abl: Loss, resamples: int = RESAMPLES, seed: int = 0) -> 
 
 @dataclass
 class Verdict:
-    status: str                # one of STATUSES
-    text: str                  # what was measured, in numbers
-    rule: str                  # the rule the status follows from
-    settle: str = ""           # what would settle it (with "not enough evidence")
+    """The status, and in words (messages, shown in the reader's language): what was measured, why the
+    status follows, what would settle it, the rule, and — when the kind removes a part the model was
+    trained with — what the loss change therefore measures."""
+
+    status: str                # one of STATUSES (an identifier; shown through status_label)
+    text: Message | str        # what was measured, in numbers, one unit per line of evidence
+    rule: Message | str        # the rule the status follows from
+    settle: Message | str = ""     # what would settle it (every status but "supported")
+    why: Message | str = ""        # why this status, with the numbers that decide it
+    caveat: Message | str = ""     # a trained-with part removed: the loss rise measures dependence
 
 
 # ----------------------------------------------------------------------------- specs
@@ -224,7 +255,8 @@ def _parse_layers(text) -> tuple[int, ...] | None:
         try:
             return tuple(sorted({int(t) for t in text.replace(" ", "").split(",") if t}))
         except ValueError:
-            raise AblationError(f"layers must be numbers separated by commas (e.g. 0,2), got {text!r}") from None
+            raise AblationError(msg("layers must be numbers separated by commas (e.g. 0,2), got {text!r}",
+                text=text)) from None
     return tuple(sorted({int(t) for t in text}))
 
 
@@ -238,33 +270,36 @@ def parse_spec(text: str, layers=None, n_layers: int | None = None, n_heads: int
         text, scope_txt = text.split("@", 1)
     name, _, rest = text.partition(":")
     if name not in REGISTRY:
-        raise AblationError(f"unknown intervention {name!r}; choose one of {', '.join(REGISTRY)}")
+        raise AblationError(msg("unknown intervention {name!r}; choose one of {kinds}",
+            name=name, kinds=", ".join(REGISTRY)))
     kind = REGISTRY[name]
     heads = []
     for item in filter(None, rest.split(",")):
         m = _HEAD.match(item)
         if not m:
-            raise AblationError(f"a head is written L{{layer}}H{{head}} (e.g. L1H3), got {item!r}")
+            raise AblationError(msg("a head is written L{{layer}}H{{head}} (e.g. L1H3), got {item!r}", item=item))
         l, h = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
         heads.append((int(l), int(h)))
     if heads and kind.heads == "none":
-        raise AblationError(f"{name} acts on whole layers; give the scope with --layers, not heads")
+        raise AblationError(msg("{name} acts on whole layers; give the scope with --layers, not heads", name=name))
     if kind.heads == "required" and not heads:
-        raise AblationError(f"{name} needs the head(s): {name}:L{{layer}}H{{head}} (e.g. {name}:L0H1)")
+        raise AblationError(msg("{name} needs the head(s): {name}:L{{layer}}H{{head}} (e.g. {name}:L0H1)", name=name))
     scope = _parse_layers(layers if layers is not None else scope_txt)
     if kind.heads == "required":
         scope = None
     spec = Spec(name, scope, tuple(sorted(set(heads))))
     for l in (spec.layers or ()) + tuple(l for l, _ in spec.heads):
         if n_layers is not None and not 0 <= l < n_layers:
-            raise AblationError(f"layer {l} does not exist: the model has layers 0–{n_layers - 1}")
+            raise AblationError(msg("layer {l} does not exist: the model has layers 0–{last}", l=l, last=n_layers - 1))
     for l, h in spec.heads:
         if n_heads is not None and not 0 <= h < n_heads:
-            raise AblationError(f"head {head_name(l, h)} does not exist: each layer has heads 0–{n_heads - 1}")
+            raise AblationError(msg("head {head} does not exist: each layer has heads 0–{last}",
+                head=head_name(l, h), last=n_heads - 1))
     if spec.heads and spec.layers is not None:
         outside = sorted({l for l, _ in spec.heads} - set(spec.layers))
         if outside:
-            raise AblationError(f"heads in layer(s) {outside} lie outside the layer scope {list(spec.layers)}")
+            raise AblationError(msg("heads in layer(s) {outside} lie outside the layer scope {scope}",
+                outside=outside, scope=list(spec.layers)))
     return spec
 
 
@@ -346,6 +381,7 @@ class Kind:
     metrics: ClassVar[tuple[Metric, ...]] = ()    # per-layer quantities (charted in this order)
     expects: ClassVar[int] = +1           # the sign of the loss change the claim predicts
     latex: ClassVar[str] = ""             # the formula, when the page should show one
+    trained_with: ClassVar[Message | str] = ""    # the trained-with part the kind removes (see caveat())
 
     def available(self, config) -> tuple[bool, str]:
         """(False, why) when this model cannot take the ablation (or it would change nothing)."""
@@ -366,42 +402,70 @@ class Kind:
 
     # ------------------------------------------------------------------------- the verdict
 
-    def rule(self) -> str:
-        way = "rise" if self.expects > 0 else "fall"
-        return (f"The claim predicts the loss to {way}. Supported: every mechanism check holds and the whole 95 % "
-                f"interval of the loss change lies beyond {MIN_EFFECT} nats/token in that direction. Not supported: "
-                f"a check fails, or the whole interval lies short of it. Otherwise, or with fewer than {MIN_TOKENS} "
-                f"predicted tokens: not enough evidence.")
+    def rule(self) -> Message:
+        way = msg("rise") if self.expects > 0 else msg("fall")
+        return msg("The claim predicts the loss to {way}. Supported: every mechanism check holds (each by its stated "
+                   "threshold) and the whole 95 % interval of the loss change lies beyond {min} nats/token in that "
+                   "direction. Not supported: a check fails, or the whole interval lies short of it. Otherwise, or "
+                   "with fewer than {tokens} predicted tokens: not enough evidence.",
+                   way=way, min=MIN_EFFECT, tokens=MIN_TOKENS)
+
+    def caveat(self) -> Message | str:
+        """For a kind that removes a part the model was trained with: what a loss rise then measures."""
+        if not self.trained_with:
+            return ""
+        return msg("This removes {part}, which the model was trained with and never learned to do without: a loss "
+                   "rise measures how much this trained model depends on it, not whether the design is better than "
+                   "the alternative (that would need a model trained without it).", part=self.trained_with)
 
     def verdict(self, eff: Effect | None, evidence: list[Evidence]) -> Verdict:
-        checks = "; ".join(f"{e.what}: {fmt_num(e.baseline)} → {fmt_num(e.ablated)} (expected {e.expect}: "
-                           f"{'yes' if e.holds else 'no' if e.holds is False else 'not measurable'})"
-                           for e in evidence)
+        checks = join(*[e.line() for e in evidence], sep="; ")
         failed = [e for e in evidence if e.holds is False]
+        rule, caveat = self.rule(), self.caveat()
         if eff is None:
-            return Verdict(NOT_ENOUGH, (checks + "; " if checks else "") + "no token is predicted here.",
-                           self.rule(), f"a text of at least {MIN_TOKENS} tokens")
-        text = f"Loss change {eff}." + (f" {checks}." if checks else "")
+            return Verdict(NOT_ENOUGH, join(checks, "; " if evidence else "", msg("no token is predicted here.")),
+                           rule, msg("a text of at least {tokens} tokens", tokens=MIN_TOKENS),
+                           msg("no next token is predicted, so the loss change is not defined"), caveat)
+        text = join(msg("Loss change {effect}.", effect=eff.describe()), *((" ", checks, ".") if evidence else ()))
+        interval = msg("{lo} … {hi} nats/token", lo=f"{eff.lo:+.4f}", hi=f"{eff.hi:+.4f}")
         if failed:
-            return Verdict(NOT_SUPPORTED, text, self.rule())
+            return Verdict(NOT_SUPPORTED, text, rule, _refuted(),
+                           msg("the mechanism the claim names does not happen (by its threshold): {checks}",
+                               checks=join(*[e.line() for e in failed], sep="; ")), caveat)
         lo, hi = sorted((self.expects * eff.lo, self.expects * eff.hi))
+        way = msg("rise") if self.expects > 0 else msg("fall")
         if eff.tokens < MIN_TOKENS:
-            return Verdict(NOT_ENOUGH, text, self.rule(),
-                           f"at least {MIN_TOKENS} predicted tokens (here {eff.tokens}): a longer text or a prompt set")
+            return Verdict(NOT_ENOUGH, text, rule,
+                           msg("at least {need} predicted tokens (here {have}): a longer text or a prompt set",
+                               need=MIN_TOKENS, have=eff.tokens),
+                           msg("only {have} predicted tokens, fewer than the {need} the rule asks for",
+                               have=eff.tokens, need=MIN_TOKENS), caveat)
         if lo > MIN_EFFECT:
-            return Verdict(SUPPORTED, text, self.rule())
+            return Verdict(SUPPORTED, text, rule, "",
+                           msg("every mechanism check holds and the whole 95 % interval ({interval}) is a {way} of "
+                               "more than {min} nats/token", interval=interval, way=way, min=MIN_EFFECT), caveat)
         if hi < MIN_EFFECT:
-            return Verdict(NOT_SUPPORTED, text, self.rule())
-        return Verdict(NOT_ENOUGH, text, self.rule(), _settle(eff, self.expects))
+            return Verdict(NOT_SUPPORTED, text, rule, _refuted(),
+                           msg("the whole 95 % interval ({interval}) lies short of a {way} of {min} nats/token, the "
+                               "smallest effect the rule counts", interval=interval, way=way, min=MIN_EFFECT), caveat)
+        return Verdict(NOT_ENOUGH, text, rule, _settle(eff, self.expects),
+                       msg("the 95 % interval ({interval}) straddles the {min} nats/token threshold", interval=interval,
+                           min=MIN_EFFECT), caveat)
 
 
-def _settle(eff: Effect, expects: int) -> str:
+def _refuted() -> Message:
+    return msg("settled for this model and text; whether it holds more widely needs the same check on a prompt set "
+               "of at least {prompts} prompts or on another model", prompts=MIN_PROMPTS)
+
+
+def _settle(eff: Effect, expects: int) -> Message:
     half, gap = (eff.hi - eff.lo) / 2, abs(expects * eff.delta - MIN_EFFECT)
     if gap < 1e-9:
-        return f"the estimate sits on the {MIN_EFFECT} nats/token threshold: far more text than now"
+        return msg("the estimate sits on the {min} nats/token threshold: far more text than now", min=MIN_EFFECT)
     need = math.ceil(eff.units * (half / gap) ** 2 * 1.2)
-    return (f"about {need:,} {eff.over} (now {eff.units:,}) for the interval to clear {MIN_EFFECT} nats/token, "
-            f"if the effect keeps its size (the interval narrows like 1/√n)")
+    return msg("about {need} {over} (now {units}) for the interval to clear {min} nats/token, if the effect keeps "
+               "its size (the interval narrows like 1/√n)", need=f"{need:,}", over=_UNITS[eff.over],
+               units=f"{eff.units:,}", min=MIN_EFFECT)
 
 
 def fmt_num(x, spec=".3g") -> str:
@@ -420,7 +484,8 @@ def get_kind(name: str) -> Kind:
     try:
         return REGISTRY[name]
     except KeyError:
-        raise AblationError(f"unknown intervention {name!r}; choose one of {', '.join(REGISTRY)}") from None
+        raise AblationError(msg("unknown intervention {name!r}; choose one of {kinds}",
+            name=name, kinds=", ".join(REGISTRY))) from None
 
 
 def kinds() -> list[Kind]:
@@ -436,7 +501,7 @@ def head_means(weights, texts) -> torch.Tensor:
     """[L, H, e]: every head's z averaged over all positions of all texts (unablated runs)."""
     texts = ids_list(texts)
     if not texts:
-        raise AblationError("mean ablation needs at least one token to average over")
+        raise AblationError(msg("mean ablation needs at least one token to average over"))
     total, count = None, 0
     for ids in texts:
         z = run(weights, ids, capture=["z"]).stack("z")[:, 0].double()   # [L, H, T, e]

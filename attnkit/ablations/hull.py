@@ -18,6 +18,8 @@ import math
 import numpy as np
 import torch
 
+from ..i18n import msg
+
 __all__ = ["HULL_ITERS", "HULL_MAX_ROWS", "HULL_RTOL", "HULL_ATOL", "hull_distance", "certify_mixture",
            "hull_check", "record", "sample_note", "participation_ratio", "even_rows"]
 
@@ -272,10 +274,11 @@ def record(info: dict, h: dict, rows: int, T: int) -> None:
 def sample_note(rows: int, T: int, confidence: float = 0.95) -> str:
     """What a sample of ``rows`` of ``T`` query rows can miss, in words."""
     if rows >= T:
-        return f"all {T} query rows"
+        return msg("all {T} query rows", T=T)
     share = 1.0 - (1.0 - confidence) ** (1.0 / rows)
-    return (f"{rows} evenly spaced of {T} query rows (a systematic sample: with a random start it would catch, "
-            f"with {confidence:.0%} confidence, any behaviour shared by more than {share:.0%} of the rows)")
+    return msg("{rows} evenly spaced of {T} query rows (a systematic sample: with a random start it would catch, "
+               "with {confidence} confidence, any behaviour shared by more than {share} of the rows)",
+               rows=rows, T=T, confidence=f"{confidence:.0%}", share=f"{share:.0%}")
 
 
 def participation_ratio(rows) -> float:

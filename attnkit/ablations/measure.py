@@ -13,8 +13,9 @@ import numpy as np
 
 from .base import (
     Acc, AblationError, Effect, Loss, Observation, Progress, Series, Spec, Verdict, effect,
-    get_kind, head_kinds, head_means, head_name, ids_list, kinds, loss, ONE_TOKEN_NOTE,
+    get_kind, head_kinds, head_means, head_name, ids_list, kinds, loss, ONE_TOKEN_NOTE, plain,
 )
+from ..i18n import Message, join, msg, nmsg, render
 from .hull import HULL_ITERS, HULL_RTOL, HULL_ATOL, sample_note
 from ..model import run
 from ..progress import Steps
@@ -70,7 +71,8 @@ class Result:
             "per_layer": {k: {"title": s.metric.title, "baseline": s.baseline, "ablated": s.ablated}
                           for k, s in self.per_layer.items()},
             "per_position": [asdict(p) for p in self.per_position],
-            "evidence": [asdict(e) for e in self.evidence], "verdict": asdict(self.verdict), "notes": self.notes,
+            "evidence": [plain(e) for e in self.evidence], "verdict": plain(self.verdict),
+            "notes": [render(n) for n in self.notes],
         })
 
 
@@ -85,6 +87,8 @@ def jsonable(obj):
         return None if math.isnan(x) or math.isinf(x) else x
     if isinstance(obj, (np.integer, np.bool_)):
         return obj.item()
+    if isinstance(obj, Message):
+        return obj.render()
     return obj
 
 
@@ -121,7 +125,7 @@ def measure(weights, texts, spec: Spec, *, means=None, hull_iters: int = HULL_IT
     called after every block of the forwards (same ``done``), so a callback that raises stops it there."""
     texts = ids_list(texts)
     if not texts:
-        raise AblationError("no tokens to run on")
+        raise AblationError(msg("no tokens to run on"))
     check_available(weights, spec.kind)
     kind, cfg = get_kind(spec.kind), weights.config
     iv = kind.intervention(spec, cfg, _means_for(kind, weights, texts, means))
@@ -154,33 +158,36 @@ def measure(weights, texts, spec: Spec, *, means=None, hull_iters: int = HULL_IT
     return res
 
 
-def _notes(res: Result, info: dict, hull_iters: int) -> list[str]:
+def _notes(res: Result, info: dict, hull_iters: int) -> list:
     notes = []
     if res.baseline.skipped:
         notes.append(ONE_TOKEN_NOTE if not res.baseline.tokens else
-                     f"{res.baseline.skipped} one-token text(s) predict nothing and were left out of the loss.")
+                     nmsg("{n} one-token text predicts nothing and was left out of the loss.",
+                          "{n} one-token texts predict nothing and were left out of the loss.", res.baseline.skipped))
     if "hull_rows" in info:
         notes.append(_hull_note(info, hull_iters))
     if get_kind(res.kind).needs_means():
-        notes.append("The mean is taken over the positions of these very texts, later positions included, so the "
-                     "replacement carries a little information about the whole text; over a prompt set it is "
-                     "pooled over all prompts, which dilutes that.")
+        notes.append(msg("The mean is taken over the positions of these very texts, later positions included, so the "
+                         "replacement carries a little information about the whole text; over a prompt set it is "
+                         "pooled over all prompts, which dilutes that."))
     return notes
 
 
-def _hull_note(info: dict, hull_iters: int) -> str:
-    parts = [f"Hull distances, in float64, on {sample_note(info['hull_rows'], info['hull_T'])}, against all of "
-             "that layer's x̂ rows."]
+def _hull_note(info: dict, hull_iters: int) -> Message:
+    parts = [msg("Hull distances, in float64, on {rows}, against all of that layer's x̂ rows.",
+                 rows=sample_note(info["hull_rows"], info["hull_T"]))]
     if info.get("hull_certified"):
-        parts.append("Ablated rows: certified by their own weights mean_h(pattern_h) (a convex mixture of x̂), "
-                     f"distance ≤ the residual ‖out − w·x̂‖, at most {info['hull_residual']:.2g}; lower bound 0.")
+        parts.append(msg("Ablated rows: certified by their own weights mean_h(pattern_h) (a convex mixture of x̂), "
+                         "distance ≤ the residual ‖out − w·x̂‖, at most {residual}; lower bound 0.",
+                         residual=f"{info['hull_residual']:.2g}"))
     if info.get("hull_solved"):
-        parts.append(f"Other rows: batched FISTA on the simplex, stopped once upper − lower bound ≤ {HULL_RTOL:g}·"
-                     f"distance + {HULL_ATOL:g}·RMS‖x̂‖, at most {hull_iters} iterations (used up to "
-                     f"{info['hull_iterations']}; all met the stop rule: {info['hull_converged']}; largest gap "
-                     f"{info['hull_gap']:.2g}); the lower bound is certified by a separating hyperplane.")
-    parts.append("Effective dimension: participation ratio (Σσ²)²/Σσ⁴ of the centred rows.")
-    return " ".join(parts)
+        parts.append(msg("Other rows: batched FISTA on the simplex, stopped once upper − lower bound ≤ {rtol}·distance + "
+                         "{atol}·RMS‖x̂‖, at most {iters} iterations (used up to {used}; all met the stop rule: {ok}; "
+                         "largest gap {gap}); the lower bound is certified by a separating hyperplane.",
+                         rtol=f"{HULL_RTOL:g}", atol=f"{HULL_ATOL:g}", iters=hull_iters, used=info["hull_iterations"],
+                         ok=msg("yes") if info["hull_converged"] else msg("no"), gap=f"{info['hull_gap']:.2g}"))
+    parts.append(msg("Effective dimension: participation ratio (Σσ²)²/Σσ⁴ of the centred rows."))
+    return join(*parts, sep=" ")
 
 
 def hull_cost(weights, ids, spec: Spec | None = None, hull_iters: int = HULL_ITERS) -> dict:
@@ -281,7 +288,7 @@ def head_sweep(weights, texts, mode: str = "zero-head", progress: Progress | Non
     """Each head ablated alone (L·H runs per text)."""
     texts = ids_list(texts)
     if mode not in [k.name for k in head_kinds()]:
-        raise AblationError(f"head map mode must be one of {', '.join(k.name for k in head_kinds())}")
+        raise AblationError(msg("head map mode must be one of {modes}", modes=", ".join(k.name for k in head_kinds())))
     kind, cfg = get_kind(mode), weights.config
     L, H = cfg.n_layers, cfg.n_heads
     means = _means_for(kind, weights, texts, means)

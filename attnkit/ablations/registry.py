@@ -11,31 +11,43 @@ import numpy as np
 import torch
 
 from .. import metrics as M
-from .base import Evidence, Kind, Metric, Observation, register
+from ..i18n import msg
+from .base import MIN_SHIFT, Evidence, Kind, Metric, Observation, register
 from .hull import even_rows, hull_check, participation_ratio, record
 from .interventions import KeyIsQuery, MeanHead, NoMask, NoScale, ValueIsInput, ZeroHead
 
 __all__ = [
     "ValueIsInputKind", "KeyIsQueryKind", "NoScaleKind", "NoMaskKind", "ZeroHeadKind", "MeanHeadKind",
     "HULL_DISTANCE", "HULL_MAX", "HULL_LOWER", "HULL_RELATIVE", "DIM_X", "DIM_OUT", "ASYMMETRY",
-    "SELF", "TOP_SELF", "COPIES", "ENTROPY", "LARGEST", "FUTURE", "asymmetry",
+    "SELF", "TOP_SELF", "COPIES", "ENTROPY", "LARGEST", "FUTURE", "asymmetry", "HULL_LOWER_RELATIVE",
+    "INSIDE", "MIN_ENTROPY_DROP",
 ]
 
 # ----------------------------------------------------------------------------- measured quantities
 
-HULL_DISTANCE = Metric("hull_distance", "distance of the output from the hull of x̂", log=True)
-HULL_MAX = Metric("hull_distance_max", "largest distance of an output row from the hull of x̂", peak=True, chart=False)
-HULL_LOWER = Metric("hull_distance_lower", "certified lower bound of that distance", chart=False)
-HULL_RELATIVE = Metric("hull_distance_relative", "distance from the hull / RMS norm of x̂", chart=False)
-DIM_X = Metric("dim_x_hat", "effective dimension of x̂")
-DIM_OUT = Metric("dim_output", "effective dimension of the attention output")
-ASYMMETRY = Metric("asymmetry", "asymmetry ‖S − Sᵀ‖/‖S‖ of the scores")
-SELF = Metric("attention_on_self", "attention on the token itself")
-TOP_SELF = Metric("top_key_is_self", "rows whose top key is the token itself")
-COPIES = Metric("attention_on_copies", "attention on earlier copies of the same token", chart=False)
-ENTROPY = Metric("entropy", "attention entropy (nats)")
-LARGEST = Metric("largest_weight", "largest attention weight")
-FUTURE = Metric("attention_on_future", "attention on future keys")
+HULL_DISTANCE = Metric("hull_distance", msg("distance of the output from the hull of x̂"), log=True)
+HULL_MAX = Metric("hull_distance_max",
+                  msg("largest distance of an output row from the hull of x̂"), peak=True, chart=False)
+HULL_LOWER = Metric("hull_distance_lower", msg("certified lower bound of that distance"), chart=False)
+HULL_RELATIVE = Metric("hull_distance_relative", msg("distance from the hull / RMS norm of x̂"), chart=False)
+HULL_LOWER_RELATIVE = Metric("hull_distance_lower_relative",
+                             msg("certified lower bound of that distance / RMS norm of x̂"),
+                             chart=False)
+DIM_X = Metric("dim_x_hat", msg("effective dimension of x̂"))
+DIM_OUT = Metric("dim_output", msg("effective dimension of the attention output"))
+ASYMMETRY = Metric("asymmetry", msg("asymmetry ‖S − Sᵀ‖/‖S‖ of the scores"))
+SELF = Metric("attention_on_self", msg("attention on the token itself"))
+TOP_SELF = Metric("top_key_is_self", msg("rows whose top key is the token itself"))
+COPIES = Metric("attention_on_copies", msg("attention on earlier copies of the same token"), chart=False)
+ENTROPY = Metric("entropy", msg("attention entropy (nats)"))
+LARGEST = Metric("largest_weight", msg("largest attention weight"))
+FUTURE = Metric("attention_on_future", msg("attention on future keys"))
+
+#: V = X's outputs count as inside the hull below this distance / RMS norm of x̂.
+INSIDE = 1e-3
+#: No 1/√d's entropy check needs the mean attention entropy to fall by at least this (nats), not just fall.
+MIN_ENTROPY_DROP = 0.1
+_WEIGHT = msg("attention weight, 0–1")
 
 
 def asymmetry(S: torch.Tensor) -> torch.Tensor:
@@ -55,10 +67,10 @@ def _mean(v) -> float | None:
     return float(np.mean(v)) if len(v) else None
 
 
-def _compare(result, metric: Metric, expect: str, test) -> Evidence:
+def _compare(result, metric: Metric, what, unit, expect, test) -> Evidence:
     """Evidence from the mean of ``metric`` over the scoped layers, baseline vs ablated."""
     b, a = _mean(_in_scope(result, metric, "baseline")), _mean(_in_scope(result, metric, "ablated"))
-    return Evidence(metric.title, b, a, expect, None if a is None or b is None else bool(test(b, a)))
+    return Evidence(what, b, a, expect, None if a is None or b is None else bool(test(b, a)), unit)
 
 
 # ----------------------------------------------------------------------------- the kinds
@@ -66,21 +78,22 @@ def _compare(result, metric: Metric, expect: str, test) -> Evidence:
 @register
 class ValueIsInputKind(Kind):
     name = "v=x"
-    label = "V = X (no value/output projection)"
-    claim = ("With V = X every attention output is an average of the layer's normed inputs and so stays inside "
+    label = msg("V = X (no value/output projection)")
+    claim = msg("With V = X every attention output is an average of the layer's normed inputs and so stays inside "
              "their convex hull; the value and output projections are what let attention write something new, "
              "and without them the model predicts worse.")
-    definition = ("attn_out_ℓ = (1/H)·Σ_h pattern_h · x̂_ℓ with x̂_ℓ = ln_1(X) at full width d_model (the block's own "
+    definition = msg("attn_out_ℓ = (1/H)·Σ_h pattern_h · x̂_ℓ with x̂_ℓ = ln_1(X) at full width d_model (the block's own "
                   "norm; under grouped-query attention the mean runs over the query heads); W_V, b_V, W_O and b_O "
                   "are not used. Each output row is a convex combination of the rows of x̂_ℓ.")
-    measures = ("How far the attention outputs lie from the convex hull of x̂ (the ablated rows certified by their "
+    measures = msg("How far the attention outputs lie from the convex hull of x̂ (the ablated rows certified by their "
                 "own mixture weights; the baseline rows by a batched FISTA solver with certified lower bounds), "
                 "their effective dimension, and the loss.")
     latex = (r"\mathrm{attn\_out}_\ell = \frac{1}{H}\sum_{h=1}^{H} \mathrm{softmax}\!\Big(\frac{q_h k_h^\top}"
              r"{\sqrt{d_{head}}} + M\Big)\,\hat X_\ell,\qquad \hat X_\ell = \mathrm{ln}_1(X_\ell)")
     captures = ("ln1", "attn_out")
     mean_pattern = True            # measure() keeps mean_h(pattern_h) of the ablated run as ("pattern_mean", l)
-    metrics = (HULL_DISTANCE, DIM_OUT, DIM_X, HULL_MAX, HULL_LOWER, HULL_RELATIVE)
+    metrics = (HULL_DISTANCE, DIM_OUT, DIM_X, HULL_MAX, HULL_LOWER, HULL_RELATIVE, HULL_LOWER_RELATIVE)
+    trained_with = msg("the value and output projections (W_V, W_O)")
 
     def intervention(self, spec, config=None, means=None):
         return ValueIsInput(spec.layers)
@@ -104,41 +117,50 @@ class ValueIsInputKind(Kind):
                 obs.acc.add(HULL_MAX, l, run, float(d.max()))
                 obs.acc.add(HULL_LOWER, l, run, float(info["lower"].mean()), len(rows))
                 obs.acc.add(HULL_RELATIVE, l, run, float(d.mean()) / scale, len(rows))
+                obs.acc.add(HULL_LOWER_RELATIVE, l, run, float(info["lower"].mean()) / scale, len(rows))
                 obs.acc.add(DIM_X, l, run, participation_ratio(x_hat))
                 obs.acc.add(DIM_OUT, l, run, participation_ratio(out))
             if obs.tick:
                 obs.tick()
 
     def evidence(self, result):
+        """Both lines in one unit — a distance divided by the RMS norm of x̂ — so the bound can be read against
+        the distance it bounds; the second check itself compares absolute distances (bound vs peak)."""
         inside = max(_in_scope(result, HULL_RELATIVE, "ablated"), default=None)
         outside = _mean(_in_scope(result, HULL_LOWER, "baseline"))
         peak = max(_in_scope(result, HULL_MAX, "ablated"), default=None)
+        unit = msg("distance / RMS norm of x̂")
         return [
-            Evidence(HULL_RELATIVE.title, _mean(_in_scope(result, HULL_RELATIVE, "baseline")), inside,
-                     "ablated ≤ 0.001 (inside the hull)", None if inside is None else inside <= 1e-3),
-            Evidence(HULL_LOWER.title, outside, _mean(_in_scope(result, HULL_LOWER, "ablated")),
-                     "baseline clearly above 0 (the real output leaves the hull)",
-                     None if outside is None or peak is None else outside > 10 * max(peak, 1e-12)),
+            Evidence(msg("distance of the attention output from the hull of x̂"),
+                     _mean(_in_scope(result, HULL_RELATIVE, "baseline")), inside,
+                     msg("ablated ≤ {limit} (inside the hull)", limit=INSIDE),
+                     None if inside is None else inside <= INSIDE, unit),
+            Evidence(msg("certified lower bound of that distance"),
+                     _mean(_in_scope(result, HULL_LOWER_RELATIVE, "baseline")),
+                     _mean(_in_scope(result, HULL_LOWER_RELATIVE, "ablated")),
+                     msg("baseline above 10 × the ablated run's largest distance (the real output leaves the hull)"),
+                     None if outside is None or peak is None else outside > 10 * max(peak, 1e-12), unit),
         ]
 
 
 @register
 class KeyIsQueryKind(Kind):
     name = "wk=wq"
-    label = "W_K = W_Q (one projection for looking and being looked at)"
-    claim = ("With one projection for the token that looks and the token looked at (W_K = W_Q) the scores become "
+    label = msg("W_K = W_Q (one projection for looking and being looked at)")
+    claim = msg("With one projection for the token that looks and the token looked at (W_K = W_Q) the scores become "
              "symmetric and a token matches itself best, so attention shifts onto the token itself and the "
              "model predicts worse.")
-    definition = "k := q in every scoped head (W_K = W_Q, b_K = b_Q): S = q·qᵀ/√d_head before the mask."
-    measures = "The asymmetry of the scores, the attention each token pays itself, and the loss."
+    definition = msg("k := q in every scoped head (W_K = W_Q, b_K = b_Q): S = q·qᵀ/√d_head before the mask.")
+    measures = msg("The asymmetry of the scores, the attention each token pays itself, and the loss.")
     heads = "optional"
     captures = ("scores", "pattern")
     metrics = (ASYMMETRY, SELF, TOP_SELF, COPIES)
+    trained_with = msg("separate query and key projections (W_Q ≠ W_K)")
 
     def available(self, config):
         if config.group > 1:
-            return False, (f"W_K = W_Q is not defined under grouped-query attention: this model has "
-                           f"{config.kv_heads} key heads for {config.n_heads} query heads.")
+            return False, msg("W_K = W_Q is not defined under grouped-query attention: this model has "
+                              "{kv} key heads for {heads} query heads.", kv=config.kv_heads, heads=config.n_heads)
         return True, ""
 
     def intervention(self, spec, config=None, means=None):
@@ -164,29 +186,32 @@ class KeyIsQueryKind(Kind):
     def evidence(self, result):
         sym = max(_in_scope(result, ASYMMETRY, "ablated"), default=None)
         return [
-            Evidence(ASYMMETRY.title, _mean(_in_scope(result, ASYMMETRY, "baseline")), sym,
-                     "ablated ≈ 0 (symmetric)", None if sym is None else sym < 1e-5),
-            _compare(result, SELF, "ablated > baseline", lambda b, a: a > b),
+            Evidence(msg("asymmetry ‖S − Sᵀ‖/‖S‖ of the scores"), _mean(_in_scope(result, ASYMMETRY, "baseline")), sym,
+                     msg("ablated < {limit} (symmetric)", limit="1e-05"), None if sym is None else sym < 1e-5,
+                     msg("ratio of norms")),
+            _compare(result, SELF, msg("attention on the token itself"), _WEIGHT,
+                     msg("ablated ≥ baseline + {shift}", shift=MIN_SHIFT), lambda b, a: a - b >= MIN_SHIFT),
         ]
 
 
 @register
 class NoScaleKind(Kind):
     name = "no-scale"
-    label = "No 1/√d scaling"
-    claim = ("Without dividing the scores by √d_head the softmax saturates, so attention collapses onto fewer "
+    label = msg("No 1/√d scaling")
+    claim = msg("Without dividing the scores by √d_head the softmax saturates, so attention collapses onto fewer "
              "keys (lower entropy) and the model predicts worse.")
-    definition = ("scores = q·kᵀ (factor 1 instead of 1/√d_head); any other factor the model applies, such as "
+    definition = msg("scores = q·kᵀ (factor 1 instead of 1/√d_head); any other factor the model applies, such as "
                   "GPT-2's optional 1/(layer+1), stays.")
-    measures = "Attention entropy and the largest weight per row, and the loss."
+    measures = msg("Attention entropy and the largest weight per row, and the loss.")
     heads = "optional"
     captures = ("pattern",)
     metrics = (ENTROPY, LARGEST)
+    trained_with = msg("the 1/√d_head scaling of the scores")
 
     def available(self, config):
         if not config.scale_attn_weights:
-            return False, ("this model does not divide its scores by √d_head (scale_attn_weights=False): "
-                           "removing the factor would change nothing.")
+            return False, msg("this model does not divide its scores by √d_head (scale_attn_weights=False): "
+                              "removing the factor would change nothing.")
         return True, ""
 
     def intervention(self, spec, config=None, means=None):
@@ -204,18 +229,20 @@ class NoScaleKind(Kind):
                 obs.tick()
 
     def evidence(self, result):
-        return [_compare(result, ENTROPY, "ablated < baseline", lambda b, a: a < b)]
+        return [_compare(result, ENTROPY, msg("attention entropy"), msg("nats"),
+                         msg("ablated ≤ baseline − {drop}", drop=MIN_ENTROPY_DROP),
+                         lambda b, a: b - a >= MIN_ENTROPY_DROP)]
 
 
 @register
 class NoMaskKind(Kind):
     name = "no-mask"
-    label = "No causal mask (future visible)"
-    claim = ("Without the causal mask each position can see the very token it must predict, so the next-token "
+    label = msg("No causal mask (future visible)")
+    claim = msg("Without the causal mask each position can see the very token it must predict, so the next-token "
              "loss falls: the model cheats.")
-    definition = ("the additive mask M is dropped (a local window too): softmax(q·kᵀ/√d_head) over all "
+    definition = msg("the additive mask M is dropped (a local window too): softmax(q·kᵀ/√d_head) over all "
                   "positions, future included.")
-    measures = ("Attention on future keys, how much the logits of earlier positions change, and the loss "
+    measures = msg("Attention on future keys, how much the logits of earlier positions change, and the loss "
                 "(the claim predicts it falls).")
     captures = ("pattern",)
     metrics = (FUTURE,)
@@ -244,24 +271,26 @@ class NoMaskKind(Kind):
         early = [p.relative_change for p in result.per_position[:-1]]
         ch = _mean(early)
         return [
-            Evidence(FUTURE.title, 0.0, fut, "ablated > 0", None if fut is None else fut > 0),
-            Evidence("relative change of the logits at positions before the last", 0.0, ch, "ablated > 0",
-                     None if ch is None else ch > 1e-6),
+            Evidence(msg("attention on future keys"), 0.0, fut, msg("ablated ≥ {shift}", shift=MIN_SHIFT),
+                     None if fut is None else fut >= MIN_SHIFT, _WEIGHT),
+            Evidence(msg("change of the logits at positions before the last"), 0.0, ch,
+                     msg("ablated > {limit}", limit="1e-06"), None if ch is None else ch > 1e-6,
+                     msg("‖Δlogits‖ / ‖logits‖")),
         ]
 
 
 class _HeadKind(Kind):
     heads = "required"
-    measures = "The loss with the named head(s) ablated; the head map does it for every head alone."
+    measures = msg("The loss with the named head(s) ablated; the head map does it for every head alone.")
 
 
 @register
 class ZeroHeadKind(_HeadKind):
     name = "zero-head"
-    label = "Zero-ablate a head"
-    claim = ("Heads specialise, so setting a head's output to zero removes something the other heads do not "
+    label = msg("Zero-ablate a head")
+    claim = msg("Heads specialise, so setting a head's output to zero removes something the other heads do not "
              "supply and the model predicts worse.")
-    definition = "z[:, h] = 0 for the named head(s): the head adds nothing to the residual stream except b_O."
+    definition = msg("z[:, h] = 0 for the named head(s): the head adds nothing to the residual stream except b_O.")
 
     def intervention(self, spec, config=None, means=None):
         return ZeroHead(None, spec.heads)
@@ -270,10 +299,10 @@ class ZeroHeadKind(_HeadKind):
 @register
 class MeanHeadKind(_HeadKind):
     name = "mean-head"
-    label = "Mean-ablate a head"
-    claim = ("Replacing a head's output by its average keeps the head's constant contribution but removes what "
+    label = msg("Mean-ablate a head")
+    claim = msg("Replacing a head's output by its average keeps the head's constant contribution but removes what "
              "it reads from the context, and the model predicts worse.")
-    definition = "z[:, h] = mean of z[:, h] over all positions of the text/prompt set (unablated run)."
+    definition = msg("z[:, h] = mean of z[:, h] over all positions of the text/prompt set (unablated run).")
 
     def needs_means(self) -> bool:
         return True

@@ -136,9 +136,10 @@ def position_chart(df: pd.DataFrame) -> alt.Chart:
 
 def evidence_frame(result) -> pd.DataFrame:
     """The mechanism checks of a Result: what, baseline, ablated, expected, holds."""
-    return pd.DataFrame([{"check": e.what, "baseline": e.baseline, "ablated": e.ablated, "expected": e.expect,
+    return pd.DataFrame([{"check": str(e.what), "unit": str(e.unit), "baseline": e.baseline, "ablated": e.ablated,
+                          "expected": str(e.expect),
                           "holds": {True: "yes", False: "no", None: "not measurable"}[e.holds]}
-                         for e in result.evidence], columns=["check", "baseline", "ablated", "expected", "holds"])
+                         for e in result.evidence], columns=["check", "unit", "baseline", "ablated", "expected", "holds"])
 
 
 def claims_frame(results) -> pd.DataFrame:
@@ -150,5 +151,5 @@ def claims_frame(results) -> pd.DataFrame:
                          "measured": r.reason})
         else:
             recs.append({"intervention": r.label, "claim": r.claim, "verdict": r.verdict.status,
-                         "effect": str(r.effect) if r.effect else "n/a", "measured": r.verdict.text})
+                         "effect": str(r.effect) if r.effect else "n/a", "measured": str(r.verdict.text)})
     return pd.DataFrame(recs, columns=["intervention", "claim", "verdict", "effect", "measured"])

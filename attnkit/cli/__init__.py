@@ -7,7 +7,10 @@ importing torch. Argument types shared by every command live in ``attnkit.cli.ar
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+
+from .. import i18n
 
 COMMANDS = {
     "verify": ("attnkit.cli.verify", "compare attnkit with HuggingFace, layer by layer"),
@@ -26,12 +29,39 @@ COMMANDS = {
 }
 
 
+def _language(argv: list[str]) -> tuple[str, list[str]]:
+    """``--lang zh`` / ``--lang=zh`` anywhere in the line (else $ATTNKIT_LANG, else English), removed from it."""
+    lang, rest, i = os.environ.get("ATTNKIT_LANG"), [], 0
+    while i < len(argv):
+        if argv[i] == "--lang":
+            if i + 1 >= len(argv):
+                raise i18n.LanguageError(f"--lang needs a value: one of {', '.join(i18n.LANGUAGES)}")
+            lang, i = argv[i + 1], i + 2
+            continue
+        if argv[i].startswith("--lang="):
+            lang = argv[i].split("=", 1)[1]
+        else:
+            rest.append(argv[i])
+        i += 1
+    return i18n.parse_language(lang), rest
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        lang, argv = _language(list(sys.argv[1:] if argv is None else argv))
+    except i18n.LanguageError as e:
+        print(f"attnkit: {e}", file=sys.stderr)
+        return 2
+    with i18n.language(lang):
+        return _dispatch(argv)
+
+
+def _dispatch(argv: list[str]) -> int:
     if not argv or argv[0] in {"-h", "--help", "help"}:
         print("usage: python -m attnkit <command> [options]\n\ncommands:")
         for name, (_, text) in COMMANDS.items():
             print(f"  {name:<14} {text}")
+        print("\noption for every command: --lang en|zh (or $ATTNKIT_LANG): the language of verdicts and notes")
         return 0
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:

@@ -91,10 +91,15 @@ def _print_result(name: str, spec, res) -> None:
     for s in res.per_layer.values():
         print(f"  {s.metric.title}: " + " · ".join(f"L{l} {fmt_num(b)} → {fmt_num(x)}"
                                                    for l, (b, x) in enumerate(zip(s.baseline, s.ablated))))
-    print(f"  verdict: {res.verdict.status} — {res.verdict.text}")
-    print(f"  rule: {res.verdict.rule}")
-    if res.verdict.settle:
-        print(f"  would settle it: {res.verdict.settle}")
+    v = res.verdict
+    print(f"  verdict: {v.status} — {v.text}")
+    if v.why:
+        print(f"  why: {v.why}")
+    if v.caveat:
+        print(f"  note: {v.caveat}")
+    print(f"  rule: {v.rule}")
+    if v.settle:
+        print(f"  would settle it: {v.settle}")
     for n in res.notes:
         print(f"  note: {n}")
 

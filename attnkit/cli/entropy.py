@@ -49,7 +49,7 @@ def _read_text(path: str) -> str | None:
     return None
 
 
-def _print_summary(name: str, s: Summary, docs, window: int, seconds: float, verdict: str, why: str) -> None:
+def _print_summary(name: str, s: Summary, docs, window: int, seconds: float, verdict: str, why) -> None:
     H = s.n_heads
     print(f"{name}: {len(docs)} window(s) of ≤ {window} tokens ({sum(map(len, docs)):,} tokens), "
           f"{seconds:.1f} s; next-token loss {s.loss:.4f} nats/token")
@@ -104,7 +104,7 @@ def cli(argv=None) -> int:
     _print_summary(m.name, s, docs, window, seconds, verdict, why)
     out = {"model": m.name, "text_file": a.text_file, "window": window, "documents": info,
            "tokens": int(sum(map(len, docs))), "seconds": round(seconds, 3), "claim": CLAIM,
-           "verdict": verdict, "verdict_detail": why, "entropy_unit": "nats",
+           "verdict": verdict, "verdict_detail": str(why), "entropy_unit": "nats",
            "axes": {"per_head": "[layer][head][position]", "layer_mean": "[layer][position]"},
            **s.to_dict()}
     if a.log_base is not None:

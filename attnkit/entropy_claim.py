@@ -1,0 +1,110 @@
+"""The seed's claim about entropy — attention spreads out as the context grows — judged on an entropy
+:class:`~attnkit.entropy.Summary`: an effect size (the median slope of entropy against ln(i+1)), a 95 %
+bootstrap interval over documents, a stated threshold, and for every status but "supported" why and what
+would settle it (naming the Window setting). Sentences are catalog messages (:mod:`attnkit.i18n`).
+Re-exported by :mod:`attnkit.entropy`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .i18n import Message, join, msg
+
+__all__ = ["CLAIM", "CLAIM_SLOPE", "RISE", "MIN_DOCS", "MIN_WINDOW", "slope_interval", "claim_check"]
+
+
+# ----------------------------------------------------------------------------- the seed's claim
+
+CLAIM = msg("The longer the context, the more terms share the softmax's mass, so the attention's entropy "
+         "rises and picking out the key tokens gets harder — a core difficulty of long contexts and of "
+         "length extrapolation.")
+
+
+#: The claim holds when the median slope of entropy against ln(i+1) exceeds this (nats per unit of ln n) …
+CLAIM_SLOPE = 0.3
+#: … and a head "rises" when its slope exceeds this.
+RISE = 0.1
+#: Documents (windows) needed before an interval over documents is trusted.
+MIN_DOCS = 5
+
+
+def slope_interval(doc_slopes, resamples: int = 2000, seed: int = 0) -> tuple[float, float] | None:
+    """95 % bootstrap interval of the mean over documents of each document's median head slope
+    (None with fewer than :data:`MIN_DOCS` documents)."""
+    x = np.asarray(doc_slopes, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    if x.size < MIN_DOCS:
+        return None
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, x.size, size=(resamples, x.size))].mean(1)
+    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
+
+
+def claim_check(s: Summary) -> tuple[str, Message]:
+    """(verdict, explanation) of the seed's claim — attention spreads out as the context grows — with its
+    effect size (the median slope of entropy against ln(i+1)) and a 95 % bootstrap interval over documents.
+
+    Verdicts: 'supported' (the whole interval above CLAIM_SLOPE and at least half the heads rise),
+    'not supported' (the whole interval below RISE: attention keeps its focus), 'not enough evidence'
+    (fewer than MIN_DOCS documents, or an interval straddling the thresholds), 'undetermined' (NaN,
+    too short). The explanation is a message (rendered in the reader's language); every status but
+    'supported' says why and what would settle it."""
+    bad = ~np.isfinite(s.mean["entropy"])
+    if bad.any():                       # NaN/Inf attention: no verdict computed from it
+        return "undetermined", msg("The attention holds NaN or Inf values (first in layer {layer}), so no entropy and "
+                                   "no verdict can be computed: the weights or the input overflow float32.",
+                                   layer=int(np.argwhere(bad)[0][0]))
+    sl = s.slope[np.isfinite(s.slope)]
+    if sl.size == 0:
+        return "undetermined", msg("Too few positions (need at least 3 tokens) to fit a slope.")
+    ci = slope_interval(s.extra.get("doc_slopes", ()))
+    n_docs = int(np.isfinite(np.asarray(s.extra.get("doc_slopes", ()), dtype=float)).sum())
+    text = _claim_text(s, sl, ci, n_docs)
+    if ci is None:
+        return "not enough evidence", join(text, " ", _too_few_documents(s, n_docs))
+    if ci[0] > CLAIM_SLOPE and int((sl > RISE).sum()) >= 0.5 * sl.size:
+        return "supported", text
+    if ci[1] < RISE:
+        return "not supported", join(text, " ", msg(
+            "Why: the whole interval lies below {rise}, so attention keeps its focus as the context grows. Settled for "
+            "this model and text; other texts (a prompt set) would show whether it holds more widely.", rise=RISE))
+    return "not enough evidence", join(text, " ", msg(
+        "Why: the interval {lo} … {hi} straddles the thresholds {rise} and {slope}. What would settle it: more "
+        "documents (a narrower interval), or longer windows (more positions per slope).",
+        lo=f"{ci[0]:.2f}", hi=f"{ci[1]:.2f}", rise=RISE, slope=CLAIM_SLOPE))
+
+
+def _claim_text(s: Summary, sl: np.ndarray, ci, n_docs: int) -> Message:
+    """The effect size, its interval, the heads that rise, the last position's entropy and the rule."""
+    last = s.normalised("mean")[:, s.n_heads, -1]
+    interval = (msg(", 95 % interval over {n} documents {lo} … {hi}", n=n_docs, lo=f"{ci[0]:.2f}", hi=f"{ci[1]:.2f}")
+                if ci else msg("; no interval: {n} document(s), fewer than {need}", n=n_docs, need=MIN_DOCS))
+    return join(
+        msg("Effect: median slope of entropy against ln(i+1) = {slope} nats per unit of ln n (1 = spreads like "
+            "uniform attention, 0 = fixed focus)", slope=f"{float(np.median(sl)):.2f}"), interval, ". ",
+        msg("{rising} of {heads} heads rise by more than {rise} nat per unit of ln(i+1), {steep} by more than 0.7, "
+            "{flat} stay flat.", rising=int((sl > RISE).sum()), heads=sl.size, rise=RISE,
+            steep=int((sl > 0.7).sum()), flat=int((np.abs(sl) <= RISE).sum())), " ",
+        msg("At the longest position ({T} tokens) the head-mean normalised entropy per layer is {values} (1 = "
+            "uniform).", T=s.T, values=", ".join(f"{v:.2f}" for v in last)), " ",
+        msg("Rule: 'supported' when the whole interval lies above {slope} and at least half the heads rise; 'not "
+            "supported' when it lies below {rise}; otherwise not enough evidence.", slope=CLAIM_SLOPE, rise=RISE))
+
+
+#: A window needs at least this many tokens for its slope to mean something.
+MIN_WINDOW = 8
+
+
+def _too_few_documents(s: Summary, n_docs: int) -> Message:
+    """Why there is no interval, and the Window setting (page) / --window (CLI) that would give one."""
+    tokens = int(np.asarray(s.count).sum())
+    window = tokens // MIN_DOCS
+    why = msg("Why: an interval needs at least {need} documents or windows; there are {n}.", need=MIN_DOCS, n=n_docs)
+    if window >= MIN_WINDOW:
+        return join(why, " ", msg(
+            "What would settle it: set Window (tokens) (--window on the command line) to {window} or fewer with "
+            "“split into windows”, so these {tokens} tokens make at least {need} windows; or use a prompt set of "
+            "at least {need} texts.", window=window, tokens=f"{tokens:,}", need=MIN_DOCS))
+    return join(why, " ", msg(
+        "What would settle it: at least {need} documents or windows of at least {min} tokens each: a longer text "
+        "(at least {total} tokens), or a prompt set.", need=MIN_DOCS, min=MIN_WINDOW, total=MIN_DOCS * MIN_WINDOW))
