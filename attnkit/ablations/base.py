@@ -298,17 +298,22 @@ class Acc:
 @dataclass
 class Observation:
     """What a kind sees of one text: its ids, the baseline and ablated traces (with the kind's
-    captures), the model's layer count, the heads each layer is measured over."""
+    captures), the model's config (its layer count, each layer's sliding window), the heads each layer is
+    measured over."""
 
     ids: list
     base: object
     abl: object
     spec: Spec
-    n_layers: int
+    config: object
     hull_iters: int
     acc: Acc
     info: dict
     tick: Callable[[], None] | None = None     # a kind's observe calls it after each layer's work
+
+    @property
+    def n_layers(self) -> int:
+        return self.config.n_layers
 
     def heads(self, layer: int):
         return self.spec.head_index(layer)

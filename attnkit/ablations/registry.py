@@ -150,7 +150,7 @@ class KeyIsQueryKind(Kind):
             for run, tr in obs.both():
                 S, p = tr["scores", l][0, obs.heads(l)], tr["pattern", l][0, obs.heads(l)]   # [h, T, T]
                 obs.acc.add(ASYMMETRY, l, run, float(asymmetry(S).mean()))
-                st = M.head_scores(p, obs.ids)
+                st = M.head_scores(p, obs.ids, window=obs.config.window(l))
                 if T > 1:
                     obs.acc.add(SELF, l, run, float(st["self"].mean()), T - 1)
                     top = p[:, 1:].argmax(-1) == torch.arange(1, T, device=p.device)

@@ -151,14 +151,14 @@ class HeadScorer(Intervention):
     """metrics.head_scores from each layer's pattern as the forward pass makes it (so the L patterns of
     a long window are never held together)."""
 
-    def __init__(self, ids, config=None):
+    def __init__(self, ids, config):
         super().__init__()
         self.ids = ids                  # [B, T]
         self.config = config            # for each layer's sliding window (the normalised-entropy bound)
         self.per_layer: list[dict] = []  # per layer: stat -> [B, H]
 
     def pattern(self, pattern, layer):
-        window = None if self.config is None else self.config.window(layer)
+        window = self.config.window(layer)
         per_b = [head_scores(pattern[b], self.ids[b], window=window) for b in range(pattern.shape[0])]
         self.per_layer.append({k: np.stack([d[k].double().cpu().numpy() for d in per_b]) for k in per_b[0]})
 
