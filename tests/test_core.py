@@ -66,6 +66,27 @@ def test_which_keys_a_query_sees_is_one_definition():
         assert (visible_counts(T, k, window) == blocks).all(), window
 
 
+def test_node_names_one_parser_one_formatter():
+    """standard.split_node / node_name: every node kind round-trips; the path-patching graph's names are
+    theirs; a bad name is a one-line ValueError (full-width digits refused, as for head names)."""
+    from attnkit.circuits.path import parse_node, receiver_names, sender_names
+    from attnkit.standard import ModelConfig, node_name, split_node
+
+    want = {"embed": ("embed",), "logits": ("logits",), "L1H0": ("head", 1, 0), "L1H0.k": ("k", 1, 0),
+            "MLP2": ("mlp", 2), "L12H3.v": ("v", 12, 3)}
+    for name, node in want.items():
+        assert split_node(name) == node and node_name(node) == name
+    assert split_node(" l1h0.q ") == ("q", 1, 0)
+    for bad in ("pos", "L1H0.x", "MLP", "MLPx", "L３H0", "L1H0.k.q", ""):
+        with pytest.raises(ValueError, match="not a node name"):
+            split_node(bad)
+    cfg = ModelConfig(n_layers=2, n_heads=2, d_model=8, n_ctx=8, d_vocab=10, d_mlp=16)
+    for n in sender_names(cfg):
+        assert node_name(parse_node(n, cfg)) == n
+    for n in receiver_names(cfg):
+        assert node_name(parse_node(n, cfg, "receiver")) == n
+
+
 def test_seed_parameter_count():
     assert attention_weight_count(768, 12) == 12 * (3 * 768 * 64) + 768 * 768 == 2_359_296
 

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from ..model import Intervention, run
 from ..progress import Progress
-from ..weights import head_name
+from ..standard import head_name, parse_head
 
 __all__ = [
     "AblationError", "Metric", "Series", "Evidence", "Effect", "Verdict", "Loss", "Spec", "Kind",
@@ -214,7 +214,6 @@ class Spec:
         return named or slice(None)
 
 
-_HEAD = re.compile(r"^(?:l(\d+)h(\d+)|(\d+)\.(\d+))$")
 
 
 def _parse_layers(text) -> tuple[int, ...] | None:
@@ -242,11 +241,10 @@ def parse_spec(text: str, layers=None, n_layers: int | None = None, n_heads: int
     kind = REGISTRY[name]
     heads = []
     for item in filter(None, rest.split(",")):
-        m = _HEAD.match(item)
-        if not m:
-            raise AblationError(f"a head is written L{{layer}}H{{head}} (e.g. L1H3), got {item!r}")
-        l, h = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
-        heads.append((int(l), int(h)))
+        try:
+            heads.append(parse_head(item))
+        except ValueError:
+            raise AblationError(f"a head is written L{{layer}}H{{head}} (e.g. L1H3), got {item!r}") from None
     if heads and kind.heads == "none":
         raise AblationError(f"{name} acts on whole layers; give the scope with --layers, not heads")
     if kind.heads == "required" and not heads:

@@ -27,6 +27,7 @@ import torch
 from ..model import run
 from ..patching import Pair, PatchError, logit_diffs, patch, two_token_weights
 from ..progress import Progress, Steps
+from ..standard import head_name
 from ..weights import Weights
 from .path import Runs, cache_runs, edge_effects, parse_node, precedes, receiver_names, sender_names, sender_output
 
@@ -134,7 +135,7 @@ class HeadAttribution:
         idx = np.indices((L, H, T)).reshape(3, -1)
         df = pd.DataFrame({"layer": idx[0], "head": idx[1], "position": idx[2],
                            "estimate": self.estimate.ravel()})
-        df.insert(0, "name", [f"L{l}H{h}" for l, h in zip(idx[0], idx[1])])
+        df.insert(0, "name", [head_name(int(l), int(h)) for l, h in zip(idx[0], idx[1])])
         if self.exact is not None:
             df["exact"] = self.exact.ravel()
         return df
