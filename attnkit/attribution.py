@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import attention as A
+from . import attention
 from .model import norm, run
 from .patching import printable_token
 from .weights import Weights, head_name
@@ -169,7 +169,7 @@ def contributions(weights: Weights, ids) -> Contributions:
     heads, resid = [], []
     for l in range(cfg.n_layers):
         pat = tr["pattern", l][0].double()                                  # [H, T, T]
-        v = A.repeat_kv(tr["v", l], cfg.group)[0].double()                  # [H, T, e]
+        v = attention.repeat_kv(tr["v", l], cfg.group)[0].double()                  # [H, T, e]
         vo = torch.einsum("hte,hed->htd", v, weights.layers[l].W_O.double()).norm(dim=-1)   # [H, T] ‖v_j W_O[h]‖
         c = pat * vo[:, None, :]                                            # [H, T(i), T(j)]
         r = tr["resid_pre", l][0].double().norm(dim=-1)                     # [T]

@@ -37,7 +37,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
+from torch.nn import functional
 
 from .attention import hidden_keys, is_hidden, visible_keys, visible_span
 from .metrics import STATISTICS, normalise
@@ -233,8 +233,8 @@ class _Layer:
         dt = self.dtype
         pad = 8
         kr = k if group == 1 else k.repeat_interleave(group, dim=1)
-        qq = F.pad(q.to(dt), (0, pad))
-        kk = F.pad(kr.to(dt), (0, pad))
+        qq = functional.pad(q.to(dt), (0, pad))
+        kk = functional.pad(kr.to(dt), (0, pad))
         pos = torch.arange(T, device=q.device, dtype=dt)
         vv = torch.cat([kr.to(dt), pos.expand(B, H, T)[..., None], kk.new_zeros(B, H, T, pad - 1)], -1)
         out, lse = op(qq, kk, vv, 0.0, True, scale=scale)[:2]
@@ -345,7 +345,7 @@ class _Layer:
         nk = t.shape[-1]
         pad = (-nk) % pk
         if pad:
-            t = F.pad(t, (0, pad), value=-math.inf)
+            t = functional.pad(t, (0, pad), value=-math.inf)
         tv = t.unflatten(-1, (-1, pk))
         return tv.amax(-1), torch.exp(tv).sum(-1)
 
@@ -359,8 +359,8 @@ class _Layer:
             vmax = torch.exp(tmax + shift).view(B, H, n, -1)
             vsum = (esum * torch.exp(shift)).view(B, H, n, -1)
             if pad:
-                vmax = F.pad(vmax, (0, 0, 0, pad))
-                vsum = F.pad(vsum, (0, 0, 0, pad))
+                vmax = functional.pad(vmax, (0, 0, 0, pad))
+                vsum = functional.pad(vsum, (0, 0, 0, pad))
             nr, nc = (n + pad) // pk, vmax.shape[-1]
             c0 = k0 // pk
             pmax[:, :, r0:r0 + nr, c0:c0 + nc] = vmax.unflatten(2, (nr, pk)).amax(3)
@@ -451,7 +451,7 @@ def _chunked_loss(weights, x: torch.Tensor, ids: torch.Tensor, chunk: int) -> to
         logits = torch.matmul(x[:, a:b], weights.W_U.T)
         if weights.b_U is not None:
             logits = logits + weights.b_U
-        out[:, a:b] = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), ids[:, a + 1:b + 1].reshape(-1),
+        out[:, a:b] = functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), ids[:, a + 1:b + 1].reshape(-1),
                                       reduction="none").view(B, b - a)
     return out
 

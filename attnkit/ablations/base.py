@@ -12,7 +12,7 @@ from typing import Callable, ClassVar
 
 import numpy as np
 import torch
-import torch.nn.functional as F
+from torch.nn import functional
 
 from ..model import Intervention, run
 from ..progress import Progress
@@ -114,7 +114,7 @@ class Loss:
 def _nll(logits: torch.Tensor, ids: list[int]) -> np.ndarray:
     """−log p(ids[t+1]) for t = 0 … T−2, in float64."""
     target = torch.tensor(ids[1:], device=logits.device)
-    return F.cross_entropy(logits[0, :-1].double(), target, reduction="none").cpu().numpy()
+    return functional.cross_entropy(logits[0, :-1].double(), target, reduction="none").cpu().numpy()
 
 
 def ids_list(texts) -> list[list[int]]:

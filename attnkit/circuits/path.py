@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .. import attention as A
+from .. import attention
 from ..model import norm, run
 from ..patching import DIRECTIONS, MAX_BATCH_TOKENS, Pair, PatchError, logit_diffs, two_token_weights
 from ..progress import Progress
@@ -165,7 +165,7 @@ def _hooks(w: Weights, rows: list[tuple], recv_cache: dict, layer: int) -> dict:
                 g = recv[2] if point == "q" else recv[2] // cfg.group
                 W, bias = {"q": (lw.W_Q, lw.b_Q), "k": (lw.W_K, lw.b_K), "v": (lw.W_V, lw.b_V)}[point]
                 x_hat = norm(x, lw.ln1_w, lw.ln1_b, cfg)
-                t[b, g] = A.project(x_hat, W[g:g + 1], None if bias is None else bias[g:g + 1])[0]
+                t[b, g] = attention.project(x_hat, W[g:g + 1], None if bias is None else bias[g:g + 1])[0]
             return t
         return hook
 
