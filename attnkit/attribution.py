@@ -20,7 +20,6 @@ position projected onto the vocabulary the same way as DLA: the tokens it pushes
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np

@@ -18,9 +18,7 @@ import pandas as pd
 import torch
 
 from .attention import visible_keys
-from .compare import markdown_table
 from .model import run
-from .prompts import SAMPLE_TEXT
 
 __all__ = [
     "entropy", "normalised_entropy", "normalise", "visible_keys", "layer_windows", "first_token_mass", "diagonal_mass", "head_scores",

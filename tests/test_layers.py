@@ -246,3 +246,34 @@ def test_a_planted_breach_is_caught(tmp_path, plant, want):
     for rel, text in plant.items():
         (pkg / rel).write_text(text)
     assert set(layer_breaches(import_graph(pkg)[0], table, tmp_path)) == {stale, want}
+
+
+# ----------------------------------------------------------------------------- imports at the top
+
+#: the only packages a library module (core, analyses, corpus) may import inside a function: transformers and
+#: huggingface_hub cost more to import than torch and are needed only when a model is loaded; ray is optional
+LAZY_OK = ("transformers", "huggingface_hub", "ray")
+
+
+def lazy_imports(pkg: Path = PKG) -> list[tuple[str, int, str]]:
+    """(module, line, imported name) for every import that is not at a module's top level."""
+    out = []
+    for p in sorted(pkg.rglob("*.py")):
+        if "models" in p.relative_to(pkg).parts:
+            continue
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        top = {id(n) for n in tree.body}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in top:
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                    ["." * node.level + (node.module or "")]
+                out += [(module_name(p, pkg.parent), node.lineno, n) for n in names]
+    return out
+
+
+def test_library_imports_sit_at_the_top():
+    table = layer_table(_readme())
+    front = len(table) - 1
+    bad = [f"{m}:{line} imports {n} inside a function" for m, line, n in lazy_imports()
+           if layer_of(m, table) != front and n.split(".")[0] not in LAZY_OK]
+    assert not bad, "\n".join(bad)

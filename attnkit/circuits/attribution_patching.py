@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 import torch
 
 from ..model import run
@@ -129,8 +130,6 @@ class HeadAttribution:
         return float("nan") if self.exact is None else spearman(self.estimate, self.exact)
 
     def frame(self):
-        import pandas as pd
-
         L, H, T = self.estimate.shape
         idx = np.indices((L, H, T)).reshape(3, -1)
         df = pd.DataFrame({"layer": idx[0], "head": idx[1], "position": idx[2],
@@ -224,8 +223,6 @@ class EdgeAttribution:
         return sorted(out, key=lambda e: -abs(e[2]))
 
     def frame(self):
-        import pandas as pd
-
         rows = []
         for i, j in zip(*np.nonzero(np.isfinite(self.scores))):
             row = {"sender": self.senders[i], "receiver": self.receivers[j], "estimate": float(self.scores[i, j])}

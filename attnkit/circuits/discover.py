@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+import pandas as pd
 import torch
 
 from ..model import norm, run
@@ -207,8 +208,6 @@ class Circuit:
         return sorted(hs, key=parse_head)
 
     def curve_frame(self):
-        import pandas as pd
-
         return pd.DataFrame({"edges": self.sizes, "faithfulness": self.faithfulness})
 
     def to_json(self) -> dict:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 import torch
 
 from .. import attention
@@ -243,8 +244,6 @@ class PathResult:
         return self.raw - base
 
     def frame(self):
-        import pandas as pd
-
         return pd.DataFrame({"sender": self.senders, "receiver": self.receiver, "logit_diff": self.raw,
                              "change": self.change, "normalised": self.normalised})
 
