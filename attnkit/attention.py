@@ -13,7 +13,8 @@ import math
 
 import torch
 
-__all__ = ["project", "rotary_tables", "rotate", "repeat_kv", "scores", "causal_mask", "apply_mask", "softmax",
+__all__ = ["project", "rotary_tables", "rotate", "repeat_kv", "scores", "visible_span", "is_hidden", "hidden_keys", "visible_keys",
+           "causal_mask", "apply_mask", "softmax",
            "mix", "merge", "attention"]
 
 
@@ -71,20 +72,58 @@ def scores(q: torch.Tensor, k: torch.Tensor, scale: float | None = None) -> torc
     return torch.matmul(q, k.transpose(-1, -2)) * scale
 
 
+def visible_span(i: torch.Tensor, window: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The keys the query at absolute position i sees: ``lo ≤ j ≤ hi`` with ``hi = i`` (causal) and ``lo = 0``,
+    or ``lo = max(0, i − w + 1)`` under a sliding window of w keys.
+
+    This is the one definition of "which keys a query sees": :func:`is_hidden`, :func:`hidden_keys`,
+    :func:`causal_mask`, :func:`visible_keys` and the streaming pass's block counts all read it.
+    """
+    lo = torch.zeros_like(i) if window is None else (i - int(window) + 1).clamp(min=0)
+    return lo, i
+
+
+def is_hidden(i: torch.Tensor, j: torch.Tensor, window: int | None = None) -> torch.Tensor:
+    """bool, broadcast over ``i`` and ``j`` (absolute positions): key j is hidden from query i (j > i, or
+    j ≤ i − w with a window w)."""
+    lo, hi = visible_span(i, window)
+    return (j < lo) | (j > hi)
+
+
+def hidden_keys(T: int, S: int | None = None, *, window: int | None = None, q0: int = 0, q1: int | None = None,
+                k0: int = 0, k1: int | None = None, device=None) -> torch.Tensor:
+    """[q1 − q0, k1 − k0] bool: True where the key is hidden from the query (the cells drawn as masked).
+
+    Queries ``q0 … q1 − 1`` and keys ``k0 … k1 − 1`` of a ``[T, S]`` pattern (default: all of it); with
+    ``S > T`` (a KV cache) query row r sits at absolute position ``S − T + r``.
+    """
+    S = T if S is None else S
+    q1 = T if q1 is None else q1
+    k1 = S if k1 is None else k1
+    i = torch.arange(q0, q1, device=device).unsqueeze(1) + (S - T)
+    j = torch.arange(k0, k1, device=device).unsqueeze(0)
+    return is_hidden(i, j, window)
+
+
+def visible_keys(T: int, window: int | None = None, S: int | None = None, device=None) -> torch.Tensor:
+    """[T] keys visible to the T queries at absolute positions S − T … S − 1: n_i = i + 1 under the causal
+    mask, min(i + 1, w) under a sliding window of w keys (float64)."""
+    S = T if S is None else S
+    i = torch.arange(S - T, S, device=device, dtype=torch.float64)
+    lo, hi = visible_span(i, window)
+    return hi - lo + 1
+
+
 def causal_mask(T: int, S: int | None = None, *, window: int | None = None, device=None,
                 dtype=torch.float32) -> torch.Tensor:
-    """M: 0 where query i may see key j, −∞ strictly above the diagonal.
+    """M: 0 where query i may see key j, −∞ where :func:`hidden_keys` hides it.
 
     With ``S > T`` (a KV cache holding ``S − T`` earlier positions) query i sits at
     absolute position ``S − T + i`` and sees keys ``j ≤ S − T + i``. With a local
     ``window`` w it sees only the last w positions: ``i − w < j ≤ i``.
     """
     S = T if S is None else S
-    i = torch.arange(T, device=device).unsqueeze(1) + (S - T)
-    j = torch.arange(S, device=device).unsqueeze(0)
-    hidden = j > i
-    if window is not None:
-        hidden = hidden | (j <= i - window)
+    hidden = hidden_keys(T, S, window=window, device=device)
     return torch.zeros(T, S, device=device, dtype=dtype).masked_fill(hidden, float("-inf"))
 
 

@@ -20,21 +20,20 @@ position projected onto the vocabulary the same way as DLA: the tokens it pushes
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
 
-from . import attention as A
+from . import attention
 from .i18n import msg
 from .model import norm, run
 from .patching import printable_token
 from .weights import Weights, head_name
 
 __all__ = ["DLA", "direct_logit_attribution", "Contributions", "contributions", "graph_edges", "GRAPH_TOP",
-           "Lens", "logit_lens", "lens_logits", "HeadVocab", "head_vocab", "cli", "Prediction", "next_tokens"]
+           "Lens", "logit_lens", "lens_logits", "HeadVocab", "head_vocab", "Prediction", "next_tokens"]
 
 
 def _final_scale(weights: Weights, x: torch.Tensor) -> torch.Tensor:
@@ -170,7 +169,7 @@ def contributions(weights: Weights, ids) -> Contributions:
     heads, resid = [], []
     for l in range(cfg.n_layers):
         pat = tr["pattern", l][0].double()                                  # [H, T, T]
-        v = A.repeat_kv(tr["v", l], cfg.group)[0].double()                  # [H, T, e]
+        v = attention.repeat_kv(tr["v", l], cfg.group)[0].double()                  # [H, T, e]
         vo = torch.einsum("hte,hed->htd", v, weights.layers[l].W_O.double()).norm(dim=-1)   # [H, T] ‖v_j W_O[h]‖
         c = pat * vo[:, None, :]                                            # [H, T(i), T(j)]
         r = tr["resid_pre", l][0].double().norm(dim=-1)                     # [T]

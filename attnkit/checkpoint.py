@@ -28,7 +28,6 @@ import math
 import os
 import re
 import struct
-from itertools import islice
 from pathlib import Path
 
 import torch

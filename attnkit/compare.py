@@ -38,9 +38,6 @@ def markdown_table(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-#: the old name of :func:`attnkit.weights.head_name`, kept while attnkit.corpus imports it
-
-
 def js_divergence_rows(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     """JS divergence in bits between distributions along the last dim: ``[..., S] -> [...]``.
 

@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 import torch
-import torch.nn.functional as F
+from torch.nn import functional
 
-from . import metrics as M
-from . import prompts as P
+from . import metrics
+from . import prompts
 from .entropy_claim import CLAIM, CLAIM_SLOPE, MIN_DOCS, MIN_WINDOW, RISE, claim_check, slope_interval
 from .model import Intervention, as_ids, run
 from .streaming import BLOCK, stream_stats, streamable
@@ -125,8 +125,8 @@ class _Recorder(Intervention):
         self.first: list[torch.Tensor] = []
 
     def pattern(self, pattern, layer):
-        self.entropy.append(M.entropy(pattern).float())
-        self.first.append(M.first_token_mass(pattern).float())
+        self.entropy.append(metrics.entropy(pattern).float())
+        self.first.append(metrics.first_token_mass(pattern).float())
 
 
 # ----------------------------------------------------------------------------- one forward pass
@@ -156,7 +156,7 @@ def _window(windows, layer: int) -> int | None:
 def uniform_bound(T: int, device=None, window: int | None = None) -> torch.Tensor:
     """ln(n_i) for i = 0 … T − 1, n_i = min(i + 1, w) visible keys: the entropy of uniform attention over the
     visible keys (float64). Where n_i = 1 (position 0) it would be 0; dividing by it gives NaN/inf, so it is NaN."""
-    b = torch.log(M.visible_keys(T, window, device=device))
+    b = torch.log(metrics.visible_keys(T, window, device=device))
     return torch.where(b > 0, b, torch.full_like(b, math.nan))
 
 
@@ -172,7 +172,7 @@ def entropy_profile(weights, ids, intervention: Intervention | None = None, loss
     if not loss:
         loss = None
     elif T > 1:
-        loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(), ids[:, 1:].reshape(-1),
+        loss = functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(), ids[:, 1:].reshape(-1),
                                reduction="none").view(B, T - 1)
     else:
         loss = logits.new_zeros(B, 0)
@@ -341,7 +341,7 @@ class Summary:
 
     def layer_bound(self, layer: int) -> np.ndarray:
         """ln(n_i) of one layer, n_i = min(i + 1, w) under its window (0 at position 0)."""
-        return np.log(M.visible_keys(self.T, _window(self.windows, layer)).numpy())
+        return np.log(metrics.visible_keys(self.T, _window(self.windows, layer)).numpy())
 
     def normalised(self, which: str = "mean") -> np.ndarray:
         """Mean (or std) of H_i / ln(n_i) [L, H+1, T] (n_i visible keys of each layer), NaN at position 0."""
@@ -394,13 +394,13 @@ def documents(encode, texts, window: int, split: bool = True, max_docs: int | No
         raise ValueError("the window must hold at least 2 tokens")
     docs, short, dropped = [], 0, 0
     for text in texts:
-        ids = encode(text[: P.MAX_PROMPT_CHARS])
+        ids = encode(text[: prompts.MAX_PROMPT_CHARS])
         if split:
-            ws = P.windows(ids, window, min_len=1)
+            ws = prompts.windows(ids, window, min_len=1)
             short += sum(len(w) < 2 for w in ws)
             docs += [w for w in ws if len(w) >= 2]
         else:
-            kept, d = P.truncate(ids, window)
+            kept, d = prompts.truncate(ids, window)
             dropped += d
             if len(kept) < 2:
                 short += 1

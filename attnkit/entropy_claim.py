@@ -6,9 +6,14 @@ Re-exported by :mod:`attnkit.entropy`.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from .i18n import Message, join, msg
+
+if TYPE_CHECKING:   # entropy imports this module; the annotation only names its Summary
+    from .entropy import Summary
 
 __all__ = ["CLAIM", "CLAIM_SLOPE", "RISE", "MIN_DOCS", "MIN_WINDOW", "slope_interval", "claim_check"]
 

@@ -1,11 +1,17 @@
-"""Loading GPT-2 family checkpoints: hub names, local folders, the shipped default.
+"""Loading checkpoints of every supported family (GPT-2, Llama/Qwen2/Mistral, GPT-NeoX/Pythia, GPT-Neo;
+:mod:`attnkit.families`): hub names, local folders, the shipped default.
 
-Always: HuggingFace ``GPT2LMHeadModel`` with eager attention (so its own
-attention weights can be compared with ours), float32, eval mode, safetensors
-only — a folder holding only a pickled ``pytorch_model.bin`` is refused, since
-unpickling runs arbitrary code. Nor does any other code from a model folder run: one whose config or
-tokenizer config names custom code is refused before transformers reads it, and every transformers
-call is given ``trust_remote_code=False`` (so transformers never asks "run the custom code? [y/N]").
+Always: HuggingFace's ``AutoModelForCausalLM`` for the checkpoint's ``model_type`` (refused, before
+transformers reads it, when attnkit has no family for it), with eager attention (so its own attention
+weights can be compared with ours), float32, eval mode, safetensors only — a folder holding only a pickled
+``pytorch_model.bin`` is refused, since unpickling runs arbitrary code. Nor does any other code from a model
+folder run: one whose config or tokenizer config names custom code is refused before transformers reads it,
+and every transformers call is given ``trust_remote_code=False`` (so transformers never asks "run the
+custom code? [y/N]").
+
+transformers and huggingface_hub are imported inside the functions that load (here and in
+:mod:`attnkit.checkpoint`): importing them takes longer than torch itself, and every page and command
+imports this module for :class:`LoadError` and the model names without loading anything.
 
 Every failure raises :class:`LoadError` with a one-line message meant for the user.
 """
@@ -13,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +27,7 @@ from pathlib import Path
 import torch
 
 from . import checkpoint
+from .families import FAMILIES, UnsupportedModel, checks, family_for
 from .pieces import Group, char_groups, token_texts
 from .weights import Weights, extract
 
@@ -58,8 +66,6 @@ HUB_NAMES = {
 }
 #: Other families: a short list of hub names each (their Family.examples), offered by the model picker.
 def _family_models() -> dict[str, list[str]]:
-    from .families import FAMILIES
-
     out: dict[str, list[str]] = {}
     for fam in FAMILIES.values():
         if fam.name != "gpt2" and fam.name not in out:
@@ -79,7 +85,7 @@ class LoadError(Exception):
 class Loaded:
     name: str                # what the user asked for
     source: str              # folder or hub repository actually read
-    hf_model: object         # transformers GPT2LMHeadModel (eager, float32, eval)
+    hf_model: object         # the transformers causal LM (eager, float32, eval)
     tokenizer: object
     weights: Weights         # views of hf_model's parameters
     device: torch.device
@@ -222,8 +228,6 @@ def how_to_get(repo: str) -> str:
 def load_for_cli(name: str | None, device: str, prog: str) -> Loaded | None:
     """The command-line way to load: no name means the default model (its notice goes to stderr);
     a LoadError is printed as ``prog: message`` and gives None."""
-    import sys
-
     if name is None:
         name, notice = default_model()
         if notice:
@@ -263,7 +267,7 @@ def _check_folder(path: Path) -> None:
             raise LoadError(
                 f"{path} has only pickled weights ({', '.join(sorted(pickles))}); attnkit loads safetensors only, "
                 "because unpickling can run arbitrary code. Convert it once where you trust the file: "
-                "GPT2LMHeadModel.from_pretrained(folder).save_pretrained(folder, safe_serialization=True)"
+                "AutoModelForCausalLM.from_pretrained(folder).save_pretrained(folder, safe_serialization=True)"
             )
         raise LoadError(f"{path} has no model.safetensors")
 
@@ -272,8 +276,6 @@ def _check_folder(path: Path) -> None:
 
 def _family(model_type, where: str):
     """The family for ``model_type``, or a LoadError naming what the folder/repo holds."""
-    from .families import UnsupportedModel, family_for
-
     try:
         return family_for(model_type)
     except UnsupportedModel as e:
@@ -354,8 +356,6 @@ def _read_config(name: str, source: str, folder: Path | None, kwargs: dict):
     """(HF config, family), refusing in one line what attnkit cannot compute exactly (the family's
     ``validate``): on config.json's own fields first, as HF's config class may fail on them itself."""
     from transformers import AutoConfig
-
-    from .families import checks
 
     raw = _raw_config(folder)
     try:

@@ -17,12 +17,11 @@ import math
 import pandas as pd
 import torch
 
-from .compare import markdown_table
+from .attention import visible_keys
 from .model import run
-from .prompts import SAMPLE_TEXT
 
 __all__ = [
-    "entropy", "normalised_entropy", "normalise", "visible_keys", "first_token_mass", "diagonal_mass", "head_scores",
+    "entropy", "normalised_entropy", "normalise", "visible_keys", "layer_windows", "first_token_mass", "diagonal_mass", "head_scores",
     "induction_scores", "induction_on_text", "HEAD_STATS", "STATISTICS", "HeadStatistic", "register",
     "repeated_random_tokens", "induction_scores_tl", "head_table",
 ]
@@ -34,18 +33,17 @@ def entropy(pattern: torch.Tensor) -> torch.Tensor:
     return -torch.special.xlogy(p, p).sum(-1)
 
 
-def visible_keys(T: int, window: int | None = None, S: int | None = None, device=None) -> torch.Tensor:
-    """[T] keys visible to the T queries at absolute positions S − T … S − 1: n_i = i + 1 under the causal
-    mask, min(i + 1, w) under a sliding window of w keys (float64)."""
-    S = T if S is None else S
-    n = torch.arange(S - T + 1, S + 1, device=device, dtype=torch.float64)
-    return n if window is None else n.clamp(max=float(window))
+def layer_windows(window):
+    """The sliding windows a caller passes for a model's patterns: a config (its ``windows``, one per layer),
+    one per layer (a sequence, None entries for causal layers), one int for all, or None (causal)."""
+    return getattr(window, "windows", window)
 
 
 def _visible_for(shape, window, device) -> torch.Tensor:
     """Visible keys per query, broadcastable to a pattern's ``[..., T]``: ``window`` is None (causal), one w for
-    every layer, or one entry per layer along the pattern's first axis (stacked layers)."""
+    every layer, one entry per layer along the pattern's first axis (stacked layers), or the model's config."""
     T, S = shape[-2:]
+    window = layer_windows(window)
     if window is None or isinstance(window, int):
         return visible_keys(T, window, S, device)
     rows = [visible_keys(T, w, S, device) for w in window]
@@ -62,9 +60,10 @@ def normalise(h: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
     return torch.where(n > 1, out, torch.full_like(out, math.nan))
 
 
-def normalised_entropy(pattern: torch.Tensor, window=None) -> torch.Tensor:
+def normalised_entropy(pattern: torch.Tensor, *, window) -> torch.Tensor:
     """H_i / ln(n_i), n_i = keys visible to query i: i + 1 under the causal mask, min(i + 1, w) under a sliding
-    window w (``window``: None, an int, or one per layer of stacked patterns). Position 0 is NaN."""
+    window w. ``window`` is required (see :func:`layer_windows`): the model's config, one per layer of stacked
+    patterns, an int, or None for a causal layer — never a silent causal default. Position 0 is NaN."""
     h = normalise(entropy(pattern), _visible_for(pattern.shape, window, pattern.device))
     return h.to(pattern.dtype if pattern.is_floating_point() else torch.float32)
 
@@ -241,11 +240,13 @@ class Induction(HeadStatistic):
         return st.induction[..., n:].mean(-1)
 
 
-def head_scores(pattern: torch.Tensor, ids=None, window=None) -> dict[str, torch.Tensor]:
+def head_scores(pattern: torch.Tensor, ids=None, *, window) -> dict[str, torch.Tensor]:
     """Every statistic of :data:`STATISTICS` for patterns ``[..., T, T]`` -> tensors ``[...]``.
 
     ``ids`` (the tokens) are needed for duplicate-token and induction; without them those are NaN.
-    ``window``: the layer's sliding window (None: causal), or one per layer of stacked ``[L, …, T, T]`` patterns.
+    ``window`` is required, taken from the model (:func:`layer_windows`): its config for stacked
+    ``[L, …, T, T]`` patterns, ``config.window(l)`` for one layer's, None only for a causal layer. (An optional
+    argument let a windowed model's normalised entropy silently use ln(i + 1).)
     """
     T = pattern.shape[-1]
     p = pattern.float()
@@ -289,7 +290,7 @@ def head_table(weights, ids, induction_n: int = 50, bos_id: int | None = None):
     """Per-head scores as rows (layer, head, stat…): on ``ids`` plus induction on repeated random tokens
     (and, given the model's ``bos_id``, by TransformerLens's recipe too)."""
     pats = run(weights, ids, capture=["pattern"]).stack("pattern")[:, 0]        # [L, H, T, T]
-    scores = head_scores(pats, ids, window=weights.config.windows)
+    scores = head_scores(pats, ids, window=weights.config)
     ind = induction_scores(weights, n=induction_n)
     tl = None if bos_id is None else induction_scores_tl(weights, bos_id, n=induction_n)
     L, H = ind.shape

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 import torch
-import torch.nn.functional as F
+from torch.nn import functional
 
-from . import attention as A
+from . import attention as attention_steps
 from .weights import ModelConfig, Weights
 
 __all__ = [
@@ -228,18 +228,18 @@ def norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, cfg: ModelCon
         xf = x.float()
         xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + cfg.layer_norm_eps)
         return w * xf.to(x.dtype)
-    return F.layer_norm(x, (x.shape[-1],), w, b, cfg.layer_norm_eps)
+    return functional.layer_norm(x, (x.shape[-1],), w, b, cfg.layer_norm_eps)
 
 
 def act(name: str, x: torch.Tensor) -> torch.Tensor:
     if name in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast"):
-        return F.gelu(x, approximate="tanh")   # 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+        return functional.gelu(x, approximate="tanh")   # 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
     if name == "gelu":
-        return F.gelu(x)
+        return functional.gelu(x)
     if name == "relu":
-        return F.relu(x)
+        return functional.relu(x)
     if name in ("silu", "swish"):
-        return F.silu(x)
+        return functional.silu(x)
     raise ValueError(f"unsupported activation function {name!r}")
 
 
@@ -260,12 +260,12 @@ class _Run:
         self.rot = None
         if self.cfg.position == "rotary":
             pos = torch.arange(past, past + T, device=device)
-            self.rot = A.rotary_tables(weights.inv_freq, pos, weights.rope_attention_scale, dtype)
+            self.rot = attention_steps.rotary_tables(weights.inv_freq, pos, weights.rope_attention_scale, dtype)
 
     def mask(self, layer: int) -> torch.Tensor:
         w = self.cfg.window(layer)
         if w not in self._masks:
-            self._masks[w] = A.causal_mask(self.T, self.S, window=w, device=self.device, dtype=self.dtype)
+            self._masks[w] = attention_steps.causal_mask(self.T, self.S, window=w, device=self.device, dtype=self.dtype)
         return self._masks[w]
 
 
@@ -281,23 +281,23 @@ def embed(r: _Run, ids: torch.Tensor) -> torch.Tensor:
 def attention(r: _Run, l: int, x_hat: torch.Tensor) -> torch.Tensor:
     """One block's attention step on its normed input x̂ [B, T, d] -> attn_out [B, T, d]."""
     lw, hook, cfg = r.w.layers[l], r.hook, r.cfg
-    q = hook("q", l, A.project(x_hat, lw.W_Q, lw.b_Q))
-    k = hook("k", l, A.project(x_hat, lw.W_K, lw.b_K))
-    v = hook("v", l, A.project(x_hat, lw.W_V, lw.b_V))
+    q = hook("q", l, attention_steps.project(x_hat, lw.W_Q, lw.b_Q))
+    k = hook("k", l, attention_steps.project(x_hat, lw.W_K, lw.b_K))
+    v = hook("v", l, attention_steps.project(x_hat, lw.W_V, lw.b_V))
     if r.rot is not None:
-        q = hook("q_rot", l, A.rotate(q, *r.rot))
-        k = hook("k_rot", l, A.rotate(k, *r.rot))
+        q = hook("q_rot", l, attention_steps.rotate(q, *r.rot))
+        k = hook("k_rot", l, attention_steps.rotate(k, *r.rot))
     if r.cache is not None:
         k, v = r.cache.extend(l, k, v)
     scale = cfg.attn_scale(l)
     if hook.needs_pattern(l):
-        s = hook("scores", l, A.scores(q, A.repeat_kv(k, cfg.group), scale))
+        s = hook("scores", l, attention_steps.scores(q, attention_steps.repeat_kv(k, cfg.group), scale))
         m = hook("mask", l, r.mask(l))
-        pattern = hook("pattern", l, A.softmax(A.apply_mask(s, m)))
-        z = A.mix(pattern, A.repeat_kv(v, cfg.group))
+        pattern = hook("pattern", l, attention_steps.softmax(attention_steps.apply_mask(s, m)))
+        z = attention_steps.mix(pattern, attention_steps.repeat_kv(v, cfg.group))
     else:
         windowed = cfg.window(l) is not None
-        z = F.scaled_dot_product_attention(
+        z = functional.scaled_dot_product_attention(
             q, k, v, attn_mask=r.mask(l) if (r.past or windowed) else None,
             is_causal=not (r.past or windowed), scale=scale, enable_gqa=cfg.group > 1)
     z = hook("z", l, z)
@@ -305,7 +305,7 @@ def attention(r: _Run, l: int, x_hat: torch.Tensor) -> torch.Tensor:
         head_out = hook("head_out", l, torch.einsum("bhte,hed->bhtd", z, lw.W_O))
         out = head_out.sum(1) if lw.b_O is None else head_out.sum(1) + lw.b_O
     else:
-        out = A.merge(z, lw.W_O, lw.b_O)
+        out = attention_steps.merge(z, lw.W_O, lw.b_O)
     return hook("attn_out", l, out)
 
 

@@ -23,9 +23,8 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from . import attention as A
-from . import model as M
-from .model import KVCache, as_ids, generate, run
+from . import attention as attention_steps
+from .model import KVCache, as_ids, generate, norm, run
 from .weights import Weights, ModelConfig
 
 __all__ = [
@@ -119,28 +118,28 @@ def head_steps(weights: Weights, ids, layer: int, head: int, query: int,
     x = resid_pre.reshape(1, T, cfg.d_model)[:, : query + 1]
     lw = weights.layers[layer]
     # the same steps as attnkit.model.attention, on the visible rows only
-    x_hat = M.norm(x, lw.ln1_w, lw.ln1_b, cfg)                                  # [1, i+1, d]
-    q = A.project(x_hat, lw.W_Q, lw.b_Q)                                       # [1, H, i+1, e]
-    k = A.project(x_hat, lw.W_K, lw.b_K)                                       # [1, H_kv, i+1, e]
-    v = A.project(x_hat, lw.W_V, lw.b_V)
+    x_hat = norm(x, lw.ln1_w, lw.ln1_b, cfg)                                  # [1, i+1, d]
+    q = attention_steps.project(x_hat, lw.W_Q, lw.b_Q)                                       # [1, H, i+1, e]
+    k = attention_steps.project(x_hat, lw.W_K, lw.b_K)                                       # [1, H_kv, i+1, e]
+    v = attention_steps.project(x_hat, lw.W_V, lw.b_V)
     q_pre = k_pre = None
     if cfg.position == "rotary":
-        cos, sin = A.rotary_tables(weights.inv_freq, torch.arange(query + 1, device=x.device),
+        cos, sin = attention_steps.rotary_tables(weights.inv_freq, torch.arange(query + 1, device=x.device),
                                    weights.rope_attention_scale, x.dtype)
         q_pre, k_pre = q, k
-        q, k = A.rotate(q, cos, sin), A.rotate(k, cos, sin)
+        q, k = attention_steps.rotate(q, cos, sin), attention_steps.rotate(k, cos, sin)
     kv = head // cfg.group
-    k_all, v_all = A.repeat_kv(k, cfg.group), A.repeat_kv(v, cfg.group)        # [1, H, i+1, e]
+    k_all, v_all = attention_steps.repeat_kv(k, cfg.group), attention_steps.repeat_kv(v, cfg.group)        # [1, H, i+1, e]
     q = q[:, :, query:]                                                        # [1, H, 1, e]
     scale = cfg.attn_scale(layer)
-    dots = A.scores(q, k_all, 1.0)                                             # [1, H, 1, i+1]
-    scaled = A.scores(q, k_all, scale)
-    mask_row = A.causal_mask(T, window=cfg.window(layer), device=x.device, dtype=x.dtype)[query]   # [T]
+    dots = attention_steps.scores(q, k_all, 1.0)                                             # [1, H, 1, i+1]
+    scaled = attention_steps.scores(q, k_all, scale)
+    mask_row = attention_steps.causal_mask(T, window=cfg.window(layer), device=x.device, dtype=x.dtype)[query]   # [T]
     # the model adds the full row of M; beyond the query it is −∞ whatever the score
-    masked_vis = A.apply_mask(scaled, mask_row[: query + 1])
-    pattern = A.softmax(masked_vis)                                            # [1, H, 1, i+1]
-    z = A.mix(pattern, v_all)                                                  # [1, H, 1, e]
-    attn_out = A.merge(z, lw.W_O, lw.b_O)[0, 0]                                # [d]
+    masked_vis = attention_steps.apply_mask(scaled, mask_row[: query + 1])
+    pattern = attention_steps.softmax(masked_vis)                                            # [1, H, 1, i+1]
+    z = attention_steps.mix(pattern, v_all)                                                  # [1, H, 1, e]
+    attn_out = attention_steps.merge(z, lw.W_O, lw.b_O)[0, 0]                                # [d]
     z_all = z[0, :, 0]                                                         # [H, e]
     head_outs = torch.einsum("he,hed->hd", z_all, lw.W_O)
     masked_row = torch.full((T,), float("-inf"), dtype=x.dtype, device=x.device)
@@ -251,17 +250,17 @@ SEED_X = [[0.8, 0.1, 0.2, 0.5], [0.3, 0.9, 0.1, 0.4], [0.2, 0.4, 0.7, 0.1]]
 def seed_causal_4x4(dtype=torch.float64) -> dict[str, torch.Tensor]:
     """scores [1,2,3,4] per row, + causal M, softmax (seed: rows 1 / .269 .731 / … / .032 .087 .237 .644)."""
     s = torch.tensor(SEED_SCORES, dtype=dtype)
-    M = A.causal_mask(4, dtype=dtype)
-    masked = A.apply_mask(s, M)
-    return {"scores": s, "mask": M, "masked": masked, "pattern": A.softmax(masked)}
+    M = attention_steps.causal_mask(4, dtype=dtype)
+    masked = attention_steps.apply_mask(s, M)
+    return {"scores": s, "mask": M, "masked": masked, "pattern": attention_steps.softmax(masked)}
 
 
 def seed_three_tokens(causal: bool, dtype=torch.float64) -> dict[str, torch.Tensor]:
     """The seed's demo ``attention(X, X, X)``: Q = K = V = X, scores = X·Xᵀ/√d_k with d_k = 4
     (the seed's ``np.sqrt(d_k)``, so ÷2); the seed runs it without a mask, here also with one."""
     X = torch.tensor(SEED_X, dtype=dtype)
-    out, pattern, masked = A.attention(X, X, X, causal=causal, scale=1 / math.sqrt(X.shape[-1]))
-    return {"X": X, "scores": A.scores(X, X, 1 / math.sqrt(X.shape[-1])), "masked": masked,
+    out, pattern, masked = attention_steps.attention(X, X, X, causal=causal, scale=1 / math.sqrt(X.shape[-1]))
+    return {"X": X, "scores": attention_steps.scores(X, X, 1 / math.sqrt(X.shape[-1])), "masked": masked,
             "pattern": pattern, "output": out}
 
 
@@ -398,6 +397,6 @@ def xx_vs_qk(weights: Weights, ids, layer: int, head: int,
     x_hat = tr["ln1", layer]
     q = tr[qn, layer][0, head]
     k = tr[kn, layer][0, head // cfg.group]
-    xx = A.scores(x_hat[0], x_hat[0], 1.0)
-    qk = A.scores(q, k, 1.0)
+    xx = attention_steps.scores(x_hat[0], x_hat[0], 1.0)
+    qk = attention_steps.scores(q, k, 1.0)
     return {"xx": xx, "qk": qk, "xx_stats": symmetry_stats(xx), "qk_stats": symmetry_stats(qk)}

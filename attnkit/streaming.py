@@ -33,13 +33,14 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable
 
 import numpy as np
 import torch
-import torch.nn.functional as F
+from torch.nn import functional
 
-from .metrics import STATISTICS, normalise, visible_keys
+from .attention import hidden_keys, is_hidden, visible_keys, visible_span
+from .metrics import STATISTICS, normalise
 from .model import PATTERN_POINTS, Composed, Intervention, as_ids, run
 
 __all__ = [
@@ -165,29 +166,19 @@ def qk_points(cfg) -> tuple[str, str]:
 
 # ----------------------------------------------------------------------------- geometry
 
-def _hidden(q0: int, q1: int, k0: int, k1: int, window: int | None, device) -> torch.Tensor:
-    """[q1 − q0, k1 − k0] bool: key j hidden from query i (j > i, or j ≤ i − w with a window)."""
-    i = torch.arange(q0, q1, device=device)[:, None]
-    j = torch.arange(k0, k1, device=device)[None, :]
-    h = j > i
-    if window is not None:
-        h |= j <= i - window
-    return h
-
-
 def pool_size(T: int, px: int) -> int:
     """Block side k so that ceil(T / k) ≤ px (as :func:`attnkit.charts.heatmaps.block_max` chooses it)."""
     return max(1, int(math.ceil(T / max(1, int(px)))))
 
 
 def visible_counts(T: int, k: int, window: int | None = None) -> torch.Tensor:
-    """[R, R] (R = ceil(T / k)): how many (query, key) cells of each k × k block are visible."""
+    """[R, R] (R = ceil(T / k)): how many (query, key) cells of each k × k block are visible
+    (each row's span from :func:`attnkit.attention.visible_span`)."""
     R = -(-T // k)
-    i = torch.arange(T)[:, None]
-    lo = torch.zeros_like(i) if window is None else (i - window + 1).clamp(min=0)
+    lo, hi = visible_span(torch.arange(T)[:, None], window)
     c0 = torch.arange(R)[None, :] * k
     c1 = (c0 + k).clamp(max=T) - 1
-    per_row = (torch.minimum(i, c1) - torch.maximum(lo, c0) + 1).clamp(min=0)         # [T, R]
+    per_row = (torch.minimum(hi, c1) - torch.maximum(lo, c0) + 1).clamp(min=0)        # [T, R]
     pad = R * k - T
     if pad:
         per_row = torch.cat([per_row, per_row.new_zeros(pad, R)])
@@ -242,8 +233,8 @@ class _Layer:
         dt = self.dtype
         pad = 8
         kr = k if group == 1 else k.repeat_interleave(group, dim=1)
-        qq = F.pad(q.to(dt), (0, pad))
-        kk = F.pad(kr.to(dt), (0, pad))
+        qq = functional.pad(q.to(dt), (0, pad))
+        kk = functional.pad(kr.to(dt), (0, pad))
         pos = torch.arange(T, device=q.device, dtype=dt)
         vv = torch.cat([kr.to(dt), pos.expand(B, H, T)[..., None], kk.new_zeros(B, H, T, pad - 1)], -1)
         out, lse = op(qq, kk, vv, 0.0, True, scale=scale)[:2]
@@ -301,13 +292,13 @@ class _Layer:
         raw = {name: torch.full_like(m, -math.inf) for name in tg}
         rows = torch.arange(n, device=dev)
         pieces = []
-        k_start = 0 if window is None else max(0, q0 - window + 1) // bs * bs
+        k_start = int(visible_span(torch.tensor(q0), window)[0]) // bs * bs
         for k0 in range(k_start, q1, bs):
             k1 = min(q1, k0 + bs)
             s = torch.matmul(qb, kt[..., k0:k1])                  # [B, Hkv, G, n, nk]
             hid = None
             if k1 - 1 > q0 or (window is not None and k0 <= q1 - 1 - window):
-                hid = _hidden(q0, q1, k0, k1, window, dev)
+                hid = hidden_keys(q1, window=window, q0=q0, k0=k0, k1=k1, device=dev)
                 s.masked_fill_(hid, -math.inf)
             for name, j in tg.items():
                 sel = (j >= k0) & (j < k1)
@@ -354,7 +345,7 @@ class _Layer:
         nk = t.shape[-1]
         pad = (-nk) % pk
         if pad:
-            t = F.pad(t, (0, pad), value=-math.inf)
+            t = functional.pad(t, (0, pad), value=-math.inf)
         tv = t.unflatten(-1, (-1, pk))
         return tv.amax(-1), torch.exp(tv).sum(-1)
 
@@ -368,8 +359,8 @@ class _Layer:
             vmax = torch.exp(tmax + shift).view(B, H, n, -1)
             vsum = (esum * torch.exp(shift)).view(B, H, n, -1)
             if pad:
-                vmax = F.pad(vmax, (0, 0, 0, pad))
-                vsum = F.pad(vsum, (0, 0, 0, pad))
+                vmax = functional.pad(vmax, (0, 0, 0, pad))
+                vsum = functional.pad(vsum, (0, 0, 0, pad))
             nr, nc = (n + pad) // pk, vmax.shape[-1]
             c0 = k0 // pk
             pmax[:, :, r0:r0 + nr, c0:c0 + nc] = vmax.unflatten(2, (nr, pk)).amax(3)
@@ -460,7 +451,7 @@ def _chunked_loss(weights, x: torch.Tensor, ids: torch.Tensor, chunk: int) -> to
         logits = torch.matmul(x[:, a:b], weights.W_U.T)
         if weights.b_U is not None:
             logits = logits + weights.b_U
-        out[:, a:b] = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), ids[:, a + 1:b + 1].reshape(-1),
+        out[:, a:b] = functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), ids[:, a + 1:b + 1].reshape(-1),
                                       reduction="none").view(B, b - a)
     return out
 
@@ -479,11 +470,7 @@ def rows_from_qk(q: torch.Tensor, k: torch.Tensor, rows, *, scale: float, window
     qs = q[:, hq][:, :, rows].float() * scale                          # [B, H', R, e]
     ks = k[:, hq // group].float()                                     # [B, H', T, e]
     s = torch.matmul(qs, ks.transpose(-1, -2))                         # [B, H', R, T]
-    i = rows[:, None]
-    j = torch.arange(T, device=q.device)[None, :]
-    hid = j > i
-    if window is not None:
-        hid |= j <= i - window
+    hid = is_hidden(rows[:, None], torch.arange(T, device=q.device)[None, :], window)
     p = torch.softmax(s.masked_fill(hid, -math.inf), -1)
     return p if cols is None else p[..., cols]
 

@@ -24,7 +24,9 @@ import os
 import platform
 from dataclasses import asdict, dataclass, field
 
+import pandas as pd
 import torch
+import transformers
 
 from . import tolerances as TOL
 from .progress import Progress, Steps
@@ -196,8 +198,6 @@ class Report:
 def checks(report: dict, run_label: str = ""):
     """Every check of a report (``Report.to_dict()``) as one row — layer ('final' after the last,
     'generation'), quantity, attnkit's error, HF's error, allowed, float64 |Δ|, ok."""
-    import pandas as pd
-
     recs = [{"layer": c["layer"], "quantity": QUANTITIES[c["quantity"]], "attnkit error": c["ours"],
              "HF error": c["hf"], "allowed": c["allowed"], "float64 |Δ|": c["f64"], "ok": bool(c["ok"])}
             for c in report["checks"]]
@@ -207,8 +207,6 @@ def checks(report: dict, run_label: str = ""):
 
 
 def versions(device) -> dict:
-    import transformers
-
     v = {"torch": torch.__version__, "transformers": transformers.__version__,
          "python": platform.python_version(), "machine": platform.machine()}
     dev = torch.device(device)

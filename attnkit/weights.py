@@ -25,16 +25,10 @@ __all__ = [
     "LayerWeights",
     "Weights",
     "extract",
-    "config_from_hf",
     "head_name",
     "param_counts",
     "attention_weight_count",
 ]
-
-def config_from_hf(cfg) -> ModelConfig:
-    """The config of an HF model of any supported family (see :mod:`attnkit.families`)."""
-    return family_for(getattr(cfg, "model_type", None)).config(cfg)
-
 
 def extract(hf_model) -> Weights:
     """Convert a HuggingFace causal LM of any supported family into :class:`Weights` (views)."""

@@ -174,7 +174,7 @@ def test_page_runs_and_ranks_heads_for_it_animal(odd_dir, odd):
     # the overview shows the statistic of every head, equal to metrics.head_scores on the run
     over = _frame_with(at, "mean entropy")
     pat = run(odd.weights, ids, capture=["pattern"]).stack("pattern")[:, 0]
-    want = metrics.head_scores(pat, ids)["mean entropy"]
+    want = metrics.head_scores(pat, ids, window=odd.config)["mean entropy"]
     got = over.sort_values(["layer", "head_index"])["mean entropy"].to_numpy()
     np.testing.assert_allclose(got, want.reshape(-1).numpy(), atol=1e-5)
     # head similarity (all 18 heads of the odd model): JS distance averaged over rows 1..T-1
@@ -205,7 +205,8 @@ def test_all_prompts_average_over_the_csv(odd_dir, odd):
     per = []
     for p in prompts:
         ids = odd.encode(p)
-        per.append(metrics.head_scores(run(odd.weights, ids, capture=["pattern"]).stack("pattern")[:, 0], ids)
+        per.append(metrics.head_scores(run(odd.weights, ids, capture=["pattern"]).stack("pattern")[:, 0], ids,
+                                      window=odd.config)
                    ["previous-token"].double())
     want = ((per[0] + per[1]) / 2).reshape(-1).numpy()
     over = _frame_with(at, "previous-token").sort_values(["layer", "head_index"])

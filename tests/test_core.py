@@ -44,6 +44,49 @@ def test_causal_mask_with_cache_offset():
     assert (M[1] == 0).all()
 
 
+def test_which_keys_a_query_sees_is_one_definition():
+    """hidden_keys by hand (window 2, 4 queries after 1 cached position), and every other form of it —
+    the mask, the visible counts, the streaming pass's block counts — read from it."""
+    from attnkit.streaming import visible_counts
+
+    # queries at absolute positions 1..4, keys 0..4, window 2: query p sees keys p-1 and p
+    want = [[0, 0, 1, 1, 1], [1, 0, 0, 1, 1], [1, 1, 0, 0, 1], [1, 1, 1, 0, 0]]
+    assert A.hidden_keys(4, 5, window=2).int().tolist() == want
+    assert A.hidden_keys(4, 5, window=2, q0=1, q1=3, k0=2).int().tolist() == [r[2:] for r in want[1:3]]
+    assert (torch.isinf(A.causal_mask(4, 5, window=2)) == A.hidden_keys(4, 5, window=2)).all()
+    assert A.visible_keys(4, 2, S=5).tolist() == [2, 2, 2, 2] and A.visible_keys(5, 3).tolist() == [1, 2, 3, 3, 3]
+    for window in (None, 1, 3, 7):
+        T = 11
+        hid = A.hidden_keys(T, window=window)
+        assert (A.visible_keys(T, window) == (~hid).sum(-1)).all()
+        k = 4
+        pad = torch.ones(12, 12, dtype=torch.bool)
+        pad[:T, :T] = hid
+        blocks = (~pad).view(3, k, 3, k).sum((1, 3))
+        assert (visible_counts(T, k, window) == blocks).all(), window
+
+
+def test_node_names_one_parser_one_formatter():
+    """standard.split_node / node_name: every node kind round-trips; the path-patching graph's names are
+    theirs; a bad name is a one-line ValueError (full-width digits refused, as for head names)."""
+    from attnkit.circuits.path import parse_node, receiver_names, sender_names
+    from attnkit.standard import ModelConfig, node_name, split_node
+
+    want = {"embed": ("embed",), "logits": ("logits",), "L1H0": ("head", 1, 0), "L1H0.k": ("k", 1, 0),
+            "MLP2": ("mlp", 2), "L12H3.v": ("v", 12, 3)}
+    for name, node in want.items():
+        assert split_node(name) == node and node_name(node) == name
+    assert split_node(" l1h0.q ") == ("q", 1, 0)
+    for bad in ("pos", "L1H0.x", "MLP", "MLPx", "L３H0", "L1H0.k.q", ""):
+        with pytest.raises(ValueError, match="not a node name"):
+            split_node(bad)
+    cfg = ModelConfig(n_layers=2, n_heads=2, d_model=8, n_ctx=8, d_vocab=10, d_mlp=16)
+    for n in sender_names(cfg):
+        assert node_name(parse_node(n, cfg)) == n
+    for n in receiver_names(cfg):
+        assert node_name(parse_node(n, cfg, "receiver")) == n
+
+
 def test_seed_parameter_count():
     assert attention_weight_count(768, 12) == 12 * (3 * 768 * 64) + 768 * 768 == 2_359_296
 

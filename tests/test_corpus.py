@@ -99,7 +99,7 @@ def test_local_run_writes_shards_summary_and_errors(corpus_file, local_run, tiny
     ws, _ = documents(tiny.encode, [first["text"]], WINDOW)
     ids = torch.tensor([ws[0]])
     pats = run(tiny.weights, ids, capture=["pattern"]).stack("pattern")[:, 0]
-    want = head_scores(pats, ids[0])
+    want = head_scores(pats, ids[0], window=tiny.config)
     got = t["heads"][(t["heads"]["doc"] == 0) & (t["heads"]["window"] == 0)]
     for stat, v in want.items():
         np.testing.assert_allclose(got[stat].to_numpy(), v.reshape(-1).double().numpy(), rtol=1e-5, atol=1e-6)

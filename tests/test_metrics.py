@@ -13,12 +13,12 @@ def uniform_causal(T):
 
 def test_uniform_is_one_and_onehot_is_zero():
     T = 9
-    h = normalised_entropy(uniform_causal(T))
+    h = normalised_entropy(uniform_causal(T), window=None)
     assert math.isnan(h[0])
     torch.testing.assert_close(h[1:], torch.ones(T - 1), rtol=0, atol=1e-6)
     torch.testing.assert_close(entropy(uniform_causal(T)), torch.log(torch.arange(1, T + 1.0)), rtol=0, atol=1e-6)
     onehot = torch.eye(T)
-    assert (normalised_entropy(onehot)[1:] == 0).all() and (entropy(onehot) == 0).all()
+    assert (normalised_entropy(onehot, window=None)[1:] == 0).all() and (entropy(onehot) == 0).all()
 
 
 def test_head_scores_on_hand_made_patterns():
@@ -26,11 +26,11 @@ def test_head_scores_on_hand_made_patterns():
     prev = torch.zeros(T, T)
     prev[0, 0] = 1
     prev[torch.arange(1, T), torch.arange(0, T - 1)] = 1
-    s = head_scores(prev)
+    s = head_scores(prev, window=None)
     assert s["previous-token"] == 1 and s["self"] == 0 and s["mean distance"] == 5 / 6
     sink = torch.zeros(T, T)
     sink[:, 0] = 1
-    s = head_scores(sink)
+    s = head_scores(sink, window=None)
     assert s["first-token"] == 1 and s["previous-token"] == 1 / 5   # only query 1's previous token is 0
 
 
@@ -43,7 +43,7 @@ def test_duplicate_and_induction_on_text():
     p[4] = 0
     p[4, 2] = 1     # position 4 (B): the token after the earlier B is C at 2
     assert induction_on_text(p, ids) == 1
-    s = head_scores(p, ids)
+    s = head_scores(p, ids, window=None)
     assert s["duplicate-token"] == 0 and s["induction"] == 1
 
 
@@ -106,13 +106,25 @@ def test_windowed_bound_by_hand():
     assert visible_keys(5, 3).tolist() == [1, 2, 3, 3, 3] and visible_keys(2, 3, S=6).tolist() == [3, 3]
     h = normalised_entropy(p, window=2)
     assert math.isnan(h[0]) and torch.allclose(h[1:], torch.ones(3), atol=1e-6)
-    causal = normalised_entropy(p)
+    causal = normalised_entropy(p, window=None)
     assert causal[2] == pytest.approx(math.log(2) / math.log(3)) and causal[3] == pytest.approx(0.5)
     assert head_scores(p, window=2)["mean entropy"] == pytest.approx(1.0)
-    assert head_scores(p)["mean entropy"] == pytest.approx((1 + math.log(2) / math.log(3) + 0.5) / 3)
+    assert head_scores(p, window=None)["mean entropy"] == pytest.approx((1 + math.log(2) / math.log(3) + 0.5) / 3)
     # stacked layers [L, H, T, T]: one window per layer
     both = head_scores(torch.stack([p, p])[:, None], window=(None, 2))["mean entropy"]
     assert both[0, 0] == pytest.approx((1 + math.log(2) / math.log(3) + 0.5) / 3) and both[1, 0] == pytest.approx(1)
+
+
+def test_head_scores_require_the_windows():
+    """No silent causal default: a statistic of a model's patterns takes the windows explicitly (the model's
+    config, one per layer, or None for a causal layer); a wrong count of windows is refused."""
+    p = torch.tril(torch.ones(4, 4)) / torch.arange(1, 5.0)[:, None]
+    with pytest.raises(TypeError, match="window"):
+        head_scores(p)
+    with pytest.raises(TypeError, match="window"):
+        normalised_entropy(p)
+    with pytest.raises(ValueError, match="3 windows for 2 stacked layers"):
+        head_scores(torch.stack([p, p])[:, None], window=(None, 2, 2))
 
 
 WINDOWED = {   # small widths, a window of 8 keys, T = 40 tokens: every windowed row past 8 is exercised
@@ -140,13 +152,13 @@ def test_streaming_and_full_pattern_agree_on_windowed_layers(family, tmp_path):
     assert any(w == 8 for w in windows), windows
     ids = torch.randint(0, 400, (40,), generator=torch.Generator().manual_seed(1))
     pats = run(m.weights, ids, capture=["pattern"]).stack("pattern")[:, 0]            # [L, H, T, T]
-    full = head_scores(pats, ids, window=windows)
+    full = head_scores(pats, ids, window=m.config)       # the windows taken from the model
     streamed = {k: v[:, 0] for k, v in stream_stats(m.weights, ids).head_scores().items()}
     assert set(streamed) == {"mean entropy", "previous-token", "first-token", "self", "mean distance"}
     for name, v in streamed.items():
         torch.testing.assert_close(v.double(), full[name].double(), rtol=0, atol=1e-5 if name != "mean distance" else 1e-4)
     # the windowed layers really differ from the causal bound (the test could fail)
-    causal = head_scores(pats, ids)["mean entropy"]
+    causal = head_scores(pats, ids, window=None)["mean entropy"]
     wl = [l for l, w in enumerate(windows) if w]
     assert (causal[wl] - full["mean entropy"][wl]).abs().max() > 0.05
 
@@ -181,7 +193,7 @@ def test_a_registered_statistic_reaches_scores_streaming_and_the_cli(toy_statist
 
     ids = odd.encode("The cat sat on the mat and the cat sat again.")
     pats = run(odd.weights, ids, capture=["pattern"]).stack("pattern")[:, 0]
-    sc = head_scores(pats, ids)
+    sc = head_scores(pats, ids, window=odd.config)
     torch.testing.assert_close(sc[toy_statistic], sc["first-token"] + sc["self"], rtol=0, atol=1e-6)
     st = stream_stats(odd.weights, ids).head_scores()
     torch.testing.assert_close(st[toy_statistic][:, 0], sc[toy_statistic], rtol=0, atol=1e-5)

@@ -76,7 +76,7 @@ def test_compare_opens_the_top_heads_of_the_chosen_statistic(odd_dir, odd):
     # independently: the two heads with the highest previous-token score on this prompt
     ids = odd.encode(text)
     tr = run(odd.weights, ids, capture=["pattern"])
-    scores = torch.stack([metrics.head_scores(tr["pattern", l][0], ids)["previous-token"]
+    scores = torch.stack([metrics.head_scores(tr["pattern", l][0], ids, window=odd.config.window(l))["previous-token"]
                           for l in range(odd.config.n_layers)])                  # [L, H]
     top = torch.argsort(scores.reshape(-1), descending=True)[:2].tolist()
     H = odd.config.n_heads

@@ -95,7 +95,7 @@ def test_streaming_matches_full_patterns(tiny, fused):
     P = _full(tiny, ids)
     assert M.entropy(P).std() > 0.5            # the heads are not all near-uniform: a real test
     _check_against_full(st, P, _visible(tiny, T), offset=300)
-    hs, ref = st.head_scores(), M.head_scores(P)
+    hs, ref = st.head_scores(), M.head_scores(P, window=tiny.config)
     for k in ("mean entropy", "previous-token", "first-token", "self"):
         torch.testing.assert_close(hs[k], ref[k], rtol=0, atol=TOL)
     torch.testing.assert_close(hs["mean distance"], ref["mean distance"], rtol=TOL, atol=TOL)

@@ -12,12 +12,12 @@ from typing import Callable, ClassVar
 
 import numpy as np
 import torch
-import torch.nn.functional as F
+from torch.nn import functional
 
 from ..i18n import Message, join, msg, render, status_label
 from ..model import Intervention, run
 from ..progress import Progress
-from ..weights import head_name
+from ..standard import head_name, parse_head
 
 __all__ = [
     "AblationError", "Metric", "Series", "Evidence", "Effect", "Verdict", "Loss", "Spec", "Kind",
@@ -132,7 +132,7 @@ class Loss:
 def _nll(logits: torch.Tensor, ids: list[int]) -> np.ndarray:
     """−log p(ids[t+1]) for t = 0 … T−2, in float64."""
     target = torch.tensor(ids[1:], device=logits.device)
-    return F.cross_entropy(logits[0, :-1].double(), target, reduction="none").cpu().numpy()
+    return functional.cross_entropy(logits[0, :-1].double(), target, reduction="none").cpu().numpy()
 
 
 def ids_list(texts) -> list[list[int]]:
@@ -245,7 +245,6 @@ class Spec:
         return named or slice(None)
 
 
-_HEAD = re.compile(r"^(?:l(\d+)h(\d+)|(\d+)\.(\d+))$")
 
 
 def _parse_layers(text) -> tuple[int, ...] | None:
@@ -275,11 +274,10 @@ def parse_spec(text: str, layers=None, n_layers: int | None = None, n_heads: int
     kind = REGISTRY[name]
     heads = []
     for item in filter(None, rest.split(",")):
-        m = _HEAD.match(item)
-        if not m:
-            raise AblationError(msg("a head is written L{{layer}}H{{head}} (e.g. L1H3), got {item!r}", item=item))
-        l, h = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
-        heads.append((int(l), int(h)))
+        try:
+            heads.append(parse_head(item))
+        except ValueError:
+            raise AblationError(msg("a head is written L{{layer}}H{{head}} (e.g. L1H3), got {item!r}", item=item)) from None
     if heads and kind.heads == "none":
         raise AblationError(msg("{name} acts on whole layers; give the scope with --layers, not heads", name=name))
     if kind.heads == "required" and not heads:
@@ -333,17 +331,22 @@ class Acc:
 @dataclass
 class Observation:
     """What a kind sees of one text: its ids, the baseline and ablated traces (with the kind's
-    captures), the model's layer count, the heads each layer is measured over."""
+    captures), the model's config (its layer count, each layer's sliding window), the heads each layer is
+    measured over."""
 
     ids: list
     base: object
     abl: object
     spec: Spec
-    n_layers: int
+    config: object
     hull_iters: int
     acc: Acc
     info: dict
     tick: Callable[[], None] | None = None     # a kind's observe calls it after each layer's work
+
+    @property
+    def n_layers(self) -> int:
+        return self.config.n_layers
 
     def heads(self, layer: int):
         return self.spec.head_index(layer)

@@ -142,7 +142,7 @@ def measure(weights, texts, spec: Spec, *, means=None, hull_iters: int = HULL_IT
         ta.captures.update(keep)
         base.add(ids, tb.logits)
         abl.add(ids, ta.logits)
-        kind.observe(Observation(ids, tb, ta, spec, cfg.n_layers, hull_iters, acc, info, tick=step.add))
+        kind.observe(Observation(ids, tb, ta, spec, cfg, hull_iters, acc, info, tick=step.add))
         step.at((i + 1) * (cfg.n_layers + 2))
     per_layer = {m.key: Series(m, [acc.get(m, l, "baseline") for l in range(cfg.n_layers)],
                                [acc.get(m, l, "ablated") for l in range(cfg.n_layers)]) for m in kind.metrics}

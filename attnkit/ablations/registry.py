@@ -10,7 +10,7 @@ import math
 import numpy as np
 import torch
 
-from .. import metrics as M
+from .. import metrics as head_metrics
 from ..i18n import msg
 from .base import MIN_SHIFT, Evidence, Kind, Metric, Observation, register
 from .hull import even_rows, hull_check, participation_ratio, record
@@ -172,7 +172,7 @@ class KeyIsQueryKind(Kind):
             for run, tr in obs.both():
                 S, p = tr["scores", l][0, obs.heads(l)], tr["pattern", l][0, obs.heads(l)]   # [h, T, T]
                 obs.acc.add(ASYMMETRY, l, run, float(asymmetry(S).mean()))
-                st = M.head_scores(p, obs.ids)
+                st = head_metrics.head_scores(p, obs.ids, window=obs.config.window(l))
                 if T > 1:
                     obs.acc.add(SELF, l, run, float(st["self"].mean()), T - 1)
                     top = p[:, 1:].argmax(-1) == torch.arange(1, T, device=p.device)
@@ -223,7 +223,7 @@ class NoScaleKind(Kind):
         for l in range(obs.n_layers):
             for run, tr in obs.both():
                 p = tr["pattern", l][0, obs.heads(l)]
-                obs.acc.add(ENTROPY, l, run, float(M.entropy(p)[:, 1:].double().mean()), len(obs.ids) - 1)
+                obs.acc.add(ENTROPY, l, run, float(head_metrics.entropy(p)[:, 1:].double().mean()), len(obs.ids) - 1)
                 obs.acc.add(LARGEST, l, run, float(p[:, 1:].max(-1).values.double().mean()), len(obs.ids) - 1)
             if obs.tick:
                 obs.tick()

@@ -24,7 +24,7 @@ def plain(text) -> str:
     spinners, captions, titles, tooltips — so it shows literally: no styling, links, images or HTML. Line
     breaks and other control characters become spaces (a message stays one line, so no block syntax can
     start inside it); a block marker at the very start (#, -, +, >, 1.) is escaped too.
-    tests/test_hardening2.py scans app.py, pages/ and attnkit/app/ for st.* calls that skip it."""
+    tests/test_escaping.py scans app.py, pages/ and attnkit/app/ for st.* calls that skip it."""
     text = "" if text is None else str(text)
     out = "".join("\\" + c if c in _MD_INLINE and not _intraword_underscore(text, i)
                   else (" " if c < " " or c == "\x7f" else c) for i, c in enumerate(text))

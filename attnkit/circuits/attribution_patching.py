@@ -22,11 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 import torch
 
 from ..model import run
 from ..patching import Pair, PatchError, logit_diffs, patch, two_token_weights
 from ..progress import Progress, Steps
+from ..standard import head_name
 from ..weights import Weights
 from .path import Runs, cache_runs, edge_effects, parse_node, precedes, receiver_names, sender_names, sender_output
 
@@ -128,13 +130,11 @@ class HeadAttribution:
         return float("nan") if self.exact is None else spearman(self.estimate, self.exact)
 
     def frame(self):
-        import pandas as pd
-
         L, H, T = self.estimate.shape
         idx = np.indices((L, H, T)).reshape(3, -1)
         df = pd.DataFrame({"layer": idx[0], "head": idx[1], "position": idx[2],
                            "estimate": self.estimate.ravel()})
-        df.insert(0, "name", [f"L{l}H{h}" for l, h in zip(idx[0], idx[1])])
+        df.insert(0, "name", [head_name(int(l), int(h)) for l, h in zip(idx[0], idx[1])])
         if self.exact is not None:
             df["exact"] = self.exact.ravel()
         return df
@@ -223,8 +223,6 @@ class EdgeAttribution:
         return sorted(out, key=lambda e: -abs(e[2]))
 
     def frame(self):
-        import pandas as pd
-
         rows = []
         for i, j in zip(*np.nonzero(np.isfinite(self.scores))):
             row = {"sender": self.senders[i], "receiver": self.receivers[j], "estimate": float(self.scores[i, j])}

@@ -42,6 +42,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 import torch
 
 from ..progress import Progress, Steps
@@ -130,8 +131,6 @@ class Composition:
 
     def frame(self):
         """Long table: mode, sender, receiver, their layers and heads, score, score above the baseline mean."""
-        import pandas as pd
-
         H, lab, rows = self.n_heads, self.labels, []
         for mode, s in self.scores.items():
             ii, jj = np.nonzero(np.isfinite(s))
@@ -202,8 +201,6 @@ class HeadScores:
     notes: list[str] = field(default_factory=list)
 
     def frame(self):
-        import pandas as pd
-
         L, H = self.copying.shape
         return pd.DataFrame([{"head": head_name(l, h), "layer": l, "index": h, "copying": float(self.copying[l, h]),
                               "qk_token": float(self.qk_token[l, h]),

@@ -27,11 +27,13 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+import pandas as pd
 import torch
 
 from ..model import norm, run
 from ..patching import Pair, PatchError, logit_diffs
 from ..progress import Progress, Steps
+from ..standard import parse_head
 from ..weights import Weights
 from .attribution_patching import edge_attribution
 from .path import Runs, cache_runs, parse_node, precedes, receiver_names, sender_names, sender_output
@@ -203,11 +205,9 @@ class Circuit:
         """Heads on a kept edge (as sender or receiver), in layer order."""
         names = {e[0] for e in self.edges} | {e[1].split(".")[0] for e in self.edges}
         hs = [n for n in names if n.startswith("L")]
-        return sorted(hs, key=lambda n: tuple(int(x) for x in n[1:].split("H")))
+        return sorted(hs, key=parse_head)
 
     def curve_frame(self):
-        import pandas as pd
-
         return pd.DataFrame({"edges": self.sizes, "faithfulness": self.faithfulness})
 
     def to_json(self) -> dict:

@@ -19,60 +19,52 @@ only the answer's and distractor's unembedding rows.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 import torch
 
-from .. import attention as A
+from .. import attention
 from ..model import norm, run
 from ..patching import DIRECTIONS, MAX_BATCH_TOKENS, Pair, PatchError, logit_diffs, two_token_weights
 from ..progress import Progress
+from ..standard import NODE_INPUTS, node_name, split_node
 from ..weights import Weights
 
 __all__ = ["INPUTS", "Runs", "PathResult", "parse_node", "sender_names", "receiver_names", "precedes",
            "SOURCES", "cache_runs", "edge_effects", "mean_deltas", "node_name", "sender_output", "path_patch", "path_map", "path_map_many"]
 
-INPUTS = ("q", "k", "v")
-_HEAD = re.compile(r"^L(\d+)H(\d+)(?:\.([qkv]))?$")
-_MLP = re.compile(r"^MLP(\d+)$")
+INPUTS = NODE_INPUTS
 CACHED = ["head_out", "mlp_out", "resid_pre", "resid_mid", "resid_post"]
 
 
 def parse_node(name: str, cfg, role: str = "sender") -> tuple:
-    """("embed",), ("head", l, h), ("mlp", l), ("q"|"k"|"v", l, h) or ("logits",); PatchError if unknown."""
+    """("embed",), ("head", l, h), ("mlp", l), ("q"|"k"|"v", l, h) or ("logits",); PatchError if unknown,
+    not in the model, or not a ``role`` (the syntax is :func:`attnkit.standard.split_node`'s)."""
     name = str(name).strip()
-    m = _HEAD.match(name)
-    if m:
-        l, h, inp = int(m[1]), int(m[2]), m[3]
+    want = "embed, L{l}H{h} or MLP{l}" if role == "sender" else "L{l}H{h}.q/.k/.v, MLP{l} or logits"
+    try:
+        node = split_node(name)
+    except ValueError:
+        raise PatchError(f"unknown {role} {name!r}; use {want}") from None
+    kind = node[0]
+    if kind == "head" or kind in INPUTS:
+        l, h = node[1], node[2]
         if not (0 <= l < cfg.n_layers and 0 <= h < cfg.n_heads):
             raise PatchError(f"{name}: the model has layers 0…{cfg.n_layers - 1} and heads 0…{cfg.n_heads - 1}")
-        if role == "receiver" and inp is None:
+        if role == "receiver" and kind == "head":
             raise PatchError(f"receiver {name}: say which input, e.g. {name}.k (q, k or v)")
-        if role == "sender" and inp is not None:
-            raise PatchError(f"sender {name}: a sender is a head's whole output; drop the .{inp}")
-        return (inp, l, h) if inp else ("head", l, h)
-    m = _MLP.match(name)
-    if m:
-        if not 0 <= int(m[1]) < cfg.n_layers:
+        if role == "sender" and kind != "head":
+            raise PatchError(f"sender {name}: a sender is a head's whole output; drop the .{kind}")
+        return node
+    if kind == "mlp":
+        if not 0 <= node[1] < cfg.n_layers:
             raise PatchError(f"{name}: the model has layers 0…{cfg.n_layers - 1}")
-        return ("mlp", int(m[1]))
-    if name == "embed" and role == "sender":
-        return ("embed",)
-    if name == "logits" and role == "receiver":
-        return ("logits",)
-    want = "embed, L{l}H{h} or MLP{l}" if role == "sender" else "L{l}H{h}.q/.k/.v, MLP{l} or logits"
+        return node
+    if (kind, role) in (("embed", "sender"), ("logits", "receiver")):
+        return node
     raise PatchError(f"unknown {role} {name!r}; use {want}")
-
-
-def node_name(node: tuple) -> str:
-    kind = node[0]
-    if kind == "head":
-        return f"L{node[1]}H{node[2]}"
-    if kind in INPUTS:
-        return f"L{node[1]}H{node[2]}.{kind}"
-    return f"MLP{node[1]}" if kind == "mlp" else kind
 
 
 def _read_layer(recv: tuple, cfg) -> float:
@@ -96,14 +88,15 @@ def precedes(send: tuple, recv: tuple, cfg) -> bool:
 def sender_names(cfg, mlps: bool = True) -> list[str]:
     out = ["embed"]
     for l in range(cfg.n_layers):
-        out += [f"L{l}H{h}" for h in range(cfg.n_heads)] + ([f"MLP{l}"] if mlps else [])
+        out += [node_name(("head", l, h)) for h in range(cfg.n_heads)] + ([node_name(("mlp", l))] if mlps else [])
     return out
 
 
 def receiver_names(cfg, mlps: bool = True) -> list[str]:
     out = []
     for l in range(cfg.n_layers):
-        out += [f"L{l}H{h}.{i}" for h in range(cfg.n_heads) for i in INPUTS] + ([f"MLP{l}"] if mlps else [])
+        out += [node_name((i, l, h)) for h in range(cfg.n_heads) for i in INPUTS]
+        out += [node_name(("mlp", l))] if mlps else []
     return out + ["logits"]
 
 
@@ -173,7 +166,7 @@ def _hooks(w: Weights, rows: list[tuple], recv_cache: dict, layer: int) -> dict:
                 g = recv[2] if point == "q" else recv[2] // cfg.group
                 W, bias = {"q": (lw.W_Q, lw.b_Q), "k": (lw.W_K, lw.b_K), "v": (lw.W_V, lw.b_V)}[point]
                 x_hat = norm(x, lw.ln1_w, lw.ln1_b, cfg)
-                t[b, g] = A.project(x_hat, W[g:g + 1], None if bias is None else bias[g:g + 1])[0]
+                t[b, g] = attention.project(x_hat, W[g:g + 1], None if bias is None else bias[g:g + 1])[0]
             return t
         return hook
 
@@ -251,8 +244,6 @@ class PathResult:
         return self.raw - base
 
     def frame(self):
-        import pandas as pd
-
         return pd.DataFrame({"sender": self.senders, "receiver": self.receiver, "logit_diff": self.raw,
                              "change": self.change, "normalised": self.normalised})
 

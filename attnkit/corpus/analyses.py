@@ -27,7 +27,7 @@ import pandas as pd
 import pyarrow as pa
 import torch
 
-from .. import ablations as A
+from .. import ablations
 from ..weights import head_name
 from ..entropy import entropy_profile, sample_positions
 from ..metrics import HEAD_STATS, head_scores
@@ -151,14 +151,14 @@ class HeadScorer(Intervention):
     """metrics.head_scores from each layer's pattern as the forward pass makes it (so the L patterns of
     a long window are never held together)."""
 
-    def __init__(self, ids, config=None):
+    def __init__(self, ids, config):
         super().__init__()
         self.ids = ids                  # [B, T]
         self.config = config            # for each layer's sliding window (the normalised-entropy bound)
         self.per_layer: list[dict] = []  # per layer: stat -> [B, H]
 
     def pattern(self, pattern, layer):
-        window = None if self.config is None else self.config.window(layer)
+        window = self.config.window(layer)
         per_b = [head_scores(pattern[b], self.ids[b], window=window) for b in range(pattern.shape[0])]
         self.per_layer.append({k: np.stack([d[k].double().cpu().numpy() for d in per_b]) for k in per_b[0]})
 
@@ -279,21 +279,21 @@ def ablation_loss(weights, ids: list[int], spec: str | None) -> tuple[float, int
     iv = None
     if spec is not None:
         cfg = weights.config
-        sp = A.parse_spec(spec, n_layers=cfg.n_layers, n_heads=cfg.n_heads)
-        kind = A.get_kind(sp.kind)
+        sp = ablations.parse_spec(spec, n_layers=cfg.n_layers, n_heads=cfg.n_heads)
+        kind = ablations.get_kind(sp.kind)
         ok, why = kind.available(cfg)
         if not ok:
-            raise A.AblationError(why)
-        iv = kind.intervention(sp, cfg, A.head_means(weights, [ids]) if kind.needs_means() else None)
-    lo = A.loss(weights, [ids], iv)
+            raise ablations.AblationError(why)
+        iv = kind.intervention(sp, cfg, ablations.head_means(weights, [ids]) if kind.needs_means() else None)
+    lo = ablations.loss(weights, [ids], iv)
     return float(sum(float(a.sum()) for a in lo.nll)), lo.tokens
 
 
 def check_ablation(spec: str) -> str:
     """The spec in its canonical spelling (CorpusError when it cannot be parsed)."""
     try:
-        return str(A.parse_spec(spec))
-    except A.AblationError as e:
+        return str(ablations.parse_spec(spec))
+    except ablations.AblationError as e:
         raise CorpusError(f"--ablation {spec!r}: {e}") from None
 
 
@@ -315,7 +315,7 @@ class AblationLoss(Analysis):
 
     def prepare(self, config, settings):
         for spec in settings.get("ablations") or ():      # against this model's layers and heads
-            A.parse_spec(spec, n_layers=config.n_layers, n_heads=config.n_heads)
+            ablations.parse_spec(spec, n_layers=config.n_layers, n_heads=config.n_heads)
 
     def compute(self, batch, hook=None, intervention=None):
         c = {k: [] for k in ("doc", "window", "ablation", "nll_sum", "tokens", "nats", "increase")}

@@ -6,7 +6,7 @@ import os
 import stat
 from pathlib import Path
 
-from .. import prompts as P
+from .. import prompts
 
 #: File types a corpus is read from.
 KINDS = (".jsonl", ".txt", ".md")
@@ -103,8 +103,8 @@ def read_inputs(path, field: str = "text", max_docs: int | None = None) -> tuple
             continue
         if p.suffix.lower() != ".jsonl":
             try:
-                add(name, text=P.check_text(P.decode_text(data, name)))
-            except P.PromptError as e:
+                add(name, text=prompts.check_text(prompts.decode_text(data, name)))
+            except prompts.PromptError as e:
                 add(name, error=f"PromptError: {e}")
         else:
             for n, line in enumerate(data.splitlines(), 1):

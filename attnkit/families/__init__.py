@@ -2,11 +2,14 @@
 :class:`~attnkit.standard.Weights` and says how to walk HF's own layers (for verify).
 
 One table maps HF's ``model_type`` to its family; adding a family is one module with one
-:class:`Family` subclass decorated with :func:`register`.
+:class:`Family` subclass decorated with :func:`register`: its config reader, its checks, and its
+:class:`~attnkit.families.layout.Layout` (where each weight lives; the conversion itself is shared).
 """
 from __future__ import annotations
 
 from ..standard import ModelConfig, Weights
+from .layout import Layout
+from .layout import convert as convert_layout
 
 __all__ = ["Family", "FAMILIES", "register", "family_for", "supported_types", "UnsupportedModel"]
 
@@ -36,8 +39,12 @@ class Family:
         """Refuse (:class:`UnsupportedModel`, one line naming the field) a config this family cannot compute
         exactly as HF does; ``hf_cfg`` is HF's config or config.json's fields (:func:`checks.raw`)."""
 
-    def convert(self, hf_model) -> Weights:            # pragma: no cover - abstract
-        raise NotImplementedError
+    #: where the family keeps each weight (:class:`~attnkit.families.layout.Layout`), read by :meth:`convert`
+    layout: Layout
+
+    def convert(self, hf_model) -> Weights:
+        """HF model -> standard weights, by the family's :attr:`layout` (every weight a view of HF's)."""
+        return convert_layout(self, hf_model)
 
     #: the attribute of HF's LM that holds the embeddings and the blocks, and the blocks' list in it
     body: str = "transformer"

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from ..standard import LayerWeights, ModelConfig, Weights
+from ..standard import ModelConfig
 from . import Family, checks, register
+from .layout import Layout
 
 
 def split_heads_in(w: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -19,11 +20,21 @@ def split_heads_in(w: torch.Tensor, n_heads: int) -> torch.Tensor:
     return w.view(d_model, n_heads, width // n_heads).permute(1, 0, 2)
 
 
+def fused_qkv(attn, cfg: ModelConfig):
+    """``c_attn``: one Conv1D [d, 3·d] whose columns are [Q | K | V], each split per head (views)."""
+    w_qkv, b_qkv = attn.c_attn.weight.detach(), attn.c_attn.bias.detach()      # [d, 3d], [3d]
+    d, h = cfg.d_model, cfg.n_heads
+    Ws = tuple(split_heads_in(w_qkv[:, i * d:(i + 1) * d], h) for i in range(3))
+    return Ws, tuple(b_qkv[i * d:(i + 1) * d].view(h, -1) for i in range(3))
+
+
 @register
 class GPT2(Family):
     name = "gpt2"
     model_types = ("gpt2",)
     examples = ("gpt2", "distilgpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")
+    layout = Layout(embed="wte", pos_embed="wpe", final_norm="ln_f", ln1="ln_1", ln2="ln_2", attn="attn",
+                    qkv=fused_qkv, out="c_proj", mlp_in="mlp.c_fc", mlp_out="mlp.c_proj", conv1d=True)
 
     def validate(self, cfg) -> None:
         checks.finite(cfg)
@@ -49,34 +60,4 @@ class GPT2(Family):
             scale_attn_weights=cfg.scale_attn_weights,
             scale_attn_by_inverse_layer_idx=cfg.scale_attn_by_inverse_layer_idx,
             family=self.name,
-        )
-
-    @torch.no_grad()
-    def convert(self, hf_model) -> Weights:
-        cfg = self.config(hf_model.config)
-        tr = self.body_of(hf_model)
-        d, h = cfg.d_model, cfg.n_heads
-        layers = []
-        for block in tr.h:
-            w_qkv = block.attn.c_attn.weight.detach()   # [d, 3d]
-            b_qkv = block.attn.c_attn.bias.detach()     # [3d]
-            layers.append(LayerWeights(
-                ln1_w=block.ln_1.weight.detach(), ln1_b=block.ln_1.bias.detach(),
-                W_Q=split_heads_in(w_qkv[:, :d], h),
-                W_K=split_heads_in(w_qkv[:, d:2 * d], h),
-                W_V=split_heads_in(w_qkv[:, 2 * d:], h),
-                b_Q=b_qkv[:d].view(h, -1), b_K=b_qkv[d:2 * d].view(h, -1), b_V=b_qkv[2 * d:].view(h, -1),
-                W_O=block.attn.c_proj.weight.detach().view(h, cfg.d_head, d),
-                b_O=block.attn.c_proj.bias.detach(),
-                ln2_w=block.ln_2.weight.detach(), ln2_b=block.ln_2.bias.detach(),
-                W_in=block.mlp.c_fc.weight.detach(), b_in=block.mlp.c_fc.bias.detach(),
-                W_out=block.mlp.c_proj.weight.detach(), b_out=block.mlp.c_proj.bias.detach(),
-            ))
-        lm_head = getattr(hf_model, "lm_head", None)
-        return Weights(
-            config=cfg,
-            wte=tr.wte.weight.detach(), wpe=tr.wpe.weight.detach(),
-            lnf_w=tr.ln_f.weight.detach(), lnf_b=tr.ln_f.bias.detach(),
-            W_U=(lm_head.weight if lm_head is not None else tr.wte.weight).detach(),
-            layers=layers,
         )

@@ -12,7 +12,7 @@ no o_proj bias; Llama's ``attention_bias`` switches all four), a tied or untied 
 Mistral's / Qwen2's sliding window (a query sees the last w keys: i − w < j ≤ i).
 
 HF's ``nn.Linear`` stores ``[out, in]`` and computes ``x @ Wᵀ``: every standard weight here is a
-*view* of that transpose, split per head (no copy).
+*view* of that transpose, split per head (no copy; :mod:`attnkit.families.layout` reads them).
 
 Rotary frequencies θ_k are computed here from the config for the kinds attnkit implements
 (``default``, ``linear``, ``llama3``; the tests check them bit-exactly against HF's
@@ -27,8 +27,9 @@ import math
 
 import torch
 
-from ..standard import LayerWeights, ModelConfig, Weights
+from ..standard import ModelConfig
 from . import Family, UnsupportedModel, checks, register
+from .layout import Layout, separate_qkv
 
 #: rope kinds whose frequencies attnkit computes itself
 ROPE_KINDS = ("default", "linear", "llama3")
@@ -109,37 +110,6 @@ def rope(cfg, head_dim: int, hf_rotary=None) -> tuple[torch.Tensor, float, int, 
     return inv_freq.detach().float().clone(), float(getattr(hf_rotary, "attention_scaling", 1.0)), dim, "hf"
 
 
-# ----------------------------------------------------------------------------- layout helpers
-
-def heads_in(linear, n_heads: int) -> torch.Tensor:
-    """An nn.Linear [n_heads·e, d] (x @ Wᵀ) -> [n_heads, d, e] (a view of its transpose)."""
-    w = linear.weight.detach()
-    out, d = w.shape
-    return w.view(n_heads, out // n_heads, d).transpose(1, 2)
-
-
-def heads_bias(linear, n_heads: int) -> torch.Tensor | None:
-    b = getattr(linear, "bias", None)
-    return None if b is None else b.detach().view(n_heads, -1)
-
-
-def heads_out(linear, n_heads: int) -> torch.Tensor:
-    """An nn.Linear [d, n_heads·e] -> W_O [n_heads, e, d] (a view of its transpose)."""
-    w = linear.weight.detach()
-    d, width = w.shape
-    return w.t().view(n_heads, width // n_heads, d)
-
-
-def right(linear) -> torch.Tensor:
-    """An nn.Linear's weight in the right-multiplied layout x @ W (a view)."""
-    return linear.weight.detach().t()
-
-
-def bias(linear) -> torch.Tensor | None:
-    b = getattr(linear, "bias", None)
-    return None if b is None else b.detach()
-
-
 def windows(cfg, n_layers: int) -> tuple | None:
     """Per layer: the sliding window (Mistral: every layer; Qwen2: the layers whose ``layer_types``
     entry is ``sliding_attention``) or None (global)."""
@@ -158,6 +128,9 @@ class Llama(Family):
     body, block_list = "model", "layers"
     examples = ("HuggingFaceTB/SmolLM2-135M", "Qwen/Qwen2.5-0.5B", "meta-llama/Llama-3.2-1B",
                 "TinyLlama/TinyLlama-1.1B-Chat-v1.0")
+    layout = Layout(embed="embed_tokens", final_norm="norm", ln1="input_layernorm", ln2="post_attention_layernorm",
+                    attn="self_attn", qkv=separate_qkv, out="o_proj", mlp_in="mlp.up_proj", mlp_out="mlp.down_proj",
+                    mlp_gate="mlp.gate_proj", rope=rope)
 
     def validate(self, cfg) -> None:
         checks.finite(cfg)
@@ -204,31 +177,4 @@ class Llama(Family):
             n_kv_heads=n_kv, head_dim=head_dim, norm="rmsnorm", position="rotary",
             rotary_dim=None if dim == head_dim else dim, mlp="gated",
             windows=windows(cfg, cfg.num_hidden_layers),
-        )
-
-    @torch.no_grad()
-    def convert(self, hf_model) -> Weights:
-        cfg = self.config(hf_model.config)
-        base = self.body_of(hf_model)
-        h, kv = cfg.n_heads, cfg.kv_heads
-        layers = []
-        for block in base.layers:
-            at, mlp = block.self_attn, block.mlp
-            layers.append(LayerWeights(
-                ln1_w=block.input_layernorm.weight.detach(), ln1_b=None,
-                W_Q=heads_in(at.q_proj, h), W_K=heads_in(at.k_proj, kv), W_V=heads_in(at.v_proj, kv),
-                b_Q=heads_bias(at.q_proj, h), b_K=heads_bias(at.k_proj, kv), b_V=heads_bias(at.v_proj, kv),
-                W_O=heads_out(at.o_proj, h), b_O=bias(at.o_proj),
-                ln2_w=block.post_attention_layernorm.weight.detach(), ln2_b=None,
-                W_in=right(mlp.up_proj), b_in=None,
-                W_out=right(mlp.down_proj), b_out=None,
-                W_gate=right(mlp.gate_proj),
-            ))
-        wte = base.embed_tokens.weight.detach()
-        inv_freq, scale, _, _ = rope(hf_model.config, cfg.d_head, getattr(base, "rotary_emb", None))
-        lm_head = getattr(hf_model, "lm_head", None)
-        return Weights(
-            config=cfg, wte=wte, wpe=None, lnf_w=base.norm.weight.detach(), lnf_b=None,
-            W_U=lm_head.weight.detach() if lm_head is not None else wte, layers=layers,
-            inv_freq=inv_freq.to(wte.device), rope_attention_scale=scale,
         )

@@ -11,11 +11,9 @@ where attention is concerned:
 """
 from __future__ import annotations
 
-import torch
-
-from ..standard import LayerWeights, ModelConfig, Weights
+from ..standard import ModelConfig
 from . import Family, UnsupportedModel, checks, register
-from .llama import bias, heads_in, heads_out, right
+from .layout import Layout, separate_qkv
 
 
 def layer_windows(cfg) -> tuple:
@@ -34,6 +32,8 @@ class GPTNeo(Family):
     name = "gpt_neo"
     model_types = ("gpt_neo",)
     examples = ("EleutherAI/gpt-neo-125m",)
+    layout = Layout(embed="wte", pos_embed="wpe", final_norm="ln_f", ln1="ln_1", ln2="ln_2", attn="attn.attention",
+                    qkv=separate_qkv, out="out_proj", mlp_in="mlp.c_fc", mlp_out="mlp.c_proj")
 
     def validate(self, cfg) -> None:
         checks.finite(cfg)
@@ -57,27 +57,4 @@ class GPTNeo(Family):
             d_mlp=cfg.intermediate_size or 4 * cfg.hidden_size, layer_norm_eps=cfg.layer_norm_epsilon,
             act_fn=cfg.activation_function, scale_attn_weights=False, family=self.name,
             windows=windows if any(w is not None for w in windows) else None,
-        )
-
-    @torch.no_grad()
-    def convert(self, hf_model) -> Weights:
-        cfg = self.config(hf_model.config)
-        tr = self.body_of(hf_model)
-        h = cfg.n_heads
-        layers = []
-        for block in tr.h:
-            at, mlp = block.attn.attention, block.mlp
-            layers.append(LayerWeights(
-                ln1_w=block.ln_1.weight.detach(), ln1_b=block.ln_1.bias.detach(),
-                W_Q=heads_in(at.q_proj, h), W_K=heads_in(at.k_proj, h), W_V=heads_in(at.v_proj, h),
-                b_Q=None, b_K=None, b_V=None,
-                W_O=heads_out(at.out_proj, h), b_O=bias(at.out_proj),
-                ln2_w=block.ln_2.weight.detach(), ln2_b=block.ln_2.bias.detach(),
-                W_in=right(mlp.c_fc), b_in=bias(mlp.c_fc), W_out=right(mlp.c_proj), b_out=bias(mlp.c_proj),
-            ))
-        lm_head = getattr(hf_model, "lm_head", None)
-        return Weights(
-            config=cfg, wte=tr.wte.weight.detach(), wpe=tr.wpe.weight.detach(),
-            lnf_w=tr.ln_f.weight.detach(), lnf_b=tr.ln_f.bias.detach(),
-            W_U=(lm_head.weight if lm_head is not None else tr.wte.weight).detach(), layers=layers,
         )

@@ -16,11 +16,15 @@ So its rows split as [H, 3, e, d]; W_Q = rows [h, 0], W_K = [h, 1], W_V = [h, 2]
 """
 from __future__ import annotations
 
-import torch
-
-from ..standard import LayerWeights, ModelConfig, Weights
+from ..standard import ModelConfig
 from . import Family, checks, register
+from .layout import Layout
 from .llama import rope, rope_parameters
+
+
+def fused_qkv(attn, cfg: ModelConfig):
+    """``query_key_value``, split per head (see :func:`split_fused_qkv`)."""
+    return split_fused_qkv(attn.query_key_value, cfg.n_heads)
 
 
 def split_fused_qkv(linear, n_heads: int):
@@ -48,6 +52,10 @@ class GPTNeoX(Family):
     model_types = ("gpt_neox",)
     body, block_list = "gpt_neox", "layers"
     examples = ("EleutherAI/pythia-70m", "EleutherAI/pythia-160m", "EleutherAI/pythia-410m")
+    layout = Layout(embed="embed_in", final_norm="final_layer_norm", ln1="input_layernorm",
+                    ln2="post_attention_layernorm", attn="attention", qkv=fused_qkv, out="dense",
+                    mlp_in="mlp.dense_h_to_4h", mlp_out="mlp.dense_4h_to_h", unembed=("embed_out", "lm_head"),
+                    rope=rope)                                  # embed_out: transformers 4.x, lm_head: 5.x
 
     def validate(self, cfg) -> None:
         checks.finite(cfg)
@@ -77,34 +85,4 @@ class GPTNeoX(Family):
             layer_norm_eps=cfg.layer_norm_eps, act_fn=cfg.hidden_act, scale_attn_weights=True, family=self.name,
             position="rotary", rotary_dim=None if dim == head_dim else dim,
             parallel=bool(cfg.use_parallel_residual),
-        )
-
-    @torch.no_grad()
-    def convert(self, hf_model) -> Weights:
-        cfg = self.config(hf_model.config)
-        base = self.body_of(hf_model)
-        h = cfg.n_heads
-        layers = []
-        for block in base.layers:
-            at, mlp = block.attention, block.mlp
-            (W_Q, W_K, W_V), (b_Q, b_K, b_V) = split_fused_qkv(at.query_key_value, h)
-            dense = at.dense.weight.detach()            # [d, H·e]
-            layers.append(LayerWeights(
-                ln1_w=block.input_layernorm.weight.detach(), ln1_b=block.input_layernorm.bias.detach(),
-                W_Q=W_Q, W_K=W_K, W_V=W_V, b_Q=b_Q, b_K=b_K, b_V=b_V,
-                W_O=dense.t().view(h, cfg.d_head, cfg.d_model),
-                b_O=None if at.dense.bias is None else at.dense.bias.detach(),
-                ln2_w=block.post_attention_layernorm.weight.detach(),
-                ln2_b=block.post_attention_layernorm.bias.detach(),
-                W_in=mlp.dense_h_to_4h.weight.detach().t(), b_in=mlp.dense_h_to_4h.bias.detach(),
-                W_out=mlp.dense_4h_to_h.weight.detach().t(), b_out=mlp.dense_4h_to_h.bias.detach(),
-            ))
-        wte = base.embed_in.weight.detach()
-        inv_freq, scale, dim, _ = rope(hf_model.config, cfg.d_head, getattr(base, "rotary_emb", None))
-        head = getattr(hf_model, "embed_out", None) or getattr(hf_model, "lm_head", None)   # 4.x / 5.x name
-        return Weights(
-            config=cfg, wte=wte, wpe=None,
-            lnf_w=base.final_layer_norm.weight.detach(), lnf_b=base.final_layer_norm.bias.detach(),
-            W_U=head.weight.detach() if head is not None else wte, layers=layers,
-            inv_freq=inv_freq.to(wte.device), rope_attention_scale=scale,
         )

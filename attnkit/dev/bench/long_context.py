@@ -79,14 +79,6 @@ def make_long_checkpoint(folder: Path, n_ctx: int, quick: bool = False, seed: in
     return folder, desc
 
 
-def _vm_rss() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
 def _variants(w, ids):
     class _Stop(Exception):
         pass

@@ -8,8 +8,8 @@ import torch
 
 from ... import entropy as ent_mod
 from ... import metrics
-from ... import patching as P
-from ... import verify as V
+from ... import patching
+from ... import verify
 from ...model import generate, run
 from ...streaming import stream_stats
 from .common import explain, interleaved, random_ids, ratio_row, side
@@ -71,7 +71,7 @@ def forward_section(loaded, hf_sdpa, T: int, repeats: int, warmup: int, tl_model
 def float64_verdict(loaded, ids) -> dict:
     """The bench's equality line under verify's rule: attnkit's float32 error against HF in float64 within
     FACTOR × HF's own float32 error + FLOOR, and attnkit float64 = HF float64 (:mod:`attnkit.verify`)."""
-    rep = V.compare(loaded.hf_model, loaded.weights, ids.cpu(), pair=_f64_pair(loaded))
+    rep = verify.compare(loaded.hf_model, loaded.weights, ids.cpu(), pair=_f64_pair(loaded))
     worst = max(rep.all_checks(), key=lambda lc: lc[1].ours / lc[1].allowed)[1]
     return {"float64_rule_ok": rep.ok, "float64_verdict": rep.verdict_text(),
             "float64_reference": rep.reference,
@@ -84,7 +84,7 @@ def _f64_pair(loaded):
     """The float64 copies of HF and attnkit, made once per loaded model (every length reuses them)."""
     pair = getattr(loaded, "_bench_f64_pair", None)
     if pair is None:
-        pair = V.float64_pair(loaded.hf_model, loaded.weights)
+        pair = verify.float64_pair(loaded.hf_model, loaded.weights)
         try:
             loaded._bench_f64_pair = pair
         except AttributeError:          # a frozen or slotted object: recompute next time
@@ -189,13 +189,13 @@ def entropy_section(loaded, T: int, repeats: int, warmup: int) -> tuple[list, di
     return rows, {"timed": source}
 
 
-def patch_pair(c, T: int = PATCH_T) -> P.Pair:
+def patch_pair(c, T: int = PATCH_T) -> patching.Pair:
     """The bench's clean/corrupted pair: random tokens, the corrupted prompt differing at two positions."""
     clean = random_ids(c.d_vocab, T, "cpu", seed=7)[0].tolist()
     corrupt = list(clean)
     for p in (1, T // 2):
         corrupt[p] = (corrupt[p] + 1) % c.d_vocab
-    return P.Pair(clean, corrupt, answer=clean[-1], distractor=(clean[-1] + 1) % c.d_vocab, pos=T - 1)
+    return patching.Pair(clean, corrupt, answer=clean[-1], distractor=(clean[-1] + 1) % c.d_vocab, pos=T - 1)
 
 
 def patching_section(loaded, repeats: int, warmup: int, T: int = PATCH_T) -> tuple[list, dict]:
@@ -212,7 +212,7 @@ def patching_section(loaded, repeats: int, warmup: int, T: int = PATCH_T) -> tup
         for _ in range(n):
             run(w, ids)
 
-    fns = {"patch z, all heads": lambda: P.patch(w, pair, "z"),
+    fns = {"patch z, all heads": lambda: patching.patch(w, pair, "z"),
            f"{n} full forwards": forwards,
            f"one forward of {n} rows": lambda: run(w, batched)}
     with torch.inference_mode():
@@ -222,7 +222,7 @@ def patching_section(loaded, repeats: int, warmup: int, T: int = PATCH_T) -> tup
                       label=f"patch all {n} heads' z / {n} full forwards"),
             ratio_row("patching_vs_batched_forward", dev, T, s["patch z, all heads"], s[f"one forward of {n} rows"],
                       label=f"patch all {n} heads' z / one forward of {n} rows (context)")]
-    res = P.patch(w, pair, "z")
+    res = patching.patch(w, pair, "z")
     return rows, {"T": T, "heads": n, "patched_rows": res.n_runs, "batches": c.n_layers,
                   "timed": "attnkit.patching.patch(weights, pair, 'z'): two cached runs + one batch per layer, "
                            "each resumed at that layer from the cached residual stream"}

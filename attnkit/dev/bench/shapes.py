@@ -36,7 +36,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 from transformers.utils import logging as hf_logging
 
-from ... import patching as P
+from ... import patching
 from ...ablations.base import Spec
 from ...ablations.measure import measure
 from ...circuits.timing import circuit_bench
@@ -163,7 +163,7 @@ def _patching(loaded, repeats: int, T: int = PATCH_T) -> tuple[list, dict]:
     pair = patch_pair(c, T)
     n = c.n_layers * c.n_heads
     ids = torch.tensor([pair.clean], device=dev)
-    fns = {"patch z, all heads": lambda: P.patch(w, pair, "z"), "one forward": lambda: run(w, ids)}
+    fns = {"patch z, all heads": lambda: patching.patch(w, pair, "z"), "one forward": lambda: run(w, ids)}
     with torch.inference_mode():       # warm with the forward only: one patch of xl's 1,200 heads is minutes
         t = interleaved(fns, repeats, 1, dev, warm_fns={"one forward": fns["one forward"]})
         rise = peak_rise(fns["patch z, all heads"])

@@ -6,7 +6,8 @@ import math
 from pathlib import Path
 
 from ...loading import load
-from ...compare import head_name, markdown_table
+from ...compare import markdown_table
+from ...standard import head_name
 from ...metrics import head_table
 from ...prompts import SAMPLE_TEXT, SAMPLE_TEXT_ZH
 from ...prompts import truncate

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
+from torch.nn import functional
 
 from .mixture import sample_batch
 from .sources import EOT
@@ -44,7 +44,7 @@ def nll_sum(model, ids, block: int, batch: int = 16, skip_target: int | None = N
             logits = model(input_ids=xb).logits
             if skip_target is not None:
                 yb = yb.masked_fill(yb == skip_target, -100)
-            total += float(F.cross_entropy(logits.flatten(0, 1), yb.flatten(), reduction="sum", ignore_index=-100))
+            total += float(functional.cross_entropy(logits.flatten(0, 1), yb.flatten(), reduction="sum", ignore_index=-100))
             count += int((yb != -100).sum())
     model.train()
     return total, count

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import tokenizers
 import torch
-import torch.nn.functional as F
+from torch.nn import functional
 import transformers
 from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -235,7 +235,7 @@ def _timed_steps(model, o: Options, bsz: int, blk: int) -> float:
     for _ in range(2):
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=o.bf16):
             lg = model(input_ids=xd).logits
-        F.cross_entropy(lg.float().flatten(0, 1), xd.flatten()).backward()
+        functional.cross_entropy(lg.float().flatten(0, 1), xd.flatten()).backward()
     model.zero_grad(set_to_none=True)
     return time.time() - t
 
@@ -276,7 +276,7 @@ def _quick_val(model, val_ids, short: int, seed: int) -> float:
     model.eval()
     with torch.no_grad():
         xb, yb = sample_batch(val_ids, 16, short, g)
-        loss = F.cross_entropy(model(input_ids=xb).logits.flatten(0, 1), yb.flatten())
+        loss = functional.cross_entropy(model(input_ids=xb).logits.flatten(0, 1), yb.flatten())
     model.train()
     return float(loss)
 
@@ -296,7 +296,7 @@ def _step(model, opt, data: Data, o: Options, p: Schedule, gen, step: int) -> tu
             break
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=o.bf16):
         logits = model(input_ids=xb, position_ids=pb).logits
-    loss = F.cross_entropy(logits.float().flatten(0, 1), yb.flatten(), ignore_index=-100)
+    loss = functional.cross_entropy(logits.float().flatten(0, 1), yb.flatten(), ignore_index=-100)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

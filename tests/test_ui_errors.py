@@ -1,4 +1,5 @@
-"""Issue 9 in the UI: wrong models, devices and uploads give messages, and the session keeps its state."""
+"""Errors in the dashboard (issue 9): wrong models, devices and uploads give messages, and the session keeps
+its state."""
 import json
 import time
 
