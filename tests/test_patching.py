@@ -327,3 +327,14 @@ def test_page_prepends_bos_to_both_prompts_when_the_sidebar_says_so(odd_dir, odd
                      he_distractor="!", he_example="Your own", ak_bos=bos).run()
         assert not at.exception and not at.error
         assert any(c.value.startswith(f"{n} tokens; the prompts differ") for c in at.caption), n
+
+
+def test_normalise_and_set_average_on_hand_computed_values():
+    """The one gap-normalised logit difference, and the per-cell mean/std over a set leaving NaN cells out."""
+    np.testing.assert_array_equal(P.normalise([1.0, 3.0, -1.0], 3.0, 1.0), [0.0, 1.0, -1.0])
+    assert P.normalise(2.0, 3.0, 1.0) == 0.5 and np.isnan(P.normalise(2.0, 1.0, 1.0 + 1e-7))
+    assert str(P.normalise(np.array([1.0]), 3.0, 1.0)[0]) == "0.0"           # no −0.0
+    avg = P.average([[1.0, np.nan, np.nan], [3.0, 2.0, np.nan]], gaps=[1.0, 0.0])
+    np.testing.assert_array_equal(avg.mean[:2], [2.0, 2.0])
+    np.testing.assert_array_equal(avg.std[:2], [1.0, 0.0])
+    assert np.isnan(avg.mean[2]) and np.isnan(avg.std[2]) and list(avg.n) == [2, 1, 0] and avg.undefined == 1
