@@ -44,7 +44,7 @@ from .weights import Weights
 
 __all__ = ["TARGETS", "DIRECTIONS", "PatchError", "Pair", "PatchResult", "resolve_token", "make_pair",
            "side_by_side", "two_token_weights", "logit_diffs", "patch", "patch_many", "printable_token",
-           "resid_row_name", "GAP_MIN", "normalise", "SetAverage", "average"]
+           "resid_row_name", "GAP_MIN", "normalise", "SetAverage", "average", "average_results"]
 
 TARGETS = ("z", "resid", "attn", "mlp")
 DIRECTIONS = ("denoise", "noise")
@@ -70,15 +70,29 @@ def normalise(raw, clean_ld: float, corrupt_ld: float):
 @dataclass
 class SetAverage:
     """Maps of a prompt set averaged cell by cell: ``mean`` and ``std`` over the pairs whose value is defined
-    (NaN where none is), ``n`` how many were, ``undefined`` the pairs whose clean and corrupted runs agree."""
+    (NaN where none is), ``n`` how many were, ``undefined`` the pairs whose clean and corrupted runs agree;
+    ``gaps`` each pair's clean − corrupted logit difference, ``dims``/``target`` the maps' axes and target."""
 
     mean: np.ndarray
     std: np.ndarray
     n: np.ndarray
     undefined: int
+    gaps: list = field(default_factory=list)
+    dims: tuple = ()
+    target: str = ""
+
+    def frame(self) -> pd.DataFrame:
+        """Long table: one row per cell (its dims, mean, std, n; the residual stream's rows named)."""
+        dims = self.dims or tuple(f"dim{i}" for i in range(self.mean.ndim))
+        idx = np.indices(self.mean.shape).reshape(self.mean.ndim, -1)
+        df = pd.DataFrame({d: idx[i] for i, d in enumerate(dims)})
+        df["mean"], df["std"], df["n"] = self.mean.reshape(-1), self.std.reshape(-1), self.n.reshape(-1)
+        if self.target == "resid":
+            df["row"] = [resid_row_name(int(l), self.mean.shape[0] - 1) for l in df["layer"]]
+        return df
 
 
-def average(maps: list, gaps: list[float] | None = None) -> SetAverage:
+def average(maps: list, gaps: list[float] | None = None, dims: tuple = (), target: str = "") -> SetAverage:
     """Mean and standard deviation of normalised maps over a prompt set (NaN cells left out per cell)."""
     stack = np.stack([np.asarray(m, dtype=float) for m in maps])
     finite = np.isfinite(stack)
@@ -86,8 +100,15 @@ def average(maps: list, gaps: list[float] | None = None) -> SetAverage:
     filled = np.where(finite, stack, 0.0)
     mean = np.where(n > 0, filled.sum(0) / np.maximum(n, 1), np.nan)
     var = np.where(finite, (stack - mean) ** 2, 0.0).sum(0) / np.maximum(n, 1)
-    undefined = sum(abs(g) < GAP_MIN for g in gaps) if gaps is not None else 0
-    return SetAverage(mean, np.where(n > 0, np.sqrt(var), np.nan), n, int(undefined))
+    gaps = [] if gaps is None else [float(g) for g in gaps]
+    return SetAverage(mean, np.where(n > 0, np.sqrt(var), np.nan), n, sum(abs(g) < GAP_MIN for g in gaps), gaps,
+                      tuple(dims), target)
+
+
+def average_results(results: list) -> SetAverage:
+    """:func:`average` of the normalised maps of a prompt set's :class:`PatchResult` s (one target)."""
+    return average([r.normalised for r in results], [r.clean_ld - r.corrupt_ld for r in results],
+                   results[0].dims, results[0].target)
 
 
 class PatchError(ValueError):

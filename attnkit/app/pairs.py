@@ -1,0 +1,172 @@
+"""Widgets shared by the pages that take a clean/corrupted prompt pair (Head effects, Circuits): the example
+picker (every example checked against the loaded model), the pair's inputs, the pair built from them (or its
+one-line error and the two tokenizations side by side), and a prompt-set upload read by the one reader
+(:func:`attnkit.prompts.read_pairs`). Session keys are ``{prefix}_example``, ``{prefix}_clean``,
+``{prefix}_corrupt``, ``{prefix}_more``, ``{prefix}_answer``, ``{prefix}_distractor``, ``{prefix}_upload``
+(the uploader) and ``{prefix}_upload_data`` (the last upload's name and bytes)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from .. import examples
+from .. import patching
+from .. import prompts
+from .caches import cached_model
+from .escaping import plain, show_error
+from .jobs import job_result
+
+__all__ = ["CUSTOM", "SET_LIMIT_NOTE", "PromptSet", "pair_key", "patch_job", "patch_set_job", "example_checks", "example_names", "pair_inputs", "pairs_from_inputs",
+           "pair_error", "prompt_set_upload"]
+
+CUSTOM = "Your own"
+SET_LIMIT_NOTE = 20            # problems of an upload shown one by one; the rest are counted
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def example_checks(model_name: str, device: str, bos: int | None) -> dict:
+    """{example name: examples.Check} on the loaded model (solved or not, and why)."""
+    return examples.check_examples(cached_model(model_name, device), bos=bos)
+
+
+def example_names() -> list[str]:
+    """The options of the Example box: every registered example, then :data:`CUSTOM`."""
+    return list(examples.EXAMPLES) + [CUSTOM]
+
+
+def _apply_example(prefix: str, more: bool) -> None:
+    ex = examples.EXAMPLES.get(st.session_state.get(f"{prefix}_example"))
+    if ex:
+        st.session_state.update({f"{prefix}_{f}": ex[f] for f in examples.FIELDS})
+        if more:
+            st.session_state[f"{prefix}_more"] = ""
+
+
+def pair_inputs(prefix: str, checks: dict, *, more: bool = False):
+    """The Example box (each option marked when the model does not solve it), the clean and corrupted prompts
+    (and, with ``more``, another corrupted prompt), the answer and distractor tokens. Returns the row's last
+    column, for a page's own control beside them."""
+    c0, c1 = st.columns([2.1, 3])          # the Example box holds "Indirect object, names swapped (not solved)"
+    c0.selectbox("Example", example_names(), key=f"{prefix}_example", on_change=_apply_example,
+                 args=(prefix, more), format_func=lambda n: checks[n].label() if n in checks else n,
+                 help=f"Each example is checked against the loaded model: it is solved when the clean run "
+                      f"prefers the answer, the corrupted run does not, and the gap is at least {examples.MARGIN:g} "
+                      "logits. Examples the model does not solve are marked.")
+    c1.text_input("Clean prompt", key=f"{prefix}_clean", max_chars=4000)
+    c1.text_input("Corrupted prompt (same number of tokens)", key=f"{prefix}_corrupt", max_chars=4000)
+    if more:
+        c1.text_input("Another corrupted prompt (optional: discovery then runs on both pairs)", key=f"{prefix}_more",
+                      max_chars=4000)
+    c2, c3, c4 = st.columns([1, 1, 2])
+    c2.text_input("Answer token", key=f"{prefix}_answer", max_chars=100,
+                  help="One token. Without a leading space, ' word' is tried first; the token used is shown.")
+    c3.text_input("Distractor token", key=f"{prefix}_distractor", max_chars=100)
+    return c4
+
+
+def pair_error(err: patching.PatchError) -> str:
+    """A PatchError's first line (without the tokenizations it appends)."""
+    return str(err).split(" clean: ")[0]
+
+
+def _show_pair_error(err: patching.PatchError) -> None:
+    show_error(pair_error(err))
+    if err.table is not None:
+        st.caption("The two tokenizations side by side (✗ marks positions that differ):")
+        st.dataframe(pd.DataFrame(err.table).assign(same=lambda d: np.where(d["same"], "", "✗")),
+                     hide_index=True, width="stretch", height=min(420, 38 + 35 * len(err.table)))
+
+
+def pairs_from_inputs(model, prefix: str, bos: int | None = None, *, more: bool = False) -> list:
+    """[the pair] (and, with ``more`` and a second corrupted prompt, [the pair, the other pair]) from the
+    inputs; on a pair the tokenizer cannot make, its one-line error (and the tokenizations) and the page stops."""
+    get = st.session_state.get
+    corrupted = [get(f"{prefix}_corrupt")]
+    if more and (get(f"{prefix}_more") or "").strip():
+        corrupted.append(get(f"{prefix}_more"))
+    try:
+        return [patching.make_pair(model, get(f"{prefix}_clean"), k, get(f"{prefix}_answer"),
+                                   get(f"{prefix}_distractor"), bos=bos) for k in corrupted]
+    except patching.PatchError as e:
+        _show_pair_error(e)
+        st.stop()
+
+
+@dataclass
+class PromptSet:
+    """An uploaded prompt set: its file name, the pairs the model can take and where each came from."""
+
+    name: str
+    pairs: list
+    rows: list[str]
+
+
+def _make_pairs(model, got: prompts.PairSet, bos: int | None) -> tuple[PromptSet, list[str]]:
+    pairs, rows, problems = [], [], list(got.problems)
+    for n, r in enumerate(got.rows, 1):
+        try:
+            pairs.append(patching.make_pair(model, r.clean, r.corrupted, r.answer, r.distractor, bos=bos))
+            rows.append(r.where)
+        except patching.PatchError as e:
+            problems.append(f"row {n} ({r.where}): {pair_error(e)}")
+    return PromptSet(got.name, pairs, rows), problems + got.notes
+
+
+def prompt_set_upload(prefix: str, model, bos: int | None = None) -> PromptSet | None:
+    """The upload of a prompt set (.csv / .jsonl with the fields of :data:`attnkit.prompts.PAIR_FIELDS`),
+    kept in the session; rows left out are warned about one line each. None until a usable file is there."""
+    fields = ", ".join(prompts.PAIR_FIELDS)
+    up = st.file_uploader(f"Prompt set: .csv or .jsonl with columns {fields}", type=["csv", "jsonl"],
+                          key=f"{prefix}_upload")
+    if up is not None:
+        st.session_state[f"{prefix}_upload_data"] = (up.name, up.getvalue())
+    stored = st.session_state.get(f"{prefix}_upload_data")
+    if stored is None:
+        st.caption("No file yet. Each row: a clean prompt, a corrupted prompt of the same token length, an answer "
+                   f"token and a distractor token (at most {prompts.MAX_PAIRS} pairs are used).")
+        return None
+    try:
+        got = prompts.read_pairs(*stored)
+    except prompts.PromptError as e:
+        show_error(e)
+        return None
+    pset, problems = _make_pairs(model, got, bos)
+    for p in problems[:SET_LIMIT_NOTE]:
+        st.warning(plain(p), icon="⚠️")
+    if len(problems) > SET_LIMIT_NOTE:
+        st.caption(f"… and {len(problems) - SET_LIMIT_NOTE} more rows skipped.")
+    if not pset.pairs:
+        show_error("No usable pairs in the file.")
+        return None
+    return pset
+
+
+# ----------------------------------------------------------------------------- patching as a job
+
+def pair_key(ctx, pair: patching.Pair) -> tuple:
+    """What a pair's results are keyed on: the model, the device, the token ids, answer, distractor, position."""
+    return (ctx.model_name, ctx.device, tuple(pair.clean), tuple(pair.corrupt), pair.answer, pair.distractor, pair.pos)
+
+
+def patch_job(ctx, slot: str, pair: patching.Pair, target: str, per_position: bool, direction: str, label: str, *,
+              auto: bool = True) -> patching.PatchResult | None:
+    """Activation patching as a job (progress, Stop, the last result kept and marked stale), or None until run."""
+    w = cached_model(ctx.model_name, ctx.device).weights
+    return job_result(slot, (pair_key(ctx, pair), target, per_position, direction), label,
+                      lambda progress: patching.patch(w, pair, target, per_position=per_position, direction=direction,
+                                                      progress=progress), auto=auto)
+
+
+def patch_set_job(ctx, slot: str, pairs: list, target: str, per_position: bool, direction: str) -> list | None:
+    """Every pair of a prompt set patched, as one job whose progress counts the patched runs of all pairs."""
+    w = cached_model(ctx.model_name, ctx.device).weights
+
+    def work(progress):
+        return [patching.patch(w, pr, target, per_position=per_position, direction=direction,
+                               progress=lambda d, t, i=i: progress(i * t + d, len(pairs) * t))
+                for i, pr in enumerate(pairs)]
+    return job_result(slot, (tuple(pair_key(ctx, p) for p in pairs), target, per_position, direction),
+                      f"Patching {len(pairs)} pairs", work)
