@@ -30,6 +30,7 @@ from ..model import norm, run
 from ..patching import (DIRECTIONS, MAX_BATCH_TOKENS, Pair, PatchError, average, logit_diffs, normalise,
                         two_token_weights)
 from ..progress import Progress
+from ..standard import head_name
 from ..weights import Weights
 
 __all__ = ["INPUTS", "Runs", "PathResult", "parse_node", "sender_names", "receiver_names", "precedes",
@@ -70,9 +71,9 @@ def parse_node(name: str, cfg, role: str = "sender") -> tuple:
 def node_name(node: tuple) -> str:
     kind = node[0]
     if kind == "head":
-        return f"L{node[1]}H{node[2]}"
+        return head_name(node[1], node[2])
     if kind in INPUTS:
-        return f"L{node[1]}H{node[2]}.{kind}"
+        return f"{head_name(node[1], node[2])}.{kind}"
     return f"MLP{node[1]}" if kind == "mlp" else kind
 
 
