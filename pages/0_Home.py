@@ -6,7 +6,7 @@ from attnkit import app as ui
 from attnkit.weights import attention_weight_count, param_counts
 
 
-ctx = ui.page("attnkit — attention, seen and checked", "🏠")
+ctx = ui.page("home")
 
 cfg = ctx.model.config
 st.caption(f"Model **{ui.plain(ctx.model_name)}** on **{ctx.device}** · every number on these pages is computed by attnkit's "
@@ -50,23 +50,10 @@ st.write(f"{len(ids)} tokens (␣ marks a space, ↵ a line break).")
 ui.show_tokens(ctx, ids)
 
 st.subheader("Start here")
-st.markdown(
+st.markdown(  # internal text: the page list's own words
     "attnkit grew from a few short **seed** write-ups about attention. They make claims that can be tested on a "
     "real model — that V = X would do, that W_K could equal W_Q, that the 1/√d scaling and the causal mask "
     "matter, that attention spreads out as the context grows — and these pages measure each one on the model "
     "in the sidebar, with a verdict and the numbers behind it.\n\n"
-    "1. **Heatmaps**: the attention pattern (or pre-softmax scores) of any layer and head, a layer's heads as a "
-    "grid, one head through all layers, and the prompt as text coloured by attention.\n"
-    "2. **Compare heads**: every head coloured by a statistic (previous-token, induction, …), heads side by "
-    "side, which heads link two tokens.\n"
-    "3. **Head effects**: which heads carry the answer on a clean/corrupted prompt pair — activation patching, "
-    "direct logit attribution, the contribution graph and the logit lens.\n"
-    "4. **Circuits**: how heads in different layers work together — composition scores, path patching, the "
-    "discovered circuit.\n"
-    "5. **Entropy**: does attention spread out as the context grows? (a seed's claim)\n"
-    "6. **Ablations**: V = X, W_K = W_Q, no scaling, no mask, heads removed — the seeds' claims measured, each "
-    "with its verdict.\n"
-    "7. **Step by step**: one head's formula with its real numbers, the seeds' worked examples, the KV cache.\n"
-    "8. **Verify**: attnkit against HuggingFace, layer by layer — why the numbers on the other pages can be "
-    "trusted."
+    + "\n".join(f"{i}. **{spec.title}**: {spec.summary}" for i, spec in enumerate(ui.PAGES[1:], 1))
 )

@@ -8,7 +8,8 @@ import streamlit as st
 import torch
 
 from attnkit import app as ui
-from attnkit import compare, metrics
+from attnkit import metrics
+from attnkit.standard import parse_head
 from attnkit.charts import heatmaps as hm
 from attnkit.charts import tokens as tk
 
@@ -39,7 +40,7 @@ class Inputs(ui.PageState):
     k0: int = ui.param(0)
 
 
-ctx = ui.page("Heatmaps")
+ctx = ui.page("heatmaps")
 
 cfg = ctx.model.config
 if ctx.all_selected:
@@ -62,23 +63,14 @@ state.fit("head", range(cfg.n_heads), 0, what="Head", because=f"the model has {c
           basis=ctx.model_name)
 
 
-def _selected(state, param: str) -> list[dict]:
-    """The points of a chart's click selection ``param`` from Streamlit's session state (or [])."""
-    try:
-        return list(state["selection"][param] or [])
-    except (KeyError, TypeError):
-        return []
-
-
 # A click on a grid panel (in the previous run) opens that head in the single-head view.
-picked = _selected(st.session_state.get("hm_grid"), "open")
-if picked and picked != st.session_state.get("hm_grid_last"):
-    st.session_state["hm_grid_last"] = picked
+picked = ui.new_click("hm_grid", "open", "head")
+if picked:
     try:
-        pl, ph = compare.parse_head(picked[-1]["head"])
+        pl, ph = parse_head(picked[-1])
         if pl < cfg.n_layers and ph < cfg.n_heads:
             st.session_state.update(hm_view=VIEWS[0], hm_layer=pl, hm_head=ph)
-    except (KeyError, ValueError):
+    except ValueError:
         pass
 
 # The colour scale starts at the default for this length (log above 64 tokens) until the user picks one.
@@ -191,7 +183,7 @@ if not tokens_view:
                 " Colours are centred on 0 (white), ± the largest visible score." if kind == "scores" else ""))
 
 if view != VIEWS[1] and view != VIEWS[2]:
-    st.session_state.pop("hm_grid_last", None)      # back on a grid, the same panel can be clicked again
+    ui.forget_click("hm_grid", "open")              # back on a grid, the same panel can be clicked again
 
 if tokens_view:
     token_view()
@@ -216,9 +208,8 @@ elif view == VIEWS[0]:
             aq, ak, _ = hm.densest_block(vals, size, masked_full)
             st.session_state.update(hm_q0=aq, hm_k0=ak, hm_win_auto=auto_key, hm_win_start=(aq, ak))
         # a click on the image (in the previous run) centres the window on that block
-        clicked = _selected(st.session_state.get("hm_image"), "cell")
-        if clicked and clicked != st.session_state.get("hm_image_last"):
-            st.session_state["hm_image_last"] = clicked
+        clicked = ui.new_click("hm_image", "cell")
+        if clicked:
             try:
                 by, bx = int(clicked[-1]["y"]), int(clicked[-1]["x"])
                 kb = max(1, -(-T // hm.TOOLTIP_BLOCKS))

@@ -33,7 +33,7 @@ class Inputs(ui.PageState):
     sim_layer: int = 0
 
 
-ctx = ui.page("Compare heads")
+ctx = ui.page("compare")
 
 cfg = ctx.model.config
 L, H = cfg.n_layers, cfg.n_heads
@@ -71,15 +71,6 @@ def matrix_csv(values: np.ndarray, layer: int, head: int) -> bytes:
     df.insert(0, "query_token", toks[: values.shape[0]])
     df.insert(0, "query_pos", range(values.shape[0]))
     return ui.csv_bytes(df, comments=meta(layer=layer, head=head))
-
-
-def _clicked_heads(event) -> list[str]:
-    """Heads (L{l}H{h}) picked in the overview chart's selection state, if any."""
-    try:
-        points = event["selection"]["pick"]
-    except (KeyError, TypeError):
-        return []
-    return [str(p["head"]) for p in points if isinstance(p, dict) and "head" in p]
 
 
 def meta(**extra) -> dict:
@@ -120,9 +111,8 @@ if (st.session_state.get("cmp_open_for") != stat or "cmp_open" not in st.session
     st.session_state["cmp_open"] = [] if undefined else ranked[:2]
     st.session_state["cmp_open_for"] = stat
 # a click on a cell (the chart's selection, from the previous interaction) opens that head below
-clicked = _clicked_heads(st.session_state.get("cmp_overview"))
-if clicked and clicked != st.session_state.get("cmp_last_click"):
-    st.session_state["cmp_last_click"] = clicked
+clicked = [str(h) for h in ui.new_click("cmp_overview", "pick", "head")]
+if clicked:
     opened = [h for h in st.session_state["cmp_open"] if h not in clicked] + [h for h in clicked if h in all_heads]
     st.session_state["cmp_open"] = opened[-4:]
 picked = st.session_state["cmp_open"]

@@ -32,7 +32,7 @@ class Inputs(ui.PageState):
     cmp_layers: list[int] = ui.param(None)
 
 
-ctx = ui.page("Entropy versus context length", icon="📈")
+ctx = ui.page("entropy")
 cfg = ctx.model.config
 L, H = cfg.n_layers, cfg.n_heads
 

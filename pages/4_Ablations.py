@@ -22,7 +22,7 @@ class Inputs(ui.PageState):
     map_mode: str = ui.param(None)        # the intervention above when it is a head ablation
 
 
-ctx = ui.page("Ablations", "✂️")
+ctx = ui.page("ablations")
 cfg = ctx.model.config
 L, H = cfg.n_layers, cfg.n_heads
 texts = [ids for ids in (ctx.encode(t)[0] for t in ctx.prompts) if ids] if ctx.all_selected else [ctx.ids]

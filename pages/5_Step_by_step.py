@@ -26,7 +26,7 @@ class Inputs(ui.PageState):
     sym_start: int = 0
 
 
-ctx = ui.page("Step by step", "🧮")
+ctx = ui.page("steps")
 
 cfg = ctx.model.config
 ids = ctx.ids

@@ -8,7 +8,7 @@ from attnkit import app as ui
 from attnkit import verify as V
 from attnkit.charts import verify as C
 
-ctx = ui.page("Verify", "✅")
+ctx = ui.page("verify")
 
 ids = ctx.ids
 if ctx.all_selected:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from attnkit.app.navigation import PAGES as PAGE_LIST
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("ATTNKIT_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -93,8 +95,7 @@ def peak_rss_mb(pid: int) -> float:
 # ----------------------------------------------------------------------------- driving pages
 
 #: The pages of app.py's navigation: title -> URL path (st.Page takes it from the file name).
-PAGES = {"Home": "", "Heatmaps": "Heatmaps", "Compare heads": "Compare_heads", "Head effects": "Head_effects",
-         "Circuits": "Circuits", "Entropy": "Entropy", "Ablations": "Ablations", "Step by step": "Step_by_step", "Verify": "Verify"}
+PAGES = {spec.title: spec.url_path for spec in PAGE_LIST}
 CHART = "[data-testid='stVegaLiteChart'] canvas, [data-testid='stVegaLiteChart'] svg"
 SCREENSHOTS = ROOT / "artifacts" / "screenshots"
 

@@ -2,11 +2,10 @@
 layout with a sliding window) and a parallel-residual partial-rotary one (Pythia's)."""
 import pytest
 
+from attnkit.app.navigation import PAGES as PAGE_LIST
 from helpers import apptest, make_family_checkpoint
 
-PAGES = ["app.py", "pages/1_Heatmaps.py", "pages/2_Compare_heads.py", "pages/3_Entropy.py",
-         "pages/4_Ablations.py", "pages/5_Step_by_step.py", "pages/6_Verify.py", "pages/7_Head_effects.py",
-         "pages/8_Circuits.py"]
+PAGES = ["app.py"] + sorted(spec.path for spec in PAGE_LIST[1:])      # Home runs through app.py
 TEXT = "The animal didn't cross the street because it was too tired, and the street was wide."
 
 

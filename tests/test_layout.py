@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
+from attnkit.app.navigation import PAGES
 from helpers import apptest
 
-APP_PAGES = ["Heatmaps", "Compare heads", "Head effects", "Circuits", "Entropy", "Ablations", "Step by step",
-             "Verify"]
+APP_PAGES = [spec.title for spec in PAGES[1:]]
 
 
 def test_home_start_here_names_every_page_and_the_offline_notice_is_one_line():

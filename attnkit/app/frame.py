@@ -10,6 +10,7 @@ import streamlit as st
 
 from .context import Context
 from .escaping import plain
+from .navigation import PAGES, PageSpec, follow, nav_links, page_spec, st_pages
 from .sidebar import sidebar
 from .state import begin_run, flush_notices, open_notices
 from .url import url_restore, url_save
@@ -36,17 +37,23 @@ def setup_page(title: str, icon: str = "🔍"):
 
 #: Set by the navigation frame (app.py) for the duration of one script run.
 _frame = threading.local()
+#: Session key: this session has asked Streamlit for the navigation once from a page run on its own.
+NAV_ASKED = "_ak_nav_asked"
 
 
-def run_frame(pages: list) -> None:
+def run_frame(pages: tuple[PageSpec, ...] = PAGES) -> None:
     """app.py: page config, the navigation, the sidebar drawn once, then the chosen page under :func:`guard`.
 
-    Pages call :func:`page`, which returns the Context the frame resolved."""
+    ``pages``: the page list (:data:`navigation.PAGES`). Streamlit's own page list is off
+    (``client.showSidebarNavigation = false``); the frame draws the links. Pages call :func:`page`, which
+    returns the Context the frame resolved."""
     st.set_page_config(page_title="attnkit", page_icon="🔍", layout="wide")
-    nav = st.navigation(pages)
+    nav = st.navigation(st_pages(pages), position="hidden")
+    follow(in_frame=True)
     path = nav.title
     begin_run(path)
     url_restore(path)
+    nav_links(pages)
     _frame.active, _frame.ctx = True, sidebar()
     try:
         with guard(nav.title):
@@ -59,36 +66,45 @@ def run_frame(pages: list) -> None:
         flush_notices()
 
 
-def _left_pages_folder_mode() -> bool:
-    """True when Streamlit ran this page alone in its old multipage mode, and has now been told to stop.
+def _opened_by_address(spec: PageSpec | None) -> bool:
+    """True when this page runs by itself because its address was the first request to a fresh server.
 
-    An app with a ``pages/`` folder starts in that mode: until some run has called ``st.navigation``, a request
-    for a page's address (a shared link opened on a freshly started server) runs that page's script by itself,
-    without app.py, so the frame never writes the link and every session stays so until someone opens the
-    home page. The mode is one process-wide flag, which ``st.navigation`` clears; clearing it here and running
-    again sends this and every later run through app.py. ``streamlit run pages/X.py`` and AppTest never set it."""
+    An app with a ``pages/`` folder starts in Streamlit's old multipage mode: until some run has called
+    ``st.navigation``, a request for a page's address runs that page's script alone, without app.py, so the
+    frame never draws the links or writes the link, for every session, until someone opens Home. Calling
+    ``st.navigation`` (public API) ends that mode for the whole server; when the page it resolves for this
+    request is this page, the request came by its address and a rerun goes through app.py. Asked once per
+    session: a page run on its own (``streamlit run pages/X.py``, AppTest) resolves Home and goes on."""
+    if spec is None or st.session_state.get(NAV_ASKED):
+        return False
+    st.session_state[NAV_ASKED] = True
     try:
-        from streamlit.runtime.pages_manager import PagesManager
-    except ImportError:                     # a Streamlit without it has no such mode
+        resolved = st.navigation(st_pages(PAGES, absolute=True), position="hidden")
+    except st.errors.StreamlitAPIException:
         return False
-    if getattr(PagesManager, "uses_pages_directory", None) is not True:
-        return False
-    PagesManager.uses_pages_directory = False
-    return True
+    return resolved.url_path == spec.url_path and spec is not PAGES[0]
 
 
-def page(title: str, icon: str = "🔍") -> Context:
+def page(name: str, icon: str | None = None) -> Context:
     """Start a page: its title, and the Context (model + prompt) from the sidebar; stops the page
-    (after the sidebar has said why) when there is nothing to run on.
+    (after the sidebar has said why) when there is nothing to run on. ``name``: the page's key, title or
+    heading in :data:`navigation.PAGES` (its heading and icon come from there), or any title.
 
     Inside the frame the sidebar has been drawn once already; run on its own (``streamlit run
     pages/X.py`` or AppTest) the page draws it itself."""
+    try:
+        spec = page_spec(name)
+    except KeyError:
+        spec = None
+    title, icon = (spec.shown_title, icon or spec.icon) if spec else (name, icon or "🔍")
     if not getattr(_frame, "active", False):
-        if _left_pages_folder_mode():
+        if _opened_by_address(spec):
             st.rerun()                      # again, this time through app.py's frame
         begin_run(None)
         url_restore(None)
     setup_page(title, icon)
+    if not getattr(_frame, "active", False):
+        follow(in_frame=False)
     ctx = _frame.ctx if getattr(_frame, "active", False) else sidebar()
     if ctx is None:
         url_save()                          # nothing written after st.stop() reaches the browser
