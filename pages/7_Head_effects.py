@@ -68,42 +68,32 @@ def decode(t: int) -> str:
     return model.token_strs([t])[0]
 
 
-# ----------------------------------------------------------------------------- a click opens Heatmaps
+# ----------------------------------------------------------------------------- clicks
 
 def _open_heatmap():
-    """on_select of the patching map: put the clicked head and the clean prompt into the Heatmaps page's
-    keys (before any widget of this run exists), then switch pages below."""
-    try:
-        layer, head = parse_head(st.session_state.get("he_map")["selection"]["pick"][0]["cell"])
-    except (KeyError, IndexError, TypeError, ValueError):
-        return
-    st.session_state.update(hm_layer=layer, hm_head=head, hm_view="One head", ak_source="Type",
-                            ak_text=st.session_state.get("he_clean", ""), he_goto=(layer, head))
+    """on_select of the patching map: the clicked head opens on Heatmaps with the clean prompt."""
+    for cell in ui.clicked("he_map", "pick", "cell")[:1]:
+        ui.open_head(*parse_head(cell), prompt=st.session_state.get("he_clean", ""))
 
 
-def follow_click() -> None:
-    goto = st.session_state.pop("he_goto", None)
-    if goto is not None:
+def _bar_clicked():
+    """on_select of the attribution bars: a head's bar (the others are embed, L3 mlp, …) picks that head."""
+    for part in ui.clicked("he_bars", "part", "part")[:1]:
         try:
-            st.switch_page("pages/1_Heatmaps.py")
-        except st.errors.StreamlitAPIException:        # this page run on its own, outside the navigation
-            st.info(ui.plain(f"Head {head_name(*goto)} and the clean prompt are selected on the Heatmaps page; "
-                             "open it from the navigation."), icon="🔥")
+            st.session_state["he_head"] = head_name(*parse_head(part))
+        except ValueError:
+            pass
 
 
 # ----------------------------------------------------------------------------- the page's state
 
 def load_state(checks: dict) -> Inputs:
-    first = examples.pick_default(ctx.model_name, checks) or next(iter(examples.EXAMPLES))
-    ex0 = examples.EXAMPLES[first]
-    loaded = Inputs.load(example=first, **{f: ex0[f] for f in examples.FIELDS})
-    ui.match_choice(loaded, "example", examples.EXAMPLES, examples.FIELDS, pair_widgets.CUSTOM)
-    for name, opts, default in (("source", SOURCES, None), ("example", pair_widgets.example_names(), first),
-                                ("direction", DIRECTIONS, None), ("target", list(LP_TARGETS), None),
-                                ("run", ["clean", "corrupted"], None), ("set_target", list(SET_TARGETS), None),
-                                ("set_direction", DIRECTIONS, None)):
-        loaded.fit(name, opts, default or opts[0], what=name.replace("_", " ").capitalize(),
-                   because="not one of the choices")
+    example = pair_widgets.example_state(ctx, checks)
+    loaded = Inputs.load(**example)
+    pair_widgets.fit_example(loaded, example["example"])
+    for name, opts in (("source", SOURCES), ("direction", DIRECTIONS), ("target", list(LP_TARGETS)),
+                       ("run", ["clean", "corrupted"]), ("set_target", list(SET_TARGETS)), ("set_direction", DIRECTIONS)):
+        loaded.fit(name, opts, opts[0], what=name.replace("_", " ").capitalize(), because="not one of the choices")
     return loaded
 
 
@@ -232,15 +222,6 @@ def dla_charts(att: attribution.DLA, which: str, at: str, meta: dict):
         ui.download_buttons(hdf, hmap, f"dla_heads_{which}", meta, key="he_dlah")
 
 
-def _bar_clicked():
-    """on_select of the attribution bars: a head's bar (the others are embed, L3 mlp, …) picks that head."""
-    try:
-        layer, head = parse_head(st.session_state.get("he_bars")["selection"]["part"][0]["part"])
-    except (KeyError, IndexError, TypeError, ValueError):
-        return
-    st.session_state["he_head"] = head_name(layer, head)
-
-
 def head_tokens(att: attribution.DLA, ids: list, which: str, at: str, meta: dict):
     """A head's promoted / suppressed tokens: a click on a head's bar, or the select box."""
     names = [head_name(layer, head) for layer in range(n_layers) for head in range(n_heads)]
@@ -336,7 +317,6 @@ def prompt_set():
         st.dataframe({"row": pset.rows, "clean_minus_corrupted": avg.gaps}, hide_index=True, width="stretch")
 
 
-follow_click()
 CHECKS = pair_widgets.example_checks(ctx.model_name, ctx.device, BOS)
 state = load_state(CHECKS)
 st.caption("Run a **clean** prompt and a **corrupted** one that differ in a detail, and measure the logit difference "

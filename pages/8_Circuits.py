@@ -19,8 +19,6 @@ from attnkit.circuits import path as path_patching
 from attnkit.standard import head_name, parse_head
 
 MAX_T = 64                     # tokens of a pair for path patching and discovery on this page
-FORMULAS = {"k": "‖W_OV(sender)·W_QK(receiver)ᵀ‖ / (‖W_OV‖·‖W_QK‖)", "q": "‖W_OV(sender)·W_QK(receiver)‖ / (‖W_OV‖·‖W_QK‖)",
-            "v": "‖W_OV(sender)·W_OV(receiver)‖ / (‖W_OV‖·‖W_OV‖)"}
 
 
 @dataclass
@@ -53,32 +51,26 @@ BOS = ctx.bos_id if ctx.prepend_bos else None      # the sidebar's "Prepend <|en
 
 
 def load_state(checks: dict) -> Inputs:
-    first = examples.pick_default(ctx.model_name, checks, examples.CIRCUITS_PREFERRED, keep_preferred=True)
-    ex0 = examples.EXAMPLES[first]
+    example = pair_widgets.example_state(ctx, checks, examples.CIRCUITS_PREFERRED, keep_preferred=True)
     loaded = Inputs.load(rl=list(range(1, n_layers))[-min(3, n_layers - 1):] if n_layers > 1 else [],
                          recv_input="k", source=path_patching.SOURCES[0], direction=patching.DIRECTIONS[0],
-                         ablation=discover.ABLATIONS[0], example=first, **{f: ex0[f] for f in examples.FIELDS})
-    ui.match_choice(loaded, "example", examples.EXAMPLES, examples.FIELDS, pair_widgets.CUSTOM)
-    for name, opts in (("mode", ["k", "q", "v"]), ("example", pair_widgets.example_names()),
-                       ("recv_input", list(path_patching.INPUTS)), ("source", list(path_patching.SOURCES)),
-                       ("direction", list(patching.DIRECTIONS)), ("ablation", list(discover.ABLATIONS))):
-        loaded.fit(name, opts, first if name == "example" else opts[0], what=name.replace("_", " ").capitalize(),
-                   because="not one of the choices")
-    layers = f"the model has {n_layers} layers"
-    loaded.fit_many("rl", range(1, n_layers), [n_layers - 1] if n_layers > 1 else [], what="Receiver layers",
-                    because=layers)
-    loaded.fit("recv_layer", range(1, n_layers), n_layers - 1, what="Receiver layer", because=layers,
-               basis=ctx.model_name)
-    loaded.fit("recv_head", range(n_heads), 0, what="Receiver head", because=f"the model has {n_heads} heads per layer",
-               basis=ctx.model_name)
+                         ablation=discover.ABLATIONS[0], **example)
+    pair_widgets.fit_example(loaded, example["example"])
+    for name, opts in (("mode", ["k", "q", "v"]), ("recv_input", list(path_patching.INPUTS)),
+                       ("source", list(path_patching.SOURCES)), ("direction", list(patching.DIRECTIONS)),
+                       ("ablation", list(discover.ABLATIONS))):
+        loaded.fit(name, opts, opts[0], what=name.replace("_", " ").capitalize(), because="not one of the choices")
+    has = f"the model has {n_layers} layers and {n_heads} heads per layer"
+    loaded.fit_many("rl", range(1, n_layers), [n_layers - 1] if n_layers > 1 else [], what="Receiver layers", because=has)
+    loaded.fit("recv_layer", range(1, n_layers), n_layers - 1, what="Receiver layer", because=has, basis=ctx.model_name)
+    loaded.fit("recv_head", range(n_heads), 0, what="Receiver head", because=has, basis=ctx.model_name)
     if not 0.5 <= loaded.share <= 1.0:
         loaded.set("share", 0.8)
     return loaded
 
 
-# ----------------------------------------------------------------------------- jobs
-# Progress, Stop, the last result kept and marked stale: exact patching of every edge is minutes on GPT-2
-# small's shape (32,491 edges), far more on larger ones.
+# ----------------------------------------------------------------------------- jobs (progress, Stop, the last result
+# kept and marked stale): exact patching of every edge is minutes on GPT-2 small's shape (32,491 edges)
 
 def job(slot: str, key: tuple, label: str, fn, *args, **kw):
     """``fn(weights, *args, progress=…, **kw)`` as a job keyed on the model, the device and ``key``."""
@@ -87,39 +79,25 @@ def job(slot: str, key: tuple, label: str, fn, *args, **kw):
                          lambda progress: fn(w, *args, progress=progress, **kw))
 
 
-def pair_key(pair: patching.Pair) -> tuple:
-    return pair_widgets.pair_key(ctx, pair)
-
-
 # ----------------------------------------------------------------------------- clicks
 
 def _edge_clicked():
     """A click on an edge of the circuit graph: its receiver becomes the path-patching receiver; on a head:
-    that head and the clean prompt open on the Heatmaps page."""
-    try:
-        sel = st.session_state.get("ci_graph")["selection"]
-        if sel.get("edge"):
-            edge = sel["edge"][0]
-            node = path_patching.parse_node(str(edge["receiver"]), cfg, "receiver")
-            if node[0] in path_patching.INPUTS:
-                st.session_state.update(ci_recv_layer=node[1], ci_recv_head=node[2], ci_recv_input=node[0],
-                                        ci_sender=str(edge["sender"]))
-            return
-        layer, head = parse_head((sel.get("node") or [{}])[0].get("node", ""))
-    except (KeyError, IndexError, TypeError, ValueError, AttributeError, patching.PatchError):
-        return
-    st.session_state.update(hm_layer=layer, hm_head=head, hm_view="One head", ak_source="Type",
-                            ak_text=st.session_state.get("ci_clean", ""), ci_goto=(layer, head))
-
-
-def follow_click() -> None:
-    goto = st.session_state.pop("ci_goto", None)
-    if goto is not None:
+    that head opens on Heatmaps with the clean prompt."""
+    for edge in ui.clicked("ci_graph", "edge")[:1]:
         try:
-            st.switch_page("pages/1_Heatmaps.py")
-        except st.errors.StreamlitAPIException:        # this page run on its own, outside the navigation
-            st.info(ui.plain(f"Head {head_name(*goto)} and the clean prompt are selected on the Heatmaps page; "
-                             "open it from the navigation."), icon="🔥")
+            node = path_patching.parse_node(str(edge["receiver"]), cfg, "receiver")
+        except (KeyError, patching.PatchError):
+            return
+        if node[0] in path_patching.INPUTS:
+            st.session_state.update(ci_recv_layer=node[1], ci_recv_head=node[2], ci_recv_input=node[0],
+                                    ci_sender=str(edge.get("sender")))
+        return
+    for node in ui.clicked("ci_graph", "node", "node")[:1]:
+        try:
+            ui.open_head(*parse_head(node), prompt=st.session_state.get("ci_clean", ""))
+        except ValueError:                               # an MLP, the embedding or the logits
+            pass
 
 
 # ============================================================================= weights
@@ -128,23 +106,21 @@ def weights_section():
     views = job("ci_weights", (), "Composition and per-head scores from the weights", compose.weight_views)
     if views is None:
         return
-    comp, per_head = views
-    baseline = comp.baseline
+    (comp, per_head), baseline = views, views[0].baseline
     c1, c2 = st.columns([1, 2])
     mode = c1.radio("Composition", ["k", "q", "v"], key="ci_mode", horizontal=True,
                     format_func=lambda m: {"k": "K (keys)", "q": "Q (queries)", "v": "V (values)"}[m])
     receivers = c2.multiselect("Receiver layers", list(range(1, n_layers)), key="ci_rl")
     st.caption(ui.plain(
-        f"Score = {FORMULAS[mode]}. Random matrices of the same shapes score {baseline['mean']:.3f} on average (99th "
-        f"percentile {baseline['q99']:.3f}, {baseline['n']} seeded samples): the colour scale starts there and cells "
+        f"Score = {compose.FORMULAS[mode]}. Random matrices of the same shapes score {baseline['mean']:.3f} on average "
+        f"(99th percentile {baseline['q99']:.3f}, {baseline['n']} seeded samples): the colour scale starts there and cells "
         "above the 99th percentile are outlined. " + " ".join(comp.notes)))
     if receivers:
         st.altair_chart(circuit_charts.composition_matrix(comp, mode, receiver_layers=receivers), width="content")
     top = pd.DataFrame(comp.top(mode, 12), columns=["sender", "receiver", "score"])
-    top["× baseline mean"] = top["score"] / baseline["mean"]
     left, right = st.columns(2)
     left.caption("Largest pairs")
-    left.dataframe(top, hide_index=True, width="stretch")
+    left.dataframe(top.assign(**{"× baseline mean": top["score"] / baseline["mean"]}), hide_index=True, width="stretch")
     right.caption("Per head: " + ui.plain(" · ".join(per_head.notes)))
     right.dataframe(per_head.frame().drop(columns=["layer", "index"]), hide_index=True, width="stretch", height=300)
     ui.download_buttons(comp.frame(), None, f"composition_{mode}", ui.meta_for(ctx, mode=mode), key="ci_comp")
@@ -178,8 +154,8 @@ def path_section(pair: patching.Pair):
                       format_func=lambda s: {"pair": "the other prompt", "mean": "its mean over positions"}[s])
     direction = c5.radio("Direction", list(patching.DIRECTIONS), key="ci_direction", horizontal=True)
     receiver = path_patching.node_name((inp, layer, head))
-    res = job("ci_path", (pair_key(pair), receiver, direction, source), f"Patching every sender into {receiver}",
-              path_patching.path_map, pair, receiver, direction, mlps=True, source=source)
+    res = job("ci_path", (pair_widgets.pair_key(pair), receiver, direction, source), f"Patching every sender into "
+              f"{receiver}", path_patching.path_map, pair, receiver, direction, mlps=True, source=source)
     if res is None:
         return
     recv, direction = res.receiver, res.direction          # what was computed (a stale result says so above)
@@ -212,7 +188,12 @@ def discovery_section(pairs: list):
     ablation = c2.radio("Edges outside the circuit", list(discover.ABLATIONS), key="ci_ablation", horizontal=True,
                         format_func=lambda a: {"resample": "corrupted output", "mean": "mean output"}[a])
     mlps = not c3.checkbox("Heads only (no MLP nodes)", key="ci_heads_only")
-    found = job("ci_found", (tuple(pair_key(p) for p in pairs), share, ablation, mlps),
+    with st.expander("More pairs from a file (discovery then runs on every pair)"):
+        pset = pair_widgets.prompt_set_upload("ci", ctx.model, BOS)
+    if pset is not None:
+        pairs = pairs + [p for p in pset.pairs if p.T <= MAX_T]
+        st.caption(f"{len(pairs) - 1} more pair(s) from {ui.plain(pset.name)}; pairs over {MAX_T} tokens are left out.")
+    found = job("ci_found", (tuple(map(pair_widgets.pair_key, pairs)), share, ablation, mlps),
                 "Scoring every edge and running circuits", discover.discover, pairs, share, ablation=ablation, mlps=mlps)
     if found is None:
         return
@@ -245,8 +226,8 @@ def exact_section(pair: patching.Pair):
                    "forward and one backward pass); this runs the exact patches it stands for.")
         return
     mlps = not st.session_state.get("ci_heads_only")
-    both = job("ci_exact_job", (pair_key(pair), mlps), "Exact patching of every head × position and every edge",
-               attribution_patching.versus_exact, pair, mlps)
+    both = job("ci_exact_job", (pair_widgets.pair_key(pair), mlps),
+               "Exact patching of every head × position and every edge", attribution_patching.versus_exact, pair, mlps)
     if both is None:
         return
     heads, edges = both
@@ -259,7 +240,6 @@ def exact_section(pair: patching.Pair):
     ui.download_buttons(edf, None, "edge_attribution", ui.meta_for(ctx), key="ci_ea")
 
 
-follow_click()
 CHECKS = pair_widgets.example_checks(ctx.model_name, ctx.device, BOS)
 state = load_state(CHECKS)
 weights_section()

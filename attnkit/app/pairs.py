@@ -18,9 +18,11 @@ from .. import prompts
 from .caches import cached_model
 from .escaping import plain, show_error
 from .jobs import job_result
+from .state import match_choice
 
-__all__ = ["CUSTOM", "SET_LIMIT_NOTE", "PromptSet", "pair_key", "patch_job", "patch_set_job", "example_checks", "example_names", "pair_inputs", "pairs_from_inputs",
-           "pair_error", "prompt_set_upload"]
+__all__ = ["CUSTOM", "SET_LIMIT_NOTE", "PromptSet", "pair_key", "patch_job", "patch_set_job", "example_checks",
+           "example_names", "example_state", "fit_example", "pair_inputs", "pairs_from_inputs", "pair_error",
+           "prompt_set_upload"]
 
 CUSTOM = "Your own"
 SET_LIMIT_NOTE = 20            # problems of an upload shown one by one; the rest are counted
@@ -35,6 +37,21 @@ def example_checks(model_name: str, device: str, bos: int | None) -> dict:
 def example_names() -> list[str]:
     """The options of the Example box: every registered example, then :data:`CUSTOM`."""
     return list(examples.EXAMPLES) + [CUSTOM]
+
+
+def example_state(ctx, checks: dict, preferred_by_model: dict | None = None, keep_preferred: bool = False) -> dict:
+    """The page state's defaults for the example and its texts: the example offered first for the loaded model
+    (:func:`attnkit.examples.pick_default`)."""
+    first = examples.pick_default(ctx.model_name, checks, preferred_by_model, keep_preferred) or \
+        next(iter(examples.EXAMPLES))
+    return {"example": first, **{f: examples.EXAMPLES[first][f] for f in examples.FIELDS}}
+
+
+def fit_example(state, first: str) -> None:
+    """Keep the state's example true to its texts (a changed text makes it :data:`CUSTOM`), and one of the
+    options (else ``first``)."""
+    match_choice(state, "example", examples.EXAMPLES, examples.FIELDS, CUSTOM)
+    state.fit("example", example_names(), first, what="Example", because="not one of the choices")
 
 
 def _apply_example(prefix: str, more: bool) -> None:
@@ -146,16 +163,17 @@ def prompt_set_upload(prefix: str, model, bos: int | None = None) -> PromptSet |
 
 # ----------------------------------------------------------------------------- patching as a job
 
-def pair_key(ctx, pair: patching.Pair) -> tuple:
-    """What a pair's results are keyed on: the model, the device, the token ids, answer, distractor, position."""
-    return (ctx.model_name, ctx.device, tuple(pair.clean), tuple(pair.corrupt), pair.answer, pair.distractor, pair.pos)
+def pair_key(pair: patching.Pair) -> tuple:
+    """What a pair's results are keyed on (with the model and the device): the token ids, answer, distractor,
+    position."""
+    return tuple(pair.clean), tuple(pair.corrupt), pair.answer, pair.distractor, pair.pos
 
 
 def patch_job(ctx, slot: str, pair: patching.Pair, target: str, per_position: bool, direction: str, label: str, *,
               auto: bool = True) -> patching.PatchResult | None:
     """Activation patching as a job (progress, Stop, the last result kept and marked stale), or None until run."""
     w = cached_model(ctx.model_name, ctx.device).weights
-    return job_result(slot, (pair_key(ctx, pair), target, per_position, direction), label,
+    return job_result(slot, (ctx.model_name, ctx.device, pair_key(pair), target, per_position, direction), label,
                       lambda progress: patching.patch(w, pair, target, per_position=per_position, direction=direction,
                                                       progress=progress), auto=auto)
 
@@ -168,5 +186,5 @@ def patch_set_job(ctx, slot: str, pairs: list, target: str, per_position: bool, 
         return [patching.patch(w, pr, target, per_position=per_position, direction=direction,
                                progress=lambda d, t, i=i: progress(i * t + d, len(pairs) * t))
                 for i, pr in enumerate(pairs)]
-    return job_result(slot, (tuple(pair_key(ctx, p) for p in pairs), target, per_position, direction),
+    return job_result(slot, (ctx.model_name, ctx.device, tuple(map(pair_key, pairs)), target, per_position, direction),
                       f"Patching {len(pairs)} pairs", work)
