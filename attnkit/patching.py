@@ -81,6 +81,15 @@ class SetAverage:
     dims: tuple = ()
     target: str = ""
 
+    def describe(self) -> str:
+        """One paragraph: how many pairs, what is averaged, which pairs are left out, the gaps' range."""
+        left_out = (f"; {self.undefined} pair(s) whose clean and corrupted runs agree are left out (nothing to "
+                    "normalise)") if self.undefined else ""
+        return (f"{len(self.gaps)} pairs; mean and standard deviation of the normalised logit difference (corrupted "
+                f"0, clean 1) over the pairs{left_out}. Each pair is read at its last position. Clean − corrupted "
+                f"logit difference: mean {np.mean(self.gaps):+.3f}, from {np.min(self.gaps):+.3f} to "
+                f"{np.max(self.gaps):+.3f}.")
+
     def frame(self) -> pd.DataFrame:
         """Long table: one row per cell (its dims, mean, std, n; the residual stream's rows named)."""
         dims = self.dims or tuple(f"dim{i}" for i in range(self.mean.ndim))

@@ -8,7 +8,6 @@ import streamlit as st
 
 from attnkit import app as ui
 from attnkit import attribution
-from attnkit import examples
 from attnkit import patching
 from attnkit.app import pairs as pair_widgets
 from attnkit.charts import effects as effect_charts
@@ -17,7 +16,7 @@ from attnkit.standard import head_name, parse_head
 GRAPH_MAX_T = 48              # contribution-graph positions drawn
 PER_POSITION_MAX_T = 128      # layer × position maps: L·T patched runs
 AUTO_RUNS = 600               # layer × position maps up to this many patched runs run when the page opens
-DIRECTIONS = ["denoise", "noise"]
+DIRECTIONS = list(patching.DIRECTIONS)
 LP_TARGETS = {"residual stream (entering each layer, and after the last)": "resid", "attention output": "attn", "MLP output": "mlp"}
 SET_TARGETS = {"heads (z)": "z", "residual stream": "resid", "attention output": "attn", "MLP output": "mlp"}
 SOURCES = ["One prompt pair", "A prompt set (upload)"]
@@ -51,8 +50,6 @@ n_layers, n_heads = model.config.n_layers, model.config.n_heads
 BOS = ctx.bos_id if ctx.prepend_bos else None      # the sidebar's "Prepend <|endoftext|>", before both prompts
 
 
-# ----------------------------------------------------------------------------- computations (jobs and caches)
-
 @st.cache_data(show_spinner=False, max_entries=64)
 def computed(what: str, name: str, device: str, *args):
     """One of the attributions on the loaded model's weights (cached per model, device and arguments)."""
@@ -67,8 +64,6 @@ ATTRIBUTIONS = {"dla": attribution.direct_logit_attribution, "contrib": attribut
 def decode(t: int) -> str:
     return model.token_strs([t])[0]
 
-
-# ----------------------------------------------------------------------------- clicks
 
 def _open_heatmap():
     """on_select of the patching map: the clicked head opens on Heatmaps with the clean prompt."""
@@ -85,8 +80,6 @@ def _bar_clicked():
             pass
 
 
-# ----------------------------------------------------------------------------- the page's state
-
 def load_state(checks: dict) -> Inputs:
     example = pair_widgets.example_state(ctx, checks)
     loaded = Inputs.load(**example)
@@ -99,11 +92,7 @@ def load_state(checks: dict) -> Inputs:
 
 # ============================================================================= one pair
 def one_pair():
-    c4 = pair_widgets.pair_inputs("he", CHECKS)
-    c4.radio("Direction", DIRECTIONS, key="he_direction", horizontal=True,
-             help="denoise: run the corrupted prompt and patch one clean activation in (what restores the "
-                  "answer?). noise: run the clean prompt and patch one corrupted activation in (what breaks it?).")
-    direction = st.session_state["he_direction"]
+    direction = pair_widgets.direction_radio(pair_widgets.pair_inputs("he", CHECKS), "he_direction")
     pair = pair_widgets.pairs_from_inputs(model, "he", BOS)[0]
     T = pair.T
     toks = {"clean": model.token_texts(pair.clean), "corrupted": model.token_texts(pair.corrupt)}
@@ -116,28 +105,20 @@ def one_pair():
                     help="The position whose logits give the logit difference (by default the last token).")
     pair = dataclasses.replace(pair, pos=pos)
     with c2:
-        for n in pair.notes:
-            st.caption(ui.plain(n))
-        differ = [f"{i} ({ui.show_spaces(toks['clean'][i])} → {ui.show_spaces(toks['corrupted'][i])})"
-                  for i in range(T) if pair.clean[i] != pair.corrupt[i]]
-        st.caption(f"{T} tokens; the prompts differ at position(s) " + ui.plain(", ".join(differ[:8]) or "none") + ".")
-    meta = ui.meta_for(ctx, clean=pair_text("he_clean"), corrupted=pair_text("he_corrupt"),
+        pair_widgets.describe_pair(model, pair)
+    meta = ui.meta_for(ctx, clean=st.session_state["he_clean"][:500], corrupted=st.session_state["he_corrupt"][:500],
                        answer=pair.answer_token, distractor=pair.distractor_token, position=pos, direction=direction)
     st.subheader("Which heads carry the answer? (patching each head's z)")
     head_map(pair, direction, meta)
     st.subheader("Where, layer by layer? (residual stream, attention and MLP outputs per position)")
     tname = st.radio("Patched activation", list(LP_TARGETS), key="he_lp_target", horizontal=True)
     if T > PER_POSITION_MAX_T:
-        st.info(f"The prompts have {T} tokens: per-position maps are computed for pairs of at most "
-                f"{PER_POSITION_MAX_T} tokens ({n_layers}×{T} patched runs each would take long). The head map "
-                "above covers every position; the CLI's --per-position has no limit.", icon="ℹ️")
+        st.info(f"The prompts have {T} tokens: per-position maps are computed for pairs of at most {PER_POSITION_MAX_T} "
+                f"tokens ({n_layers}×{T} patched runs each would take long). The head map above covers every "
+                "position; the CLI's --per-position has no limit.", icon="ℹ️")
     else:
         layer_position(pair, tname, direction, toks["clean"], labels, meta)
     attribution_sections(pair, labels, toks, meta)
-
-
-def pair_text(key: str) -> str:
-    return str(st.session_state.get(key, ""))[:500]
 
 
 def head_map(pair: patching.Pair, direction: str, meta: dict):
@@ -151,11 +132,7 @@ def head_map(pair: patching.Pair, direction: str, meta: dict):
         f"{direction.capitalize()[:-1]}ing: each cell is one run of the {runs} prompt with that head's z (all "
         f"positions) taken from the {source} run, started at the head's layer from the cached residual stream; "
         f"{zres.n_runs} patched runs in {n_layers} batches."))
-    if abs(zres.clean_ld - zres.corrupt_ld) < patching.GAP_MIN:
-        st.warning("The clean and corrupted runs give the same logit difference: nothing to normalise against "
-                   "(the maps show NaN). Pick prompts that differ in what the answer depends on.", icon="⚠️")
-    elif (why := examples.Check("", zres.clean_ld, zres.corrupt_ld).warning()) is not None:
-        st.warning(ui.plain(why), icon="⚠️")
+    pair_widgets.gap_warning(zres.clean_ld, zres.corrupt_ld)
     zdf = zres.frame()
     zmap = effect_charts.head_map(zdf, "normalised", select="pick", legend_title="normalised",
                                   title=f"{direction}: normalised logit difference per head")
@@ -203,16 +180,14 @@ def attribution_sections(pair: patching.Pair, labels: list, toks: dict, meta: di
 
 def dla_charts(att: attribution.DLA, which: str, at: str, meta: dict):
     st.caption(ui.plain(
-        f"Each part of the final residual stream at {at} (embeddings, every head's z_h·W_O[h], "
-        "each layer's b_O, each MLP, the final norm's bias), divided by the final LayerNorm's actual scale "
-        f"(held fixed) and projected on W_U[answer] − W_U[distractor]. The parts add up to "
-        f"{att.total:+.4f}; the model's logit difference is {att.actual:+.4f} "
-        f"(|Δ| = {abs(att.total - att.actual):.1e})."))
+        f"Each part of the final residual stream at {at} (embeddings, every head's z_h·W_O[h], each layer's b_O, each "
+        "MLP, the final norm's bias), divided by the final LayerNorm's actual scale (held fixed) and projected on "
+        f"W_U[answer] − W_U[distractor]. The parts add up to {att.total:+.4f}; the model's logit difference is "
+        f"{att.actual:+.4f} (|Δ| = {abs(att.total - att.actual):.1e})."))
     adf, hdf = att.frame(), att.head_frame()
     left, right = st.columns(2)
     with left:
-        bars = effect_charts.attribution_bars(adf, 20, title=f"Top 20 of {len(adf)} parts ({which} run)",
-                                              select="part")
+        bars = effect_charts.attribution_bars(adf, 20, title=f"Top 20 of {len(adf)} parts ({which} run)", select="part")
         st.altair_chart(bars, width="content", on_select=_bar_clicked, selection_mode="part", key="he_bars")
         ui.download_buttons(adf, bars, f"dla_{which}", meta, key="he_dla")
     with right:
@@ -292,7 +267,7 @@ def prompt_set():
         return
     c1, c2 = st.columns(2)
     tname = c1.selectbox("Patched activation", list(SET_TARGETS), key="he_set_target")
-    direction = c2.radio("Direction", DIRECTIONS, key="he_set_direction", horizontal=True)
+    direction = pair_widgets.direction_radio(c2, "he_set_direction")
     target = SET_TARGETS[tname]
     per_position = target != "z" and len({p.T for p in pset.pairs}) == 1 and st.checkbox(
         "Per position (all pairs have the same length)", key="he_set_pp")
@@ -300,12 +275,7 @@ def prompt_set():
     if results is None:
         return
     avg = patching.average_results(results)
-    st.caption(ui.plain(
-        f"{len(pset.pairs)} pairs; mean and standard deviation of the normalised logit difference (corrupted 0, "
-        "clean 1) over the pairs" + (f"; {avg.undefined} pair(s) whose clean and corrupted runs agree are left out "
-                                     "(nothing to normalise)" if avg.undefined else "") +
-        f". Each pair is read at its last position. Clean − corrupted logit difference: mean "
-        f"{np.mean(avg.gaps):+.3f}, from {np.min(avg.gaps):+.3f} to {np.max(avg.gaps):+.3f}."))
+    st.caption(ui.plain(avg.describe()))
     chart, spread = effect_charts.set_average_charts(avg.frame(), avg.dims, n=len(pset.pairs), direction=direction,
                                                      what=tname)
     for col, ch in zip(st.columns(2) if avg.target == "z" else (st, st), (chart, spread)):

@@ -16,7 +16,7 @@ from attnkit.circuits import attribution_patching
 from attnkit.circuits import compose
 from attnkit.circuits import discover
 from attnkit.circuits import path as path_patching
-from attnkit.standard import head_name, parse_head
+from attnkit.standard import parse_head
 
 MAX_T = 64                     # tokens of a pair for path patching and discovery on this page
 
@@ -130,16 +130,12 @@ def weights_section():
 def pair_inputs() -> list:
     st.subheader("On a prompt pair")
     pair_widgets.pair_inputs("ci", CHECKS, more=True)
-    example = st.session_state.get("ci_example")
-    if example in CHECKS and (why := CHECKS[example].warning()) is not None:
-        st.warning(ui.plain(why), icon="⚠️")
     pairs = pair_widgets.pairs_from_inputs(ctx.model, "ci", BOS, more=True)
     if pairs[0].T > MAX_T:
         ui.show_error(f"The prompts have {pairs[0].T} tokens; this page takes at most {MAX_T} (the CLI "
                       "`python -m attnkit circuit` has no limit).")
         st.stop()
-    for n in pairs[0].notes:
-        st.caption(ui.plain(n))
+    pair_widgets.describe_pair(ctx.model, pairs[0])
     return pairs
 
 
@@ -152,7 +148,7 @@ def path_section(pair: patching.Pair):
     inp = c3.radio("Input", list(path_patching.INPUTS), key="ci_recv_input", horizontal=True)
     source = c4.radio("Sender's output from", list(path_patching.SOURCES), key="ci_source", horizontal=True,
                       format_func=lambda s: {"pair": "the other prompt", "mean": "its mean over positions"}[s])
-    direction = c5.radio("Direction", list(patching.DIRECTIONS), key="ci_direction", horizontal=True)
+    direction = pair_widgets.direction_radio(c5, "ci_direction")
     receiver = path_patching.node_name((inp, layer, head))
     res = job("ci_path", (pair_widgets.pair_key(pair), receiver, direction, source), f"Patching every sender into "
               f"{receiver}", path_patching.path_map, pair, receiver, direction, mlps=True, source=source)
@@ -168,6 +164,7 @@ def path_section(pair: patching.Pair):
         f"changed for {recv} only (every other reader sees the unchanged stream); the colour is the change of "
         f"logit(answer) − logit(distractor). Clean {res.clean_ld:+.3f}, corrupted {res.corrupt_ld:+.3f}. "
         + " ".join(res.notes[len(pair.notes):])))
+    pair_widgets.gap_warning(res.clean_ld, res.corrupt_ld)
     chart = effect_charts.head_map(heads, "change", legend_title="change of LD", title=f"senders → {recv}")
     st.altair_chart(chart, width="content")
     picked = st.session_state.get("ci_sender")

@@ -11,7 +11,7 @@ from attnkit import patching as P
 from attnkit.app.navigation import GOTO
 from attnkit.tolerances import ZERO_ATOL
 from attnkit.cli.patch import cli as patch_cli
-from helpers import apptest, selectbox
+from helpers import apptest
 
 CLEAN = "The animal didn't cross the street because it was too tired."
 CORRUPT = "The animal didn't cross the street because it was too tired!"

@@ -19,9 +19,10 @@ from .caches import cached_model
 from .escaping import plain, show_error
 from .jobs import job_result
 from .state import match_choice
+from .tokens import show_spaces
 
 __all__ = ["CUSTOM", "SET_LIMIT_NOTE", "PromptSet", "pair_key", "patch_job", "patch_set_job", "example_checks",
-           "example_names", "example_state", "fit_example", "pair_inputs", "pairs_from_inputs", "pair_error",
+           "example_names", "example_state", "fit_example", "direction_radio", "describe_pair", "gap_warning", "pair_inputs", "pairs_from_inputs", "pair_error",
            "prompt_set_upload"]
 
 CUSTOM = "Your own"
@@ -82,6 +83,32 @@ def pair_inputs(prefix: str, checks: dict, *, more: bool = False):
                   help="One token. Without a leading space, ' word' is tried first; the token used is shown.")
     c3.text_input("Distractor token", key=f"{prefix}_distractor", max_chars=100)
     return c4
+
+
+def direction_radio(dg, key: str) -> str:
+    """The patching direction (denoise / noise), with what each means."""
+    return dg.radio("Direction", list(patching.DIRECTIONS), key=key, horizontal=True,
+                    help="denoise: run the corrupted prompt and patch one clean activation in (what restores the "
+                         "answer?). noise: run the clean prompt and patch one corrupted activation in (what breaks "
+                         "it?).")
+
+
+def describe_pair(model, pair: patching.Pair) -> None:
+    """The pair's notes (the answer token used, …), its length and where its prompts differ."""
+    for n in pair.notes:
+        st.caption(plain(n))
+    clean, corrupt = ([show_spaces(t) for t in model.token_texts(ids)] for ids in (pair.clean, pair.corrupt))
+    differ = [f"{i} ({clean[i]} → {corrupt[i]})" for i in range(pair.T) if pair.clean[i] != pair.corrupt[i]]
+    st.caption(f"{pair.T} tokens; the prompts differ at position(s) " + plain(", ".join(differ[:8]) or "none") + ".")
+
+
+def gap_warning(clean_ld: float, corrupt_ld: float) -> None:
+    """A warning when the logit differences leave nothing (or too little) to normalise by."""
+    if abs(clean_ld - corrupt_ld) < patching.GAP_MIN:
+        st.warning("The clean and corrupted runs give the same logit difference: nothing to normalise against "
+                   "(the maps show NaN). Pick prompts that differ in what the answer depends on.", icon="⚠️")
+    elif (why := examples.Check("", clean_ld, corrupt_ld).warning()) is not None:
+        st.warning(plain(why), icon="⚠️")
 
 
 def pair_error(err: patching.PatchError) -> str:
