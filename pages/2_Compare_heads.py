@@ -9,6 +9,7 @@ import torch
 
 from attnkit import app as ui
 from attnkit import compare, metrics
+from attnkit.standard import parse_head
 from attnkit.charts import heatmaps as hm
 
 CAPTURE = ("pattern", "scores")        # the same capture as the Heatmaps page: one cached run serves both
@@ -77,191 +78,221 @@ def meta(**extra) -> dict:
     return ui.meta_for(ctx, n_tokens=T if not ctx.all_selected else "various", **extra)
 
 
-# ----------------------------------------------------------------------------- overview
-st.subheader("Every head at a glance")
-c1, c2 = st.columns([1, 2])
-stat = c1.selectbox("Statistic", list(STATS), key="cmp_stat")
-c2.caption(STATS[stat])
-if stat == RANDOM_INDUCTION:
-    with st.spinner("Running the repeated-random-token test …"):
-        values = random_induction(ctx.model_name, ctx.device, ctx.model.weights)
-    note = "Computed once per model on repeated random tokens (not on your prompt)."
-elif ctx.all_selected:
-    per = ui.traces_for_all(ctx, lambda i: prompt_scores(ctx.model_name, ctx.device, tuple(i), ("pattern",), ctx),
-                            "Head statistics over the prompts")
-    if not per:
-        ui.show_error("None of the prompts has at least 2 tokens: nothing to average.")
-        st.stop()
-    means, counts = compare.mean_scores([{k: torch.from_numpy(v) for k, v in d.items()} for d in per])
-    values = means[stat].numpy()
-    n_used = int(counts[stat].max())
-    note = f"Mean over {n_used} of the {len(ctx.prompts)} prompts (a prompt where the statistic is undefined — e.g. " \
-           "no repeated token for duplicate-token — is left out of that mean)."
-else:
-    values = prompt_scores(ctx.model_name, ctx.device, tuple(ids), CAPTURE, ctx)[stat]
-    note = f"On the chosen prompt ({T} tokens)."
-df_stat = compare.scores_frame(torch.from_numpy(np.asarray(values)), stat)
-undefined = bool(df_stat[stat].isna().all())
-all_heads = list(df_stat["head"])
-ranked = list(df_stat.sort_values(stat, ascending=False, na_position="last")["head"])
-# the heads opened below follow the chosen statistic: its top two, until the user opens others
-state.fit_many("open", all_heads, [], what="Opened heads", because=f"the model has {L}×{H} heads")
-if (st.session_state.get("cmp_open_for") != stat or "cmp_open" not in st.session_state
-        or any(h not in all_heads for h in st.session_state["cmp_open"])):
-    st.session_state["cmp_open"] = [] if undefined else ranked[:2]
-    st.session_state["cmp_open_for"] = stat
-# a click on a cell (the chart's selection, from the previous interaction) opens that head below
-clicked = [str(h) for h in ui.new_click("cmp_overview", "pick", "head")]
-if clicked:
-    opened = [h for h in st.session_state["cmp_open"] if h not in clicked] + [h for h in clicked if h in all_heads]
-    st.session_state["cmp_open"] = opened[-4:]
-picked = st.session_state["cmp_open"]
-if undefined:
-    st.info(f"“{stat}” is undefined on this prompt (e.g. no token occurs twice), so there is nothing to draw; "
-            "pick another statistic or a longer prompt.")
-else:
-    overview = hm.head_overview_chart(df_stat, stat, selected=picked, select="pick")
-    st.altair_chart(overview, width="content", on_select="rerun", selection_mode="pick", key="cmp_overview")
-    st.caption(note + " Click a cell to open that head below; outlined: the heads opened.")
-    ui.download_buttons(df_stat, overview, f"head_{stat.replace(' ', '_')}", meta(statistic=stat), key="overview")
-
-with st.expander("Beside a corpus: the same statistic over many documents, with intervals"):
-    corpus = ui.corpus_result("cmp_corpus")
-    if corpus is not None:
-        try:
-            df_c = corpus.head_stat(stat)
-        except KeyError as e:
-            st.info(str(e).strip("'\""))  # internal text: the corpus module's message
-        else:
-            here = df_stat.set_index("head")[stat]
-            table = (df_c.assign(**{"this prompt": [float(here.get(h, np.nan)) for h in df_c["head"]]})
-                     .sort_values(stat, ascending=False)[["head", stat, "lo", "hi", "windows", "this prompt"]]
-                     .rename(columns={stat: "corpus mean", "lo": "95 % low", "hi": "95 % high"}))
-            c_chart = hm.head_overview_chart(df_c, stat)
-            left, right = st.columns([1, 1])
-            left.altair_chart(c_chart, width="content")
-            right.dataframe(table, hide_index=True, width="stretch", height=360)
-            st.caption(f"Corpus: {len(corpus.documents):,} documents; intervals: bootstrap over documents. "
-                       "A head whose prompt value lies outside its corpus interval behaves unusually here.")
-            ui.download_buttons(table, c_chart, f"corpus_head_{stat.replace(' ', '_')}", meta(statistic=stat),
-                                key="corpus")
-
-# ----------------------------------------------------------------------------- side by side
-st.subheader("Heads side by side")
-picked = st.multiselect("Open heads (up to 4)", all_heads, key="cmp_open", max_selections=4,
-                        help=f"Sorted list by “{stat}”: " + ", ".join(ranked[:5]) + " …")
-if ctx.all_selected:
-    st.caption("Heatmaps use the first prompt; pick a single prompt in the sidebar for another.")
-side_scale = st.radio("Colour scale", hm.SCALES, key="cmp_scale", horizontal=True,
-                      help="The same choice as on the Heatmaps page.")
-st.caption(hm.scale_note(side_scale))  # internal text: a sentence from the chart module
-if picked:
-    tr = ui.trace(ctx, capture=CAPTURE, ids=ids)
-    masked = hm.causal_masked(T)
-    if T > hm.MARK_LIMIT:
-        st.caption(f"{T} tokens: each head is drawn as an image (one pixel per cell, no tooltips); the Heatmaps page "
-                   "has a focus window with tokens and tooltips.")
-    cols = st.columns(len(picked))
-    room = (hm.CONTENT_WIDTH - 16 * (len(picked) - 1)) // len(picked)     # one column's width
-    for col, name in zip(cols, picked):
-        l, h = compare.parse_head(name)
-        vals = tr["pattern", l][0, h].float().cpu().numpy().copy()       # one head, not a view of its layer
-        with col:
-            if T <= hm.MARK_LIMIT:
-                ch = hm.cell_chart(vals, labels, labels, masked=masked, title=f"head {name}", scale=side_scale,
-                                   size=max(160, min(640, room - (100 if len(picked) <= 2 else 12))),
-                                   axes=len(picked) <= 2, legend=False)
-            else:
-                ch = hm.image_chart(vals, masked=masked, title=f"head {name}", scale=side_scale,
-                                    size=max(160, min(620, room - 12)),
-                                    legend=False)
-            st.altair_chart(ch, width="content")
-            row = {s: float(v[l, h]) for s, v in prompt_scores(ctx.model_name, ctx.device, tuple(ids), CAPTURE,
-                                                               ctx).items()}
-            st.caption(" · ".join(f"{s} {v:.2f}" for s, v in row.items() if np.isfinite(v)))
-            if T <= hm.MARK_LIMIT:
-                cells = hm.cells_frame(vals, labels, labels, masked)
-                cells = cells.assign(query_token=[toks[i] for i in cells["query_pos"]],
-                                     key_token=[toks[j] for j in cells["key_pos"]]).drop(columns=["query", "key"])
-                ui.download_buttons(cells.rename(columns={"value": "weight"}), ch, f"pattern_L{l}H{h}", meta(layer=l, head=h),
-                        key=f"side{name}")
-            else:                             # a million cells: the statistics now, the matrix only on request
-                ui.download_buttons(pd.DataFrame([{"layer": l, "head": h, **row}]), ch, f"pattern_L{l}H{h}",
-                        meta(layer=l, head=h), key=f"side{name}")
-                st.download_button(f"Matrix as CSV ({T}×{T})", lambda v=vals, l=l, h=h: matrix_csv(v, l, h),
-                                   file_name=f"pattern_L{l}H{h}_matrix.csv", mime="text/csv",
-                                   key=f"side-matrix-{name}", on_click="ignore")
-
-# ----------------------------------------------------------------------------- token pair
-st.subheader("Which heads link these two tokens?")
-if ctx.all_selected:
-    st.caption("On the first prompt.")
-if T < 2:
-    st.info("The prompt needs at least two tokens.")
-else:
-    q_default = compare.find_token(toks, "it")
-    q_default = q_default if q_default else T - 1
-    k_default = compare.find_token(toks, "animal", before=q_default + 1)
-    k_default = 0 if k_default is None else k_default
-    because = "the prompt changed and that position holds another token"
-    state.fit("q", range(1, T), q_default if q_default >= 1 else T - 1, what="Query token", basis=tuple(ids),
-              meaning=ids.__getitem__, fmt=labels.__getitem__, because=because)
-    c1, c2 = st.columns(2)
-    q = ui.select(c1, "Query token (attending)", range(1, T), state, "q", labels.__getitem__)
-    state.fit("k", range(0, q + 1), k_default if k_default <= q else 0, what="Key token", basis=tuple(ids),
-              meaning=ids.__getitem__, fmt=labels.__getitem__,
-              because=because if state.k is not None and state.k <= q else "it must be at or before the query")
-    k = ui.select(c2, "Key token (attended to, at or before the query)", range(0, q + 1), state, "k",
-                  labels.__getitem__)
-    tr = ui.trace(ctx, capture=CAPTURE, ids=ids)
-    q_rows = torch.stack([tr["pattern", l][0, :, q : q + 1, :].cpu() for l in range(L)])   # [L, H, 1, T]: row q
-    table = compare.rank_heads_for_pair(q_rows, 0, k)
-    bars = hm.rank_chart(table, title=f"Weight from {labels[q]} to {labels[k]}, top {min(15, L * H)} of {L * H} heads")
-    left, right = st.columns([1, 1])
-    left.altair_chart(bars, width="content")
-    shown = table.head(20).assign(top_key=[labels[j] for j in table.head(20)["top_key"]])
-    right.dataframe(shown, hide_index=True, width="stretch",
-                    column_config={"rank_in_row": st.column_config.NumberColumn(
-                        "rank in row", help="1 = this key gets the most attention from this query in that head"),
-                        "top_key": st.column_config.TextColumn("most attended key")})
-    ui.download_buttons(table.assign(query_pos=q, query_token=toks[q], key_pos=k, key_token=toks[k]), bars,
-                        f"heads_linking_{q}_{k}", meta(), key="pair")
-
-# ----------------------------------------------------------------------------- similarity
-st.subheader("Which heads attend alike?")
-st.caption("Similarity = 1 − Jensen–Shannon distance between two heads' patterns (base 2: 1 = identical rows, "
-           "0 = disjoint), averaged over query rows 1…T−1 (row 0 sees only itself in every head). As on the heatmaps, "
-           "bright (yellow) means more. Heads are ordered by average-linkage clustering so similar heads sit together.")
-if T < 2:
-    st.info("The prompt needs at least two tokens.")
-else:
-    scopes = SCOPES
-    c1, c2 = st.columns([2, 1])
-    scope = c1.radio("Compare", scopes, key="cmp_scope", horizontal=True)
-    sim_layer = c2.selectbox("Layer", range(L), key="cmp_sim_layer", disabled=scope == scopes[0])
-    heads = [(l, h) for l in range(L) for h in range(H)] if scope == scopes[0] else [(sim_layer, h) for h in range(H)]
-
-    @st.cache_data(show_spinner="Comparing every pair of heads …", max_entries=16)
-    def similarity(model: str, device: str, ids: tuple, heads: tuple, _ctx) -> compare.Similarity:
-        tr = ui.trace(_ctx, capture=CAPTURE, ids=list(ids))
-        return compare.head_similarity(lambda l: tr["pattern", l][0], list(heads), len(ids))
-
-    sim_res = similarity(ctx.model_name, ctx.device, tuple(ids), tuple(heads), ctx)  # ids carry the BOS choice
-    N = len(heads)
-    n_rows, n_all = len(sim_res.rows), sim_res.n_rows_total
-    if n_rows < n_all:
-        st.caption(f"{T} tokens and {N} heads: the distance is averaged over {n_rows} evenly spaced query "
-                   f"rows of the {n_all} (to keep this fast), not all of them.")
-    if N <= hm.MARK_LIMIT:
-        sim = hm.distance_chart(sim_res.distance, sim_res.names, sim_res.order,
-                                title=f"Similarity (1 − JS distance), {N} heads in similarity order")
+def statistic_values():
+    """The chosen statistic of every head: (statistic, values [L, H], a note on what they average)."""
+    c1, c2 = st.columns([1, 2])
+    stat = c1.selectbox("Statistic", list(STATS), key="cmp_stat")
+    c2.caption(STATS[stat])
+    if stat == RANDOM_INDUCTION:
+        with st.spinner("Running the repeated-random-token test …"):
+            values = random_induction(ctx.model_name, ctx.device, ctx.model.weights)
+        note = "Computed once per model on repeated random tokens (not on your prompt)."
+    elif ctx.all_selected:
+        per = ui.traces_for_all(ctx, lambda i: prompt_scores(ctx.model_name, ctx.device, tuple(i), ("pattern",), ctx),
+                                "Head statistics over the prompts")
+        if not per:
+            ui.show_error("None of the prompts has at least 2 tokens: nothing to average.")
+            st.stop()
+        means, counts = compare.mean_scores([{k: torch.from_numpy(v) for k, v in d.items()} for d in per])
+        values = means[stat].numpy()
+        n_used = int(counts[stat].max())
+        note = f"Mean over {n_used} of the {len(ctx.prompts)} prompts (a prompt where the statistic is undefined — e.g. " \
+               "no repeated token for duplicate-token — is left out of that mean)."
     else:
-        sim = hm.distance_image(sim_res.distance, sim_res.order,
-                                title=f"Similarity (1 − JS distance), {N} heads in similarity order (image)")
-        st.caption(f"{N} heads: drawn as an image; the order is listed below (position → head).")
-    st.altair_chart(sim, width="content")
-    with st.expander("The order, with each head's nearest neighbour"):
-        st.dataframe(sim_res.neighbours(), hide_index=True, width="stretch")
-    ui.download_buttons(sim_res.long_frame(), sim, "head_similarity",
-                        meta(rows_used=len(sim_res.rows), order=" ".join(sim_res.names[i] for i in sim_res.order)),
-                        key="sim")
+        values = prompt_scores(ctx.model_name, ctx.device, tuple(ids), CAPTURE, ctx)[stat]
+        note = f"On the chosen prompt ({T} tokens)."
+    return stat, values, note
+
+
+def opened_heads(stat: str, values):
+    """The frame of the statistic, and the heads opened below: the statistic's top two until the user opens others, plus a head clicked in the overview."""
+    df_stat = compare.scores_frame(torch.from_numpy(np.asarray(values)), stat)
+    undefined = bool(df_stat[stat].isna().all())
+    all_heads = list(df_stat["head"])
+    ranked = list(df_stat.sort_values(stat, ascending=False, na_position="last")["head"])
+    # the heads opened below follow the chosen statistic: its top two, until the user opens others
+    state.fit_many("open", all_heads, [], what="Opened heads", because=f"the model has {L}×{H} heads")
+    if (st.session_state.get("cmp_open_for") != stat or "cmp_open" not in st.session_state
+            or any(h not in all_heads for h in st.session_state["cmp_open"])):
+        st.session_state["cmp_open"] = [] if undefined else ranked[:2]
+        st.session_state["cmp_open_for"] = stat
+    # a click on a cell (the chart's selection, from the previous interaction) opens that head below
+    clicked = [str(h) for h in ui.new_click("cmp_overview", "pick", "head")]
+    if clicked:
+        opened = [h for h in st.session_state["cmp_open"] if h not in clicked] + [h for h in clicked if h in all_heads]
+        st.session_state["cmp_open"] = opened[-4:]
+    return df_stat, all_heads, ranked, undefined
+
+
+def overview(stat: str, note: str, df_stat, undefined: bool):
+    """The overview chart: every head coloured by the statistic; a click opens a head below."""
+    picked = st.session_state["cmp_open"]
+    if undefined:
+        st.info(f"“{stat}” is undefined on this prompt (e.g. no token occurs twice), so there is nothing to draw; "
+                "pick another statistic or a longer prompt.")
+    else:
+        chart = hm.head_overview_chart(df_stat, stat, selected=picked, select="pick")
+        st.altair_chart(chart, width="content", on_select="rerun", selection_mode="pick", key="cmp_overview")
+        st.caption(note + " Click a cell to open that head below; outlined: the heads opened.")
+        ui.download_buttons(df_stat, chart, f"head_{stat.replace(' ', '_')}", meta(statistic=stat), key="overview")
+
+
+def beside_corpus(stat: str, df_stat):
+    """The same statistic over a corpus, with intervals, beside this prompt's values."""
+    with st.expander("Beside a corpus: the same statistic over many documents, with intervals"):
+        corpus = ui.corpus_result("cmp_corpus")
+        if corpus is not None:
+            try:
+                df_c = corpus.head_stat(stat)
+            except KeyError as e:
+                st.info(str(e).strip("'\""))  # internal text: the corpus module's message
+            else:
+                here = df_stat.set_index("head")[stat]
+                table = (df_c.assign(**{"this prompt": [float(here.get(h, np.nan)) for h in df_c["head"]]})
+                         .sort_values(stat, ascending=False)[["head", stat, "lo", "hi", "windows", "this prompt"]]
+                         .rename(columns={stat: "corpus mean", "lo": "95 % low", "hi": "95 % high"}))
+                c_chart = hm.head_overview_chart(df_c, stat)
+                left, right = st.columns([1, 1])
+                left.altair_chart(c_chart, width="content")
+                right.dataframe(table, hide_index=True, width="stretch", height=360)
+                st.caption(f"Corpus: {len(corpus.documents):,} documents; intervals: bootstrap over documents. "
+                           "A head whose prompt value lies outside its corpus interval behaves unusually here.")
+                ui.download_buttons(table, c_chart, f"corpus_head_{stat.replace(' ', '_')}", meta(statistic=stat),
+                                    key="corpus")
+
+
+def side_by_side(stat: str, all_heads: list, ranked: list):
+    """The opened heads' patterns side by side, each with its statistics and downloads."""
+    st.subheader("Heads side by side")
+    picked = st.multiselect("Open heads (up to 4)", all_heads, key="cmp_open", max_selections=4,
+                            help=f"Sorted list by “{stat}”: " + ", ".join(ranked[:5]) + " …")
+    if ctx.all_selected:
+        st.caption("Heatmaps use the first prompt; pick a single prompt in the sidebar for another.")
+    side_scale = st.radio("Colour scale", hm.SCALES, key="cmp_scale", horizontal=True,
+                          help="The same choice as on the Heatmaps page.")
+    st.caption(hm.scale_note(side_scale))  # internal text: a sentence from the chart module
+    if picked:
+        tr = ui.trace(ctx, capture=CAPTURE, ids=ids)
+        if T > hm.MARK_LIMIT:
+            st.caption(f"{T} tokens: each head is drawn as an image (one pixel per cell, no tooltips); the Heatmaps page "
+                       "has a focus window with tokens and tooltips.")
+        cols = st.columns(len(picked))
+        room = (hm.CONTENT_WIDTH - 16 * (len(picked) - 1)) // len(picked)     # one column's width
+        for col, name in zip(cols, picked):
+            l, h = parse_head(name)
+            vals = tr["pattern", l][0, h].float().cpu().numpy().copy()       # one head, not a view of its layer
+            masked = hm.masked_cells(T, window=cfg.window(l))                # the layer's window included
+            with col:
+                if T <= hm.MARK_LIMIT:
+                    ch = hm.cell_chart(vals, labels, labels, masked=masked, title=f"head {name}", scale=side_scale,
+                                       size=max(160, min(640, room - (100 if len(picked) <= 2 else 12))),
+                                       axes=len(picked) <= 2, legend=False)
+                else:
+                    ch = hm.image_chart(vals, masked=masked, title=f"head {name}", scale=side_scale,
+                                        size=max(160, min(620, room - 12)),
+                                        legend=False)
+                st.altair_chart(ch, width="content")
+                row = {s: float(v[l, h]) for s, v in prompt_scores(ctx.model_name, ctx.device, tuple(ids), CAPTURE,
+                                                                   ctx).items()}
+                st.caption(" · ".join(f"{s} {v:.2f}" for s, v in row.items() if np.isfinite(v)))
+                if T <= hm.MARK_LIMIT:
+                    cells = hm.cells_frame(vals, labels, labels, masked)
+                    cells = cells.assign(query_token=[toks[i] for i in cells["query_pos"]],
+                                         key_token=[toks[j] for j in cells["key_pos"]]).drop(columns=["query", "key"])
+                    ui.download_buttons(cells.rename(columns={"value": "weight"}), ch, f"pattern_L{l}H{h}", meta(layer=l, head=h),
+                            key=f"side{name}")
+                else:                             # a million cells: the statistics now, the matrix only on request
+                    ui.download_buttons(pd.DataFrame([{"layer": l, "head": h, **row}]), ch, f"pattern_L{l}H{h}",
+                            meta(layer=l, head=h), key=f"side{name}")
+                    st.download_button(f"Matrix as CSV ({T}×{T})", lambda v=vals, l=l, h=h: matrix_csv(v, l, h),
+                                       file_name=f"pattern_L{l}H{h}_matrix.csv", mime="text/csv",
+                                       key=f"side-matrix-{name}", on_click="ignore")
+
+
+def token_pair():
+    """Which heads link a query token to a key token."""
+    st.subheader("Which heads link these two tokens?")
+    if ctx.all_selected:
+        st.caption("On the first prompt.")
+    if T < 2:
+        st.info("The prompt needs at least two tokens.")
+    else:
+        q_default = compare.find_token(toks, "it")
+        q_default = q_default if q_default else T - 1
+        k_default = compare.find_token(toks, "animal", before=q_default + 1)
+        k_default = 0 if k_default is None else k_default
+        because = "the prompt changed and that position holds another token"
+        state.fit("q", range(1, T), q_default if q_default >= 1 else T - 1, what="Query token", basis=tuple(ids),
+                  meaning=ids.__getitem__, fmt=labels.__getitem__, because=because)
+        c1, c2 = st.columns(2)
+        q = ui.select(c1, "Query token (attending)", range(1, T), state, "q", labels.__getitem__)
+        state.fit("k", range(0, q + 1), k_default if k_default <= q else 0, what="Key token", basis=tuple(ids),
+                  meaning=ids.__getitem__, fmt=labels.__getitem__,
+                  because=because if state.k is not None and state.k <= q else "it must be at or before the query")
+        k = ui.select(c2, "Key token (attended to, at or before the query)", range(0, q + 1), state, "k",
+                      labels.__getitem__)
+        tr = ui.trace(ctx, capture=CAPTURE, ids=ids)
+        q_rows = torch.stack([tr["pattern", l][0, :, q : q + 1, :].cpu() for l in range(L)])   # [L, H, 1, T]: row q
+        table = compare.rank_heads_for_pair(q_rows, 0, k)
+        bars = hm.rank_chart(table, title=f"Weight from {labels[q]} to {labels[k]}, top {min(15, L * H)} of {L * H} heads")
+        left, right = st.columns([1, 1])
+        left.altair_chart(bars, width="content")
+        shown = table.head(20).assign(top_key=[labels[j] for j in table.head(20)["top_key"]])
+        right.dataframe(shown, hide_index=True, width="stretch",
+                        column_config={"rank_in_row": st.column_config.NumberColumn(
+                            "rank in row", help="1 = this key gets the most attention from this query in that head"),
+                            "top_key": st.column_config.TextColumn("most attended key")})
+        ui.download_buttons(table.assign(query_pos=q, query_token=toks[q], key_pos=k, key_token=toks[k]), bars,
+                            f"heads_linking_{q}_{k}", meta(), key="pair")
+
+
+def similarity_section():
+    """Which heads attend alike: 1 − Jensen–Shannon distance, in clustering order."""
+    st.subheader("Which heads attend alike?")
+    st.caption("Similarity = 1 − Jensen–Shannon distance between two heads' patterns (base 2: 1 = identical rows, "
+               "0 = disjoint), averaged over query rows 1…T−1 (row 0 sees only itself in every head). As on the heatmaps, "
+               "bright (yellow) means more. Heads are ordered by average-linkage clustering so similar heads sit together.")
+    if T < 2:
+        st.info("The prompt needs at least two tokens.")
+    else:
+        scopes = SCOPES
+        c1, c2 = st.columns([2, 1])
+        scope = c1.radio("Compare", scopes, key="cmp_scope", horizontal=True)
+        sim_layer = c2.selectbox("Layer", range(L), key="cmp_sim_layer", disabled=scope == scopes[0])
+        heads = [(l, h) for l in range(L) for h in range(H)] if scope == scopes[0] else [(sim_layer, h) for h in range(H)]
+
+        @st.cache_data(show_spinner="Comparing every pair of heads …", max_entries=16)
+        def similarity(model: str, device: str, ids: tuple, heads: tuple, _ctx) -> compare.Similarity:
+            tr = ui.trace(_ctx, capture=CAPTURE, ids=list(ids))
+            return compare.head_similarity(lambda l: tr["pattern", l][0], list(heads), len(ids))
+
+        sim_res = similarity(ctx.model_name, ctx.device, tuple(ids), tuple(heads), ctx)  # ids carry the BOS choice
+        N = len(heads)
+        n_rows, n_all = len(sim_res.rows), sim_res.n_rows_total
+        if n_rows < n_all:
+            st.caption(f"{T} tokens and {N} heads: the distance is averaged over {n_rows} evenly spaced query "
+                       f"rows of the {n_all} (to keep this fast), not all of them.")
+        if N <= hm.MARK_LIMIT:
+            sim = hm.distance_chart(sim_res.distance, sim_res.names, sim_res.order,
+                                    title=f"Similarity (1 − JS distance), {N} heads in similarity order")
+        else:
+            sim = hm.distance_image(sim_res.distance, sim_res.order,
+                                    title=f"Similarity (1 − JS distance), {N} heads in similarity order (image)")
+            st.caption(f"{N} heads: drawn as an image; the order is listed below (position → head).")
+        st.altair_chart(sim, width="content")
+        with st.expander("The order, with each head's nearest neighbour"):
+            st.dataframe(sim_res.neighbours(), hide_index=True, width="stretch")
+        ui.download_buttons(sim_res.long_frame(), sim, "head_similarity",
+                            meta(rows_used=len(sim_res.rows), order=" ".join(sim_res.names[i] for i in sim_res.order)),
+                            key="sim")
+
+
+# ----------------------------------------------------------------------------- the page
+st.subheader("Every head at a glance")
+stat, values, note = statistic_values()
+df_stat, all_heads, ranked, undefined = opened_heads(stat, values)
+overview(stat, note, df_stat, undefined)
+beside_corpus(stat, df_stat)
+side_by_side(stat, all_heads, ranked)
+token_pair()
+similarity_section()

@@ -6,10 +6,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from attnkit import compare
-from attnkit import entropy as E
+from attnkit import entropy as entropy_lib
 from attnkit import app as ui
-from attnkit.charts import entropy as C
+from attnkit.app import entropy_runs
+from attnkit.charts import entropy as entropy_charts
+from attnkit.standard import head_name
 
 SPLITS = ["split into windows", "first window only"]
 FACTORS = ["max(1, log_b(i+1))", "log_b(i+1)"]
@@ -65,171 +66,107 @@ st.markdown(
     "models); the bar moves layer by layer, and changing a widget meanwhile interrupts the run."
 )
 
-# ----------------------------------------------------------------------------- documents
-texts = ctx.prompts if ctx.all_selected else [ctx.text]
-c1, c2, c3 = st.columns(3)
-mode = c1.radio("Long texts", SPLITS, key="ent_split", horizontal=True,
-                help="A text longer than the window is cut into consecutive windows (each one a document), "
-                     "or only its first window is used.")
-window = int(c2.number_input("Window (tokens)", min_value=2, max_value=cfg.n_ctx, step=1,
-                             key="ent_window", help=f"At most the model's context ({cfg.n_ctx})."))
-max_docs = int(c3.number_input("At most this many documents", min_value=1, max_value=2000, step=1,
-                               key="ent_max_docs"))
 
-docs, info = E.documents(ctx.model.encode, texts, window, split=mode == "split into windows", max_docs=max_docs)
-if not docs:
-    st.warning("Nothing to measure: every prompt here has fewer than 2 tokens. A single token attends only to "
-               "itself (weight 1, entropy 0), so there is no spread to look at. Type or upload a longer text.",
-               icon="✋")
-    st.stop()
-notes = [f"{len(docs)} document(s) of 2–{max(map(len, docs))} tokens ({sum(map(len, docs)):,} tokens) "
-         f"from {info['texts']} text(s)"]
-if mode == "split into windows" and len(docs) + info["short"] + info["left_out"] > info["texts"]:
-    notes.append("long texts are used whole, cut into windows (the sidebar's note on dropped tokens "
-                 "concerns the other pages)")
-if info["short"]:
-    notes.append(f"{info['short']} text(s)/window(s) under 2 tokens skipped (nothing to attend over)")
-if info["dropped_tokens"]:
-    notes.append(f"{info['dropped_tokens']:,} tokens beyond the first window not used")
-if info["left_out"]:
-    notes.append(f"{info['left_out']} more document(s) left out (limit {max_docs})")
-st.caption(" · ".join(notes) + ".")
+def documents_note(docs: list, info: dict, mode: str, max_docs: int):
+    """One line on the documents measured: how many, how long, what was cut or skipped."""
+    notes = [f"{len(docs)} document(s) of 2–{max(map(len, docs))} tokens ({sum(map(len, docs)):,} tokens) "
+             f"from {info['texts']} text(s)"]
+    if mode == "split into windows" and len(docs) + info["short"] + info["left_out"] > info["texts"]:
+        notes.append("long texts are used whole, cut into windows (the sidebar's note on dropped tokens "
+                     "concerns the other pages)")
+    if info["short"]:
+        notes.append(f"{info['short']} text(s)/window(s) under 2 tokens skipped (nothing to attend over)")
+    if info["dropped_tokens"]:
+        notes.append(f"{info['dropped_tokens']:,} tokens beyond the first window not used")
+    if info["left_out"]:
+        notes.append(f"{info['left_out']} more document(s) left out (limit {max_docs})")
+    st.caption(" · ".join(notes) + ".")
 
 
-def _doc(name: str, device: str, weights, ids: tuple, base: float | None, clamp: bool, progress=None):
-    """Curves of one document (numpy): entropy [L, H, T], first-token mass [L, H, T], loss [T−1], cached for every
-    session by (model, device, ids, intervention) (ui.cached_result: st.cache_data would replay the progress
-    bar's updates into another run's bar).
-
-    Computed block-wise (attnkit.streaming): no T × T pattern, so a document can fill the context of a
-    long-context model; ``progress(layers_done, n_layers)`` (not part of the cache key) reports each layer."""
-    def make():
-        iv = E.LogLengthScaling(base, clamp) if base else None
-        c = E.doc_curves(weights, list(ids), iv, loss=True, progress=progress)
-        return c.entropy[0].cpu().numpy(), c.first_token[0].cpu().numpy(), c.loss[0].cpu().numpy()
-
-    return ui.cached_result(("entropy-doc", name, device, ids, base, clamp), make)
-
-
-def summary(base: float | None = None, clamp: bool = True, label: str = "Measuring",
-            slot: str = "ent_summary") -> E.Summary | None:
-    """Aggregate over the documents, as a job (progress in tokens × layers, Stop, the last result kept and
-    marked stale); per-document curves are cached process-wide, so changing a selector redraws at once.
-    None until the first result for these documents exists."""
-    key = (ctx.model_name, ctx.device, hash(tuple(tuple(d) for d in docs)), base, clamp)
-    name, device, weights, windows = ctx.model_name, ctx.device, ctx.model.weights, ctx.model.config.windows
-    ds, n = [tuple(int(i) for i in d) for d in docs], ctx.model.config.n_layers
-    total = sum(map(len, ds)) * n
-
-    def work(progress):
-        agg, done = E.Aggregate(windows), 0
-        for d in ds:                       # tokens × layers done, so that one long document moves the bar too
-            agg.add(*_doc(name, device, weights, d, base, clamp,
-                          progress=lambda l, _n, done=done, d=d: progress(done + len(d) * l, total)))
-            done += len(d) * n
-            progress(done, total)
-        return agg.result()
-
-    return ui.job_result(slot, key, f"{label} ({len(ds)} document(s), {sum(map(len, ds)):,} tokens)", work)
+def verdict(s):
+    """The seed's claim checked: the verdict, its reason, and what the slope measures."""
+    verdict, why = entropy_lib.claim_check(s)
+    st.subheader("Does the measurement support it?")
+    icon = {"supported": "✅", "not enough evidence": "➗", "not supported": "❌"}.get(verdict, "❔")
+    st.markdown(f"{icon} On **{ui.plain(ctx.model_name)}** with these {s.n_docs} document(s): "
+                f"**{verdict}**. {why}")
+    if s.T < 64:
+        st.caption(f"Only {s.T} positions: a short basis for a claim about long contexts — upload a long text "
+                   "(it is split into windows of the context) for a firmer answer.")
+    st.caption("Mind what the slope measures: a random or untrained model attends almost uniformly (slope ≈ 1) "
+               "without any 'difficulty'; a trained model that holds its focus (slope ≈ 0, sinks, previous-token "
+               "heads) is a counterexample to the claim for that head.")
 
 
-try:
-    s = summary(label="Measuring attention entropy")
-except (ValueError, RuntimeError) as e:
-    ui.show_error(f"Could not run the model: {e}")
-    st.stop()
-if s is None:                              # the first measurement is running (progress and Stop above) or stopped
-    st.stop()
-
-meta = ui.meta_for(ctx, documents=s.n_docs, window=window)
-verdict, why = E.claim_check(s)
-st.subheader("Does the measurement support it?")
-icon = {"supported": "✅", "not enough evidence": "➗", "not supported": "❌"}.get(verdict, "❔")
-st.markdown(f"{icon} On **{ui.plain(ctx.model_name)}** with these {s.n_docs} document(s): "
-            f"**{verdict}**. {why}")
-if s.T < 64:
-    st.caption(f"Only {s.T} positions: a short basis for a claim about long contexts — upload a long text "
-               "(it is split into windows of the context) for a firmer answer.")
-st.caption("Mind what the slope measures: a random or untrained model attends almost uniformly (slope ≈ 1) "
-           "without any 'difficulty'; a trained model that holds its focus (slope ≈ 0, sinks, previous-token "
-           "heads) is a counterexample to the claim for that head.")
-
-# ----------------------------------------------------------------------------- curves
-st.subheader("Entropy against context length")
-c1, c2, c3 = st.columns([2, 1, 1])
-layers = c1.multiselect("Layers", list(range(L)), key="ent_layers")
-head = c2.selectbox("Head", ["mean"] + [str(h) for h in range(H)], key="ent_head",
-                    format_func=lambda h: "mean over heads" if h == "mean" else f"head {h}")
-log_x = c3.checkbox("log scale for n", key="ent_logx")
-head_i = None if head == "mean" else int(head)
-if not layers:
-    st.info("Pick at least one layer.")
-else:
-    band_note = ("band: mean ± 1 std across documents (where ≥ 2 documents reach that length)" if s.n_docs > 1
-                 else "one document: no spread band (upload several prompts or a long text)")
-    df = E.curve_frame(s, "entropy", head_i, layers)
-    ch = C.curves(df, "entropy H (nats)", log_x=log_x)
-    st.altair_chart(ch, width="stretch")
-    st.caption(f"Dashed: ln n, the entropy of uniform attention over the n visible keys. {band_note}. "
-               f"{df['n'].nunique()} of {s.T} positions drawn.")
-    ui.download_buttons(df, ch, stem="entropy_vs_length", meta=meta, key="ent1")
-
-    st.subheader("Normalised entropy H / ln n")
-    dfn = E.curve_frame(s, "entropy", head_i, layers, normalised=True)
-    chn = C.curves(dfn, "H / ln n (1 = uniform)", bound="1 = uniform", log_x=log_x)
-    st.altair_chart(chn, width="stretch")
-    st.caption("Position 0 is left out: a single visible key has no spread (0/0). A falling curve means the "
-               "head spreads more slowly than the number of keys grows.")
-    ui.download_buttons(dfn, chn, stem="normalised_entropy", meta=meta, key="ent2")
-
-with st.expander("Beside a corpus: the same curves over many documents, with 95 % intervals"):
-    corpus = ui.corpus_result("ent_corpus")
-    if corpus is not None and layers:
-        try:
-            dfc = corpus.curve("entropy", head_i, layers)
-        except KeyError as e:
-            st.info(str(e).strip("'\""))  # internal text: the corpus module's message
-        else:
-            chc = C.curves(dfc, "entropy H (nats), corpus", log_x=log_x)
-            st.altair_chart(chc, width="stretch")
-            st.caption(f"Corpus: {len(corpus.documents):,} documents; band: 95 % bootstrap interval over documents "
-                       "(the curves above are this input's). Dashed: ln n.")
-            ui.download_buttons(dfc, chc, stem="corpus_entropy_vs_length", meta=meta, key="ent-corpus")
-
-# ----------------------------------------------------------------------------- slope map and sinks
-left, right = st.columns(2)
-with left:
-    st.subheader("Slope of H against ln(i+1)")
-    sf = E.slope_frame(s)
-    if sf["slope"].isna().all():
-        st.info("A slope needs at least 3 tokens (two positions i ≥ 1); this input is too short.")
+def curves(s, layers: list, head_i, log_x: bool):
+    """Entropy and normalised entropy against context length, per layer."""
+    if not layers:
+        st.info("Pick at least one layer.")
     else:
-        chs = C.slope_map(sf)
-        st.altair_chart(chs, width="stretch")
-        st.caption("Least squares over positions i ≥ 1 of the mean entropy curve. 1: spreads like uniform "
-                   "attention; 0: the same focus at every length; negative: sharpens with length.")
-        ui.download_buttons(sf, chs, stem="entropy_slopes", meta=meta, key="ent3")
-    with st.expander("Slope table"):
-        st.dataframe(sf, hide_index=True, width="stretch")
-with right:
-    st.subheader("First-token mass (attention sink)")
-    if layers:
-        dff = E.curve_frame(s, "first_token", head_i, layers)
-        chf = C.curves(dff, "attention on position 0", bound=None, log_x=log_x)
-        st.altair_chart(chf, width="stretch")
-        st.caption("a_i0 per position: heads that park their mass on the first token keep a low entropy "
-                   "however long the context.")
-        ui.download_buttons(dff, chf, stem="first_token_mass", meta=meta, key="ent4")
+        band_note = ("band: mean ± 1 std across documents (where ≥ 2 documents reach that length)" if s.n_docs > 1
+                     else "one document: no spread band (upload several prompts or a long text)")
+        df = entropy_lib.curve_frame(s, "entropy", head_i, layers)
+        ch = entropy_charts.curves(df, "entropy H (nats)", log_x=log_x)
+        st.altair_chart(ch, width="stretch")
+        st.caption(f"Dashed: ln n, the entropy of uniform attention over the n visible keys. {band_note}. "
+                   f"{df['n'].nunique()} of {s.T} positions drawn.")
+        ui.download_buttons(df, ch, stem="entropy_vs_length", meta=meta, key="ent1")
 
-# ----------------------------------------------------------------------------- beyond the seed
-st.subheader("Beyond the seed: log-length scaling")
-st.markdown(
-    "Chiang & Cholak (2022) and the *entropy invariance* argument multiply the attention logits by log n, so "
-    "that a query keeps its focus as the number n of keys grows. Here query *i*'s scores (before the mask) are "
-    "multiplied by f = log_b(i + 1) for a base b you choose, on this already-trained model (no retraining)."
-)
-on = st.checkbox("Apply log-length scaling and compare", key="ent_log_on")
-if on:
+        st.subheader("Normalised entropy H / ln n")
+        dfn = entropy_lib.curve_frame(s, "entropy", head_i, layers, normalised=True)
+        chn = entropy_charts.curves(dfn, "H / ln n (1 = uniform)", bound="1 = uniform", log_x=log_x)
+        st.altair_chart(chn, width="stretch")
+        st.caption("Position 0 is left out: a single visible key has no spread (0/0). A falling curve means the "
+                   "head spreads more slowly than the number of keys grows.")
+        ui.download_buttons(dfn, chn, stem="normalised_entropy", meta=meta, key="ent2")
+
+
+def beside_corpus(layers: list, head_i, log_x: bool):
+    """The same curves over a corpus, with intervals."""
+    with st.expander("Beside a corpus: the same curves over many documents, with 95 % intervals"):
+        corpus = ui.corpus_result("ent_corpus")
+        if corpus is not None and layers:
+            try:
+                dfc = corpus.curve("entropy", head_i, layers)
+            except KeyError as e:
+                st.info(str(e).strip("'\""))  # internal text: the corpus module's message
+            else:
+                chc = entropy_charts.curves(dfc, "entropy H (nats), corpus", log_x=log_x)
+                st.altair_chart(chc, width="stretch")
+                st.caption(f"Corpus: {len(corpus.documents):,} documents; band: 95 % bootstrap interval over documents "
+                           "(the curves above are this input's). Dashed: ln n.")
+                ui.download_buttons(dfc, chc, stem="corpus_entropy_vs_length", meta=meta, key="ent-corpus")
+
+
+def slopes_and_sinks(s, layers: list, head_i, log_x: bool):
+    """The slope map of H against ln(i+1), and the first-token mass (attention sink)."""
+    left, right = st.columns(2)
+    with left:
+        st.subheader("Slope of H against ln(i+1)")
+        sf = entropy_lib.slope_frame(s)
+        if sf["slope"].isna().all():
+            st.info("A slope needs at least 3 tokens (two positions i ≥ 1); this input is too short.")
+        else:
+            chs = entropy_charts.slope_map(sf)
+            st.altair_chart(chs, width="stretch")
+            st.caption("Least squares over positions i ≥ 1 of the mean entropy curve. 1: spreads like uniform "
+                       "attention; 0: the same focus at every length; negative: sharpens with length.")
+            ui.download_buttons(sf, chs, stem="entropy_slopes", meta=meta, key="ent3")
+        with st.expander("Slope table"):
+            st.dataframe(sf, hide_index=True, width="stretch")
+    with right:
+        st.subheader("First-token mass (attention sink)")
+        if layers:
+            dff = entropy_lib.curve_frame(s, "first_token", head_i, layers)
+            chf = entropy_charts.curves(dff, "attention on position 0", bound=None, log_x=log_x)
+            st.altair_chart(chf, width="stretch")
+            st.caption("a_i0 per position: heads that park their mass on the first token keep a low entropy "
+                       "however long the context.")
+            ui.download_buttons(dff, chf, stem="first_token_mass", meta=meta, key="ent4")
+
+
+def log_length_run(s):
+    """The log-length factor's settings, and the measurement with it (None while it runs)."""
     c1, c2 = st.columns(2)
     if not 1.5 <= state.log_base <= 1e6:
         state.set("log_base", float(min(64, max(2, s.T // 4))))
@@ -245,12 +182,15 @@ if on:
         st.info(f"With the raw factor and b = {base:g} > {s.T} positions every factor is below 1: every query "
                 "is flattened, a strong change to a model trained without it.")
     try:
-        s2 = summary(base, clamp, label="Measuring with log-length scaling", slot="ent_log")
+        s2 = entropy_runs.summary(ctx, docs, base, clamp, label="Measuring with log-length scaling", slot="ent_log")
     except (ValueError, RuntimeError) as e:
         ui.show_error(f"Could not run the intervention: {e}")
         st.stop()
-    if s2 is None:
-        st.stop()
+    return base, clamp, s2
+
+
+def log_length_results(s, s2, base: float, clamp: bool, head_i, log_x: bool):
+    """The unmodified and the scaled model compared: loss, slopes, curves, loss per length."""
     st.dataframe(pd.DataFrame({
         "model": ["unmodified", f"log-length (b = {base:g})"],
         "next-token loss (nats/token)": [s.loss, s2.loss],
@@ -261,17 +201,17 @@ if on:
     }), hide_index=True, width="stretch")
     cl = st.multiselect("Layers to compare", list(range(L)), key="ent_cmp_layers")
     if cl:
-        dfc = E.compare_frame(s, s2, head_i, cl)
-        chc = C.compare(dfc, log_x=log_x)
+        dfc = entropy_lib.compare_frame(s, s2, head_i, cl)
+        chc = entropy_charts.compare(dfc, log_x=log_x)
         st.altair_chart(chc, width="stretch")
         which = "Mean over heads." if head_i is None else \
-            "Heads " + ", ".join(compare.head_name(l, head_i) for l in cl) + "."
+            "Heads " + ", ".join(head_name(l, head_i) for l in cl) + "."
         st.caption("Solid: unmodified; dashed: with the factor; grey: ln n. " + which)
         ui.download_buttons(dfc, chc, stem="entropy_log_length", meta={**meta, "base": base, "clamp": clamp},
                             key="ent5")
-    dfl = E.loss_frame(s, s2)
+    dfl = entropy_lib.loss_frame(s, s2)
     if not dfl.empty:
-        chl = C.loss_bins(dfl)
+        chl = entropy_charts.loss_bins(dfl)
         st.altair_chart(chl, width="stretch")
         st.caption("Next-token loss change per bin of context length (log-length − unmodified; red = worse).")
         ui.download_buttons(dfl, chl, stem="loss_log_length", meta={**meta, "base": base, "clamp": clamp},
@@ -288,3 +228,59 @@ if on:
         st.caption(f"Over all {int(s.loss_count.sum()):,} predicted tokens the loss "
                    f"{'rises' if change > 0 else 'falls' if change < 0 else 'is unchanged'} by "
                    f"{abs(change):.4f} nats/token. {tail}")
+
+
+# ----------------------------------------------------------------------------- the page
+texts = ctx.prompts if ctx.all_selected else [ctx.text]
+c1, c2, c3 = st.columns(3)
+mode = c1.radio("Long texts", SPLITS, key="ent_split", horizontal=True,
+                help="A text longer than the window is cut into consecutive windows (each one a document), "
+                     "or only its first window is used.")
+window = int(c2.number_input("Window (tokens)", min_value=2, max_value=cfg.n_ctx, step=1,
+                             key="ent_window", help=f"At most the model's context ({cfg.n_ctx})."))
+max_docs = int(c3.number_input("At most this many documents", min_value=1, max_value=2000, step=1,
+                               key="ent_max_docs"))
+
+docs, info = entropy_lib.documents(ctx.model.encode, texts, window, split=mode == "split into windows", max_docs=max_docs)
+if not docs:
+    st.warning("Nothing to measure: every prompt here has fewer than 2 tokens. A single token attends only to "
+               "itself (weight 1, entropy 0), so there is no spread to look at. Type or upload a longer text.",
+               icon="✋")
+    st.stop()
+documents_note(docs, info, mode, max_docs)
+try:
+    s = entropy_runs.summary(ctx, docs, label="Measuring attention entropy")
+except (ValueError, RuntimeError) as e:
+    ui.show_error(f"Could not run the model: {e}")
+    st.stop()
+if s is None:                              # the first measurement is running (progress and Stop above) or stopped
+    st.stop()
+
+meta = ui.meta_for(ctx, documents=s.n_docs, window=window)
+verdict(s)
+
+# ----------------------------------------------------------------------------- curves
+st.subheader("Entropy against context length")
+c1, c2, c3 = st.columns([2, 1, 1])
+layers = c1.multiselect("Layers", list(range(L)), key="ent_layers")
+head = c2.selectbox("Head", ["mean"] + [str(h) for h in range(H)], key="ent_head",
+                    format_func=lambda h: "mean over heads" if h == "mean" else f"head {h}")
+log_x = c3.checkbox("log scale for n", key="ent_logx")
+head_i = None if head == "mean" else int(head)
+curves(s, layers, head_i, log_x)
+beside_corpus(layers, head_i, log_x)
+slopes_and_sinks(s, layers, head_i, log_x)
+
+# ----------------------------------------------------------------------------- beyond the seed
+st.subheader("Beyond the seed: log-length scaling")
+st.markdown(
+    "Chiang & Cholak (2022) and the *entropy invariance* argument multiply the attention logits by log n, so "
+    "that a query keeps its focus as the number n of keys grows. Here query *i*'s scores (before the mask) are "
+    "multiplied by f = log_b(i + 1) for a base b you choose, on this already-trained model (no retraining)."
+)
+on = st.checkbox("Apply log-length scaling and compare", key="ent_log_on")
+if on:
+    base, clamp, s2 = log_length_run(s)
+    if s2 is None:
+        st.stop()
+    log_length_results(s, s2, base, clamp, head_i, log_x)

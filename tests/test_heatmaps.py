@@ -20,17 +20,20 @@ def _rgb(hexcolour):
     return tuple(int(hexcolour[i : i + 2], 16) for i in (1, 3, 5))
 
 
-def test_causal_masked_agrees_with_the_model_mask():
-    for T, S in [(5, 5), (3, 7)]:
-        want = torch.isinf(causal_mask(T, S)).numpy()
-        assert (hm.causal_masked(T, S) == want).all()
-    # a window: rows 2..4, keys 1..5 of a 6×6 matrix
-    assert (hm.causal_masked(6, 6, q0=2, k0=1, rows=3, cols=5) == torch.isinf(causal_mask(6)).numpy()[2:5, 1:6]).all()
+def test_masked_cells_are_the_model_mask_with_its_window():
+    for T, S, w in [(5, 5, None), (3, 7, None), (9, 9, 3), (4, 10, 2)]:
+        want = torch.isinf(causal_mask(T, S, window=w)).numpy()
+        assert (hm.masked_cells(T, S, window=w) == want).all()
+    m = hm.masked_cells(6, window=2)
+    assert m[5].tolist() == [True, True, True, True, False, False]      # query 5 sees keys 4 and 5 only
+    states = hm.mask_state(m, np.arange(6)[:, None].repeat(6, 1), np.arange(6)[None, :].repeat(6, 0))
+    assert states[5, 0] == "masked (outside the window)" and states[2, 3] == "masked (future key)"
+    assert states[5, 5] == "visible"
 
 
 def test_png_one_pixel_per_cell_masked_grey_zero_not_grey():
     vals = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.25, 0.25, 0.5]])
-    masked = hm.causal_masked(3)
+    masked = hm.masked_cells(3)
     img = Image.open(io.BytesIO(hm.to_png(vals, masked, "pattern"))).convert("RGB")
     assert img.size == (3, 3)
     px = np.array(img)
@@ -43,7 +46,7 @@ def test_png_one_pixel_per_cell_masked_grey_zero_not_grey():
 
 def test_scores_png_is_centred_on_zero():
     vals = np.array([[-2.0, 9.0], [0.0, 2.0]])            # 9.0 is masked: it must not set the colour range
-    masked = hm.causal_masked(2)
+    masked = hm.masked_cells(2)
     assert hm.colour_domain(vals, masked, "scores") == (-2.0, 2.0)
     px = np.array(Image.open(io.BytesIO(hm.to_png(vals, masked, "scores"))).convert("RGB"))
     assert tuple(px[0, 0]) == _rgb("#053061") and tuple(px[1, 1]) == _rgb("#67001f")
@@ -54,7 +57,7 @@ def test_scores_png_is_centred_on_zero():
 def test_cell_chart_has_one_row_per_cell_with_tokens():
     labels = ["0:a", "1:b", "2:a"]
     vals = np.array([[1.0, 0, 0], [0.3, 0.7, 0], [0.2, 0.3, 0.5]])
-    chart = hm.cell_chart(vals, labels, labels, masked=hm.causal_masked(3))
+    chart = hm.cell_chart(vals, labels, labels, masked=hm.masked_cells(3))
     spec = chart.to_dict()
     rows = next(iter(spec["datasets"].values()))
     assert len(rows) == 9
@@ -71,7 +74,7 @@ def test_full_context_image_is_small():
     T = 1024
     torch.manual_seed(0)
     p = torch.softmax(torch.randn(T, T) * 2 + causal_mask(T), -1).numpy()
-    spec = hm.image_chart(p, masked=hm.causal_masked(T)).to_json()
+    spec = hm.image_chart(p, masked=hm.masked_cells(T)).to_json()
     # one image, not a million marks (a mark per cell would be tens of MB)
     assert len(spec) < 1_500_000
     assert '"image"' in spec and "data:image/png;base64," in spec
@@ -182,7 +185,7 @@ def test_html_in_the_prompt_stays_text(odd_dir):
 
 def test_pattern_colour_range_ignores_the_one_key_row():
     vals = np.array([[1.0, 0, 0], [0.6, 0.4, 0], [0.2, 0.3, 0.5]])
-    masked = hm.causal_masked(3)
+    masked = hm.masked_cells(3)
     assert hm.colour_domain(vals, masked, "pattern") == (0.0, 0.6)      # row 0 (weight 1 on itself) left out
     px = np.array(Image.open(io.BytesIO(hm.to_png(vals, masked, "pattern"))).convert("RGB"))
     assert tuple(px[0, 0]) == tuple(px[1, 0]) == _rgb("#fde725")       # 1.0 clipped to the top colour
@@ -224,8 +227,8 @@ def test_exports_render_to_png_and_svg():
     torch.manual_seed(1)
     p = torch.softmax(torch.randn(T, T) + causal_mask(T), -1).numpy()
     labels = [f"{i}:<b>t{i}</b>" for i in range(T)]
-    for chart in (hm.image_chart(p, masked=hm.causal_masked(T)),
-                  hm.cell_chart(p[:8, :8], labels, labels, masked=hm.causal_masked(T)[:8, :8])):
+    for chart in (hm.image_chart(p, masked=hm.masked_cells(T)),
+                  hm.cell_chart(p[:8, :8], labels, labels, masked=hm.masked_cells(T)[:8, :8])):
         spec = chart.to_json()
         png = vlc.vegalite_to_png(spec)
         assert Image.open(io.BytesIO(png)).size[0] > 200
@@ -277,14 +280,14 @@ def test_blocks_frame_names_the_strongest_cell_of_each_block():
     v[5, 2] = 0.9
     v[1, 0] = 0.4
     labels = [f"{i}:t{i}" for i in range(T)]
-    df, k = hm.blocks_frame(v, hm.causal_masked(T), labels, labels, blocks=2)
+    df, k = hm.blocks_frame(v, hm.masked_cells(T), labels, labels, blocks=2)
     assert k == 4
     assert len(df) == 3                                    # the upper-right block is all masked: no mark
     top_left = df[(df["y"] == 0) & (df["x"] == 0)].iloc[0]
     assert (top_left["query"], top_left["key"]) == ("1:t1", "0:t0") and top_left["weight"] == pytest.approx(0.4)
     low_left = df[(df["y"] == 4) & (df["x"] == 0)].iloc[0]
     assert (low_left["query"], low_left["key"], low_left["queries"], low_left["keys"]) == ("5:t5", "2:t2", "4–7", "0–3")
-    one, k1 = hm.blocks_frame(v, hm.causal_masked(T), labels, labels, blocks=64)
+    one, k1 = hm.blocks_frame(v, hm.masked_cells(T), labels, labels, blocks=64)
     assert k1 == 1 and len(one) == T * (T + 1) // 2
 
 
@@ -293,7 +296,7 @@ def test_long_image_tooltips_are_tokens_and_weights_not_the_picture():
     torch.manual_seed(0)
     p = torch.softmax(torch.randn(T, T) + causal_mask(T), -1).numpy()
     labels = [f"{i}:tok{i}" for i in range(T)]
-    spec = hm.image_chart(p, masked=hm.causal_masked(T), labels=labels, select="cell").to_dict()
+    spec = hm.image_chart(p, masked=hm.masked_cells(T), labels=labels, select="cell").to_dict()
     image, over = spec["layer"][0], spec["layer"][1]
     assert image["mark"]["tooltip"] is None                                    # no x, y, x2, y2, url
     tips = {t["field"] for t in over["encoding"]["tooltip"]}
@@ -310,7 +313,7 @@ def test_densest_block_skips_the_first_key_and_the_diagonal():
     a[:, 0] = 0.9                                          # an attention sink on the first token
     a[np.arange(T), np.arange(T)] = 0.5                    # and self-attention
     a[60:70, 20:30] = 0.3                                  # the structure worth looking at
-    q0, k0, share = hm.densest_block(a, 16, hm.causal_masked(T))
+    q0, k0, share = hm.densest_block(a, 16, hm.masked_cells(T))
     assert q0 <= 60 and q0 + 16 >= 70 and k0 <= 20 and k0 + 16 >= 30
     assert 0 < share < 1
     assert hm.densest_block(np.eye(4), 2)[:2] == (2, 2)   # nothing but trivial attention: the last diagonal block
@@ -379,7 +382,7 @@ def test_page_long_prompt_defaults_to_log_and_the_densest_window(odd_dir, odd):
     assert at.radio(key="hm_scale").value == "log"
     ids = odd.encode(text)
     vals = run(odd.weights, ids, capture=["pattern"])["pattern", 0][0, 0].numpy()
-    q0, k0, _ = hm.densest_block(vals, 32, hm.causal_masked(len(ids)))
+    q0, k0, _ = hm.densest_block(vals, 32, hm.masked_cells(len(ids)))
     assert (at.number_input(key="hm_q0").value, at.number_input(key="hm_k0").value) == (q0, k0)
     assert any("most attention" in c.value for c in at.caption)
     assert any("logarithmic" in c.value for c in at.caption)

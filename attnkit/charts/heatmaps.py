@@ -28,12 +28,15 @@ import warnings
 import altair as alt
 import numpy as np
 import pandas as pd
+import torch
 from PIL import Image
+
+from ..attention import causal_mask
 
 from ..weights import head_name
 
 __all__ = [
-    "MARK_LIMIT", "GRID_MARK_LIMIT", "MASKED_COLOR", "causal_masked", "cells_frame", "cell_chart",
+    "MARK_LIMIT", "GRID_MARK_LIMIT", "MASKED_COLOR", "masked_cells", "mask_state", "mask_caption", "window_phrase", "cells_frame", "cell_chart",
     "colour_domain", "to_png", "image_chart", "grid_chart", "block_max", "SCALES", "default_scale", "scale_note",
     "CELL_TEXT_PX", "MIN_TEXT_CELL", "colour_scale", "shade", "blocks_frame", "densest_block", "head_name", "CONTENT_WIDTH", "grid_panel_size",
 ]
@@ -63,18 +66,18 @@ _REDBLUE = ["#053061", "#2166ac", "#4393c3", "#92c5de", "#d1e5f0", "#f7f7f7", "#
             "#d6604d", "#b2182b", "#67001f"]   # blue (low) → red (high), like reversed "redblue"
 
 
-def causal_masked(T: int, S: int | None = None, q0: int = 0, k0: int = 0, rows: int | None = None,
-                  cols: int | None = None) -> np.ndarray:
-    """[rows, cols] bool: True where key k0+c is after query q0+r (hidden by the causal mask).
+def masked_cells(T: int, S: int | None = None, window: int | None = None) -> np.ndarray:
+    """[T, S] bool: True where the model's mask hides key j from query i — the cells drawn grey.
 
-    With S > T (a cache of S − T earlier positions) query i sits at absolute position S − T + i.
-    """
-    S = T if S is None else S
-    rows = T - q0 if rows is None else rows
-    cols = S - k0 if cols is None else cols
-    qi = np.arange(q0, q0 + rows)[:, None] + (S - T)
-    kj = np.arange(k0, k0 + cols)[None, :]
-    return kj > qi
+    Read from :func:`attnkit.attention.causal_mask` (the mask the model adds), so a layer's local
+    ``window`` (``ModelConfig.window(layer)``: Mistral, Qwen2's sliding layers, GPT-Neo's local layers)
+    hides the keys it hides there. A block of it is a slice: ``masked_cells(T)[q0:q0 + R, k0:k0 + C]``."""
+    return torch.isinf(causal_mask(T, S, window=window)).numpy()
+
+
+def mask_state(masked: np.ndarray, q_pos: np.ndarray, k_pos: np.ndarray) -> np.ndarray:
+    """Each cell's state for tooltips: visible, masked as a future key, or masked by the window."""
+    return np.where(~masked, "visible", np.where(k_pos > q_pos, "masked (future key)", "masked (outside the window)"))
 
 
 def _pad(top: bool) -> dict:
@@ -119,6 +122,32 @@ def default_scale(n_tokens: int, kind: str = "pattern") -> str:
     (most weights are then far below the largest, and a linear scale draws them all in the darkest
     colour), ``linear`` otherwise. Scores (diverging around 0) are always linear."""
     return "log" if kind == "pattern" and n_tokens > MARK_LIMIT else "linear"
+
+
+def window_phrase(windows: list[int | None]) -> str:
+    """How the local windows of the drawn layers hide keys ("" when none has one)."""
+    ws = sorted({w for w in windows if w is not None})
+    if not ws:
+        return ""
+    if len(windows) == 1:
+        return (f", or a key {ws[0]} or more positions back (j ≤ i − {ws[0]}), outside the layer's local "
+                f"window of {ws[0]}")
+    return (f", or a key outside a layer's local window (windows of {', '.join(map(str, ws))} on "
+            f"{sum(w is not None for w in windows)} of these {len(windows)} layers)")
+
+
+def mask_caption(T: int, kind: str, scale: str, windows: list[int | None]) -> str:
+    """The caption under a heatmap: axes, what grey means (the causal mask and the drawn layers' windows),
+    and the colour scale."""
+    what = "weight" if kind == "pattern" else "pre-softmax score"
+    fate = "; its weight is exactly 0" if kind == "pattern" else \
+        "; its score is replaced by −∞ before the softmax, so no number is shown"
+    top = (" The top colour is the largest weight outside row 0 (query 0 can only put its whole weight, 1, "
+           "on itself); anything larger takes the top colour." if kind == "pattern" and T > 2 else
+           " Colours are centred on 0 (white), ± the largest visible score." if kind == "scores" else "")
+    return (f"{T} tokens · rows are queries (the position attending), columns keys (the position attended to) · "
+            f"**grey = masked** (a future key, hidden by the causal mask{window_phrase(windows)}{fate}), "
+            f"distinct from a visible {what} of 0. " + scale_note(scale, kind) + top)
 
 
 def scale_note(scale: str, kind: str = "pattern") -> str:
@@ -233,10 +262,14 @@ def cell_chart(values: np.ndarray, q_labels: list[str], k_labels: list[str], *, 
     if R > MARK_LIMIT or C > MARK_LIMIT:
         raise ValueError(f"{R}×{C} cells: draw at most {MARK_LIMIT}×{MARK_LIMIT} as marks, use image_chart beyond")
     domain = domain or colour_domain(np.asarray(values), masked, kind)
-    df = cells_frame(values, q_labels, k_labels, masked, q0, k0)[["query", "key", "value", "masked"]]
+    df = cells_frame(values, q_labels, k_labels, masked, q0, k0)
+    df["state"] = mask_state(df["masked"].to_numpy(), df["query_pos"].to_numpy(), df["key_pos"].to_numpy())
+    df = df[["query", "key", "value", "masked", "state"]]
     df["value"] = df["value"].astype(np.float32)
     df["colour"] = colour_values(df["value"].to_numpy(), domain, kind, scale).astype(np.float32)
-    df["state"] = np.where(df["masked"], "masked (future key)", "visible")
+    shown = "value"
+    if kind == "scores":          # a masked cell's score is replaced by −∞ before the softmax: no number shown
+        shown, df["shown"] = "shown", np.where(df["masked"], np.nan, df["value"]).astype(np.float32)
     if name:
         df["head"] = name
     q_order = [q_labels[i] for i in range(q0, q0 + R)]
@@ -254,7 +287,7 @@ def cell_chart(values: np.ndarray, q_labels: list[str], k_labels: list[str], *, 
                             _color(kind, domain, scale, vname, legend, legend_length, orient=legend_orient)),
         tooltip=_name_tooltip(name) + [
             alt.Tooltip("query:N", title="query token"), alt.Tooltip("key:N", title="key token"),
-            alt.Tooltip("value:Q", title=vname, format=".4f"), alt.Tooltip("state:N", title="cell")],
+            alt.Tooltip(f"{shown}:Q", title=vname, format=".4f"), alt.Tooltip("state:N", title="cell")],
     ).properties(width=side * C // max(R, C), height=side * R // max(R, C), **_pad(top))
     if select:
         chart = chart.add_params(_param(select, ["head"]))
@@ -427,7 +460,7 @@ def grid_panel_size(columns: int, width: int = CONTENT_WIDTH, legend: bool = Fal
     return int(max(120, min(440, room // max(columns, 1))))
 
 
-def grid_chart(mats: list[np.ndarray], titles: list[str], labels: list[str], *, masked: np.ndarray | None,
+def grid_chart(mats: list[np.ndarray], titles: list[str], labels: list[str], *, masked,
                kind: str = "pattern", scale: str = "linear", columns: int = 4, shared: bool = False,
                panel: int | None = None, names: list[str] | None = None,
                select: str | None = None) -> tuple[alt.VConcatChart, int]:
@@ -436,16 +469,17 @@ def grid_chart(mats: list[np.ndarray], titles: list[str], labels: list[str], *, 
     Each panel has its own colour range unless ``shared``; shared panels get one colour legend. ``names``
     (head names, default the titles) go into every panel's tooltips; ``select`` names a click selection
     (field ``head``) so that a click on a panel can open its head. ``panel``: the side of one panel,
-    default :func:`grid_panel_size`. Returns (chart, k) with k the block size of the images (1 = one
-    pixel per cell)."""
+    default :func:`grid_panel_size`. ``masked``: one [T, S] mask for every panel, a list of one per panel
+    (panels of layers with different windows), or None. Returns (chart, k) with k the block size of the
+    images (1 = one pixel per cell)."""
     T, S = mats[0].shape
     names = names or titles
     panel = panel or grid_panel_size(columns, legend=shared)
     charts, k = [], 1
     select = _param(select, ["head"]) if select else None       # one parameter, every panel
-    shared_dom = colour_domain(np.stack(mats), None if masked is None else np.broadcast_to(masked, np.stack(mats).shape),
-                               kind) if shared else None
-    for i, (m, t, nm) in enumerate(zip(mats, titles, names)):
+    masks = [masked] * len(mats) if masked is None or np.ndim(masked) == 2 else list(masked)
+    shared_dom = colour_domain(np.stack(mats), None if masked is None else np.stack(masks), kind) if shared else None
+    for i, (m, masked, t, nm) in enumerate(zip(mats, masks, titles, names)):
         dom = shared_dom or colour_domain(m, masked, kind)
         leg = shared and i == 0                  # one legend for the shared scale
         if T <= GRID_MARK_LIMIT and S <= GRID_MARK_LIMIT:

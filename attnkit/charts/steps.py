@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-__all__ = ["matrix_frame", "matrix_chart", "weights_chart", "kv_rows_chart", 
-           "MAX_CELLS"]
+__all__ = ["matrix_frame", "matrix_chart", "weights_chart", "kv_rows_chart", "MAX_CELLS", "visible_count",
+           "visible_header", "mask_formula", "mask_row_caption"]
 
 #: Largest matrix drawn one mark per cell (larger ones are windowed by the page).
 MAX_CELLS = 64 * 64
@@ -111,3 +111,46 @@ def kv_rows_chart(steps: pd.DataFrame) -> alt.Chart:
                                                    range=["#9ecae1", "#e6550d"]), title=None),
         tooltip=["step:O", "rows:N", "range:N"],
     ).properties(width="container", height=max(80, 22 * len(steps)), autosize=FIT_X)
+
+
+# ----------------------------------------------------------------------------- the mask, in words
+
+def visible_count(query: int, window: int | None) -> int:
+    """n_vis: the keys query ``query`` sees — itself and the earlier ones, the last ``window`` of them when
+    the layer has a local window (attention.causal_mask hides j > query and j ≤ query − window)."""
+    return query + 1 if window is None else min(query + 1, window)
+
+
+def visible_header(query: int, T: int, window: int | None) -> str:
+    """"n visible key(s), m masked", with the window's formula when the layer has one."""
+    n_vis = visible_count(query, window)
+    future = T - query - 1
+    if window is None:
+        return f"{n_vis:,} visible key(s), {future:,} future key(s) masked"
+    return (f"{n_vis:,} visible key(s) (n_vis = min(query+1, w) = min({query + 1}, {window}): this layer's local "
+            f"window is w = {window}), {future:,} future key(s) and {query + 1 - n_vis:,} key(s) outside the "
+            "window masked")
+
+
+def mask_formula(query: int, window: int | None) -> str:
+    """M_j, the mask row of query ``query``, as a formula."""
+    if window is None:
+        return f"M_j = 0 for j ≤ {query}, −∞ for j > {query}"
+    return (f"M_j = 0 for {max(0, query - window + 1)} ≤ j ≤ {query}, M_j = −∞ for j > query or j ≤ query − w "
+            f"(j > {query} or j ≤ {query - window}, w = {window})")
+
+
+def mask_row_caption(query: int, T: int, window: int | None) -> str:
+    """The caption under the mask row around the query."""
+    n_vis = visible_count(query, window)
+    lo = query + 1 - n_vis
+    text = f"The mask row around the query: 0 on keys {lo}..{query}"
+    hidden = []
+    if lo > 0:
+        hidden.append(f"the {lo:,} key(s) 0..{lo - 1} outside the local window of {window}")
+    if T > query + 1:
+        hidden.append(f"the {T - query - 1:,} future key(s)")
+    if not hidden:
+        return text + "; the query is the last token, so no key lies in its future."
+    return (text + ", −∞ on " + " and ".join(hidden) + " (all in the CSV), which softmax turns into weights of "
+            "exactly 0.")
