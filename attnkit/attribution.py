@@ -80,6 +80,12 @@ class DLA:
                 out[l, h] = v
         return out
 
+    def head_frame(self) -> pd.DataFrame:
+        """One row per head: layer, head, its direct contribution (logit_diff)."""
+        hm = self.head_map
+        return pd.DataFrame([{"layer": l, "head": h, "logit_diff": float(hm[l, h])}
+                             for l in range(self.n_layers) for h in range(self.n_heads)])
+
     def frame(self):
         return pd.DataFrame({"part": self.labels, "kind": self.kinds,
                              "layer": pd.array(self.layers, dtype="Int64"),

@@ -14,7 +14,10 @@ from dataclasses import dataclass
 from .patching import Pair, PatchError, logit_diffs, make_pair, two_token_weights
 from .model import run
 
-__all__ = ["EXAMPLES", "MARGIN", "PREFERRED", "Check", "check_pair", "check_examples", "pick_default"]
+__all__ = ["EXAMPLES", "MARGIN", "PREFERRED", "CIRCUITS_PREFERRED", "FIELDS", "Check", "check_pair", "check_examples", "pick_default"]
+
+#: The texts of an example (the keys of each entry of EXAMPLES).
+FIELDS = ("clean", "corrupt", "answer", "distractor")
 
 #: Logits: a clean − corrupted gap below this is too small to normalise a map by.
 MARGIN = 1.0
@@ -32,10 +35,22 @@ EXAMPLES = {
         clean="Install the python package and the kernel source. Install the python package and the kernel",
         corrupt="Install the python package and the kernel binary. Install the python package and the kernel",
         answer=" source", distractor=" binary"),
+    # the words before "source" and "binary" swapped: "kernel" is now followed by "binary", so what changes is
+    # what the induction heads' keys match on (the previous-token head's output) — the pair that exercises
+    # the previous-token head → induction heads' keys path (in "A repeated phrase" the copied token changes
+    # instead, and the previous-token head's output is the same in both prompts up to the change)
+    "A repeated phrase, match swapped": dict(
+        clean="Install the kernel source and the module binary. Install the kernel",
+        corrupt="Install the module source and the kernel binary. Install the kernel",
+        answer=" source", distractor=" binary"),
 }
 
 #: The example offered first for a model (by name); a model not listed gets the first solved one.
 PREFERRED = {"attnkit-tiny": "A repeated phrase", "gpt2": "Indirect object, names swapped"}
+#: The same on the Circuits page, whose path patching and discovery read the keys' path best on the swapped match
+#: (which attnkit-tiny does not quite solve: its corrupted run still prefers the answer by +0.44; the page keeps
+#: it as the default with ``keep_preferred`` and shows the warning).
+CIRCUITS_PREFERRED = PREFERRED | {"attnkit-tiny": "A repeated phrase, match swapped"}
 
 
 @dataclass(frozen=True)
@@ -99,10 +114,14 @@ def check_examples(model, examples: dict | None = None, margin: float = MARGIN,
     return out
 
 
-def pick_default(model_name: str, checks: dict[str, Check]) -> str:
-    """The example offered first: the model's preferred one if it solves it, else the first solved one,
-    else the preferred one (or the first) anyway — the page then warns."""
+def pick_default(model_name: str, checks: dict[str, Check], preferred_by_model: dict | None = None,
+                 keep_preferred: bool = False) -> str:
+    """The example offered first: the model's preferred one (``preferred_by_model``, default
+    :data:`PREFERRED`) if it solves it (or, with ``keep_preferred``, whenever the tokenizer can make it),
+    else the first solved one, else the preferred one (or the first) anyway — the page then warns."""
     base = str(model_name).rstrip("/").rsplit("/", 1)[-1]
-    preferred = PREFERRED.get(base)
+    preferred = (PREFERRED if preferred_by_model is None else preferred_by_model).get(base)
+    if keep_preferred and preferred in checks and checks[preferred].problem is None:
+        return preferred
     order = ([preferred] if preferred in checks else []) + [n for n in checks if n != preferred]
     return next((n for n in order if checks[n].solved), order[0] if order else "")

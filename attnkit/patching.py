@@ -44,7 +44,7 @@ from .weights import Weights
 
 __all__ = ["TARGETS", "DIRECTIONS", "PatchError", "Pair", "PatchResult", "resolve_token", "make_pair",
            "side_by_side", "two_token_weights", "logit_diffs", "patch", "patch_many", "printable_token",
-           "resid_row_name"]
+           "resid_row_name", "GAP_MIN", "normalise", "SetAverage", "average", "average_results"]
 
 TARGETS = ("z", "resid", "attn", "mlp")
 DIRECTIONS = ("denoise", "noise")
@@ -52,7 +52,72 @@ TARGET_LABELS = {"z": "head z (pattern·v)", "resid": "residual stream (resid_pr
                  "attn": "attention output (attn_out)", "mlp": "MLP output (mlp_out)"}
 #: Tokens (batch rows × positions) of one patched batch: bounds the memory of one batched run.
 MAX_BATCH_TOKENS = 8192
+#: A clean − corrupted gap under this (logits) leaves nothing to normalise by: the normalised values are NaN.
+GAP_MIN = 1e-6
 _POINT = {"z": "z", "attn": "attn_out", "mlp": "mlp_out", "resid": "resid_pre"}
+
+
+def normalise(raw, clean_ld: float, corrupt_ld: float):
+    """The gap-normalised logit difference (raw − LD_corrupted) / (LD_clean − LD_corrupted): the corrupted
+    run is 0, the clean run 1; NaN when the gap is under :data:`GAP_MIN`. The one definition (patching,
+    path patching and a circuit's recovered share use it). A float for a scalar ``raw``, else an array."""
+    arr = np.asarray(raw, dtype=float)
+    gap = clean_ld - corrupt_ld
+    out = np.full_like(arr, np.nan) if abs(gap) < GAP_MIN else (arr - corrupt_ld) / gap + 0.0   # + 0.0: no −0.0
+    return float(out) if out.ndim == 0 else out
+
+
+@dataclass
+class SetAverage:
+    """Maps of a prompt set averaged cell by cell: ``mean`` and ``std`` over the pairs whose value is defined
+    (NaN where none is), ``n`` how many were, ``undefined`` the pairs whose clean and corrupted runs agree;
+    ``gaps`` each pair's clean − corrupted logit difference, ``dims``/``target`` the maps' axes and target."""
+
+    mean: np.ndarray
+    std: np.ndarray
+    n: np.ndarray
+    undefined: int
+    gaps: list = field(default_factory=list)
+    dims: tuple = ()
+    target: str = ""
+
+    def describe(self) -> str:
+        """One paragraph: how many pairs, what is averaged, which pairs are left out, the gaps' range."""
+        left_out = (f"; {self.undefined} pair(s) whose clean and corrupted runs agree are left out (nothing to "
+                    "normalise)") if self.undefined else ""
+        return (f"{len(self.gaps)} pairs; mean and standard deviation of the normalised logit difference (corrupted "
+                f"0, clean 1) over the pairs{left_out}. Each pair is read at its last position. Clean − corrupted "
+                f"logit difference: mean {np.mean(self.gaps):+.3f}, from {np.min(self.gaps):+.3f} to "
+                f"{np.max(self.gaps):+.3f}.")
+
+    def frame(self) -> pd.DataFrame:
+        """Long table: one row per cell (its dims, mean, std, n; the residual stream's rows named)."""
+        dims = self.dims or tuple(f"dim{i}" for i in range(self.mean.ndim))
+        idx = np.indices(self.mean.shape).reshape(self.mean.ndim, -1)
+        df = pd.DataFrame({d: idx[i] for i, d in enumerate(dims)})
+        df["mean"], df["std"], df["n"] = self.mean.reshape(-1), self.std.reshape(-1), self.n.reshape(-1)
+        if self.target == "resid":
+            df["row"] = [resid_row_name(int(l), self.mean.shape[0] - 1) for l in df["layer"]]
+        return df
+
+
+def average(maps: list, gaps: list[float] | None = None, dims: tuple = (), target: str = "") -> SetAverage:
+    """Mean and standard deviation of normalised maps over a prompt set (NaN cells left out per cell)."""
+    stack = np.stack([np.asarray(m, dtype=float) for m in maps])
+    finite = np.isfinite(stack)
+    n = finite.sum(0)
+    filled = np.where(finite, stack, 0.0)
+    mean = np.where(n > 0, filled.sum(0) / np.maximum(n, 1), np.nan)
+    var = np.where(finite, (stack - mean) ** 2, 0.0).sum(0) / np.maximum(n, 1)
+    gaps = [] if gaps is None else [float(g) for g in gaps]
+    return SetAverage(mean, np.where(n > 0, np.sqrt(var), np.nan), n, sum(abs(g) < GAP_MIN for g in gaps), gaps,
+                      tuple(dims), target)
+
+
+def average_results(results: list) -> SetAverage:
+    """:func:`average` of the normalised maps of a prompt set's :class:`PatchResult` s (one target)."""
+    return average([r.normalised for r in results], [r.clean_ld - r.corrupt_ld for r in results],
+                   results[0].dims, results[0].target)
 
 
 class PatchError(ValueError):
@@ -201,10 +266,7 @@ class PatchResult:
 
     @property
     def normalised(self) -> np.ndarray:
-        gap = self.clean_ld - self.corrupt_ld
-        if abs(gap) < 1e-6:
-            return np.full_like(self.raw, np.nan)
-        return (self.raw - self.corrupt_ld) / gap + 0.0      # + 0.0: no −0.0
+        return normalise(self.raw, self.clean_ld, self.corrupt_ld)
 
     def frame(self, tokens: list[str] | None = None):
         """Long table: one row per patched activation (layer[, head][, position], logit_diff, normalised)."""
@@ -317,7 +379,7 @@ def patch(weights: Weights, pair: Pair, target: str = "z", *, per_position: bool
             if progress:
                 progress(done, total)
     notes = list(pair.notes)
-    if abs(clean_ld - corrupt_ld) < 1e-6:
+    if abs(clean_ld - corrupt_ld) < GAP_MIN:
         notes.append("the clean and corrupted runs give the same logit difference: the normalised values are "
                      "undefined (NaN); the raw logit differences are still shown")
     if per_position and pair.pos < T - 1:
@@ -337,8 +399,5 @@ def patch_many(weights: Weights, pairs: list[Pair], target: str = "z", *, per_po
         maps.append(patch(weights, pr, target, per_position=per_position, direction=direction).normalised)
         if progress:
             progress(i + 1, len(pairs))
-    stack = np.stack(maps)
-    with np.errstate(invalid="ignore"):
-        mean = np.nanmean(stack, 0) if np.isfinite(stack).any() else np.full(stack.shape[1:], np.nan)
-        std = np.nanstd(stack, 0) if np.isfinite(stack).any() else np.full(stack.shape[1:], np.nan)
-    return {"mean": mean, "std": std, "n": len(pairs), "per_pair": stack}
+    avg = average(maps)
+    return {"mean": avg.mean, "std": avg.std, "n": len(pairs), "per_pair": np.stack(maps)}

@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 __all__ = [
     "PromptError", "Table", "MAX_UPLOAD_MB", "MAX_PROMPTS", "MAX_PROMPT_CHARS",
     "check_text", "cut_text", "replace_surrogates", "decode_text", "read_upload", "prompts_from", "truncate", "windows",
-    "SAMPLE_TEXT",
-    "SAMPLE_TEXT_ZH",
+    "SAMPLE_TEXT", "SAMPLE_TEXT_ZH", "PAIR_FIELDS", "PAIR_ALIASES", "MAX_PAIRS", "PairRow", "PairSet", "read_pairs",
 ]
 
 #: A built-in English paragraph (the ``heads`` command's default text, the shipped model card's measurements).
@@ -46,6 +45,11 @@ MAX_PROMPTS = 1000            # prompts taken from one upload
 MAX_PROMPT_CHARS = 200_000    # characters of one prompt that are tokenized (≈ 50k tokens)
 EXTENSIONS = ("txt", "md", "csv", "jsonl")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+#: The fields of a prompt pair in a prompt-set file (CSV columns or JSONL keys), and the other names accepted.
+PAIR_FIELDS = ("clean", "corrupted", "answer", "distractor")
+PAIR_ALIASES = {"corrupt": "corrupted"}
+MAX_PAIRS = 100               # pairs taken from one prompt-set file
 
 
 class PromptError(ValueError):
@@ -305,3 +309,93 @@ def windows(ids: list[int], size: int, min_len: int = 2) -> list[list[int]]:
     """
     out = [list(ids[i:i + size]) for i in range(0, len(ids), size)]
     return [w for w in out if len(w) >= min_len]
+
+
+# ----------------------------------------------------------------------------- prompt pairs and prompt sets
+
+@dataclass(frozen=True)
+class PairRow:
+    """One pair's texts from a prompt-set file; ``where`` says where it came from ("line 3", "row 3")."""
+
+    clean: str
+    corrupted: str
+    answer: str
+    distractor: str
+    where: str
+
+
+@dataclass
+class PairSet:
+    """A prompt-set file, read: the usable rows, ``problems`` (one line per row left out, naming it) and
+    ``notes`` (limits applied). A front end either warns and uses the rows or refuses on the first problem."""
+
+    name: str
+    rows: list[PairRow] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _pair_fields(obj) -> tuple[dict, list[str]]:
+    """({field: text}, [missing or non-text fields]) of one CSV row / JSON object; keys are matched without
+    case or surrounding spaces, and ``corrupt`` is taken for ``corrupted``."""
+    if not isinstance(obj, dict):
+        return {}, list(PAIR_FIELDS)
+    keys = {}
+    for k in obj:
+        name = str(k).strip().lower()
+        keys.setdefault(PAIR_ALIASES.get(name, name), k)
+    got = {f: obj.get(keys[f]) for f in PAIR_FIELDS if f in keys}
+    bad = [f for f in PAIR_FIELDS if not isinstance(got.get(f), str) or _LONE_SURROGATE.search(got[f])]
+    return got, bad
+
+
+def _pair_objects(name: str, text: str, kind: str) -> list[tuple[str, object]]:
+    """[(where, row object or a one-line problem as a str)] of a prompt-set file."""
+    if kind == "csv":
+        table = _read_csv(name, text, header=True)
+        missing = [f for f in PAIR_FIELDS if f not in _pair_fields({c: "" for c in table.columns})[0]]
+        if missing:
+            raise PromptError(f"{name} has no column(s) {', '.join(missing)}; its columns are: "
+                              f"{', '.join(table.columns) or 'none'} (needed: {', '.join(PAIR_FIELDS)}).")
+        return [(f"row {n}", r) for n, r in enumerate(table.rows, 1)]
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append((f"line {n}", json.loads(line)))
+        except json.JSONDecodeError as e:
+            out.append((f"line {n}", f"line {n}: not JSON ({e.msg})"))
+        except RecursionError:
+            out.append((f"line {n}", f"line {n}: not JSON (nested too deeply)"))
+    return out
+
+
+def read_pairs(name: str, data: bytes, limit: int = MAX_PAIRS) -> PairSet:
+    """A prompt set from a .csv (a header row naming the columns) or JSON-lines file (any other name): one
+    pair per row with the text fields clean, corrupted (or corrupt), answer and distractor. UTF-8 with or
+    without a BOM, UTF-16/32 with one. The file as a whole is refused with a PromptError (too large, binary,
+    no usable row, a CSV without the columns); a bad row is a one-line problem naming its line/row and the
+    fields missing; more than ``limit`` usable rows keeps the first ``limit`` and says so."""
+    if len(data) > MAX_UPLOAD_MB * 1024 * 1024:
+        raise PromptError(f"{name} is {len(data) / 2**20:.1f} MB; the limit is {MAX_UPLOAD_MB} MB.")
+    text = decode_text(data, name)
+    kind = "csv" if name.lower().endswith(".csv") else "jsonl"
+    out = PairSet(name)
+    for where, obj in _pair_objects(name, text, kind):
+        if isinstance(obj, str):
+            out.problems.append(obj)
+            continue
+        got, bad = _pair_fields(obj)
+        if bad:
+            out.problems.append(f"{where}: needs the text fields {', '.join(PAIR_FIELDS)} "
+                                f"(missing or not text: {', '.join(bad)})")
+        elif len(out.rows) == limit:
+            out.notes.append(f"{name} has more than {limit} pairs; the first {limit} are used.")
+            break
+        else:
+            out.rows.append(PairRow(**got, where=where))
+    if not out.rows:
+        raise PromptError(f"{name}: no usable pairs" + (f" ({out.problems[0]})." if out.problems else
+                                                        " (the file has no rows)."))
+    return out

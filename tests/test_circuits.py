@@ -722,3 +722,40 @@ def test_weight_views_are_composition_and_head_scores(odd):
     for m in CO.MODES:
         np.testing.assert_array_equal(comp.scores[m], ref.scores[m])
     np.testing.assert_array_equal(hs.frame()["copying"], CO.head_scores(odd.weights).frame()["copying"])
+
+
+def test_circuit_cli_pairs_file_is_read_by_the_one_reader(tmp_path):
+    """--pairs takes what the pages take: 'corrupted' or 'corrupt', CSV by its name, UTF-16; a bad row refuses
+    the file naming its line and the missing fields."""
+    import argparse
+
+    from attnkit.cli.circuit import pairs_file
+
+    row = {"clean": "a b", "corrupted": "a c", "answer": " b", "distractor": " c"}
+    f = tmp_path / "p.csv"
+    f.write_bytes("clean,corrupt,answer,distractor\na b,a c, b, c\n".encode("utf-16"))
+    got = pairs_file(str(f))
+    assert [(r.clean, r.corrupted, r.answer, r.distractor) for r in got.rows] == [tuple(row.values())]
+    f = tmp_path / "p.jsonl"
+    f.write_text(json.dumps(row) + "\n" + json.dumps({"clean": "x"}) + "\n")
+    with pytest.raises(argparse.ArgumentTypeError, match=r"^line 2: needs .*missing or not text: corrupted, answer"):
+        pairs_file(str(f))
+
+
+def test_circuits_page_checks_its_examples_and_takes_a_prompt_set(tiny):
+    """Circuits offers the one registry's examples, each checked on the model (the swapped match is its default
+    on attnkit-tiny, marked as not solved: its corrupted run still prefers the answer); an uploaded set adds
+    pairs to discovery and a bad row is named."""
+    from helpers import apptest
+
+    rows = [{"clean": TINY_CLEAN, "corrupt": TINY_CORRUPT, "answer": " source", "distractor": " binary"},
+            {"clean": TINY_CLEAN, "answer": " source"}]
+    at = apptest("pages/8_Circuits.py", timeout=300,
+                 ci_upload_data=("set.jsonl", "\n".join(json.dumps(r) for r in rows).encode())).run()
+    assert not at.exception, at.exception
+    box = at.selectbox(key="ci_example")
+    assert box.value == "A repeated phrase, match swapped"
+    assert "A repeated phrase, match swapped (not solved)" in box.options and "A repeated phrase" in box.options
+    assert any("corrupted run also prefers the answer" in w.value for w in at.warning)
+    assert any("line 2: needs" in w.value and "corrupted, distractor" in w.value for w in at.warning)
+    assert any(c.value.startswith("1 more pair(s) from set.jsonl") for c in at.caption)

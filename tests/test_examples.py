@@ -71,3 +71,13 @@ def test_page_defaults_to_a_solved_example_and_warns_on_an_unsolved_one():
     at.selectbox(key="he_example").set_value(IOI).run()
     assert not at.exception
     assert any("clean run does not prefer the answer" in w.value for w in at.warning)
+
+
+def test_a_page_may_keep_its_preferred_example_when_unsolved():
+    """Circuits keeps the swapped match on attnkit-tiny (marked, warned) unless the tokenizer cannot make it."""
+    swapped = "A repeated phrase, match swapped"
+    checks = {REPEATED: EX.Check(REPEATED, 3.0, -1.0), swapped: EX.Check(swapped, 5.0, 0.4)}
+    assert EX.pick_default("attnkit-tiny", checks, EX.CIRCUITS_PREFERRED) == REPEATED
+    assert EX.pick_default("attnkit-tiny", checks, EX.CIRCUITS_PREFERRED, keep_preferred=True) == swapped
+    checks[swapped] = EX.Check(swapped, problem="This tokenizer cannot make the pair: …")
+    assert EX.pick_default("attnkit-tiny", checks, EX.CIRCUITS_PREFERRED, keep_preferred=True) == REPEATED

@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from attnkit import patching as P
+from attnkit.app.navigation import GOTO
 from attnkit.tolerances import ZERO_ATOL
 from attnkit.cli.patch import cli as patch_cli
-from helpers import apptest, selectbox
+from helpers import apptest
 
 CLEAN = "The animal didn't cross the street because it was too tired."
 CORRUPT = "The animal didn't cross the street because it was too tired!"
@@ -258,19 +259,21 @@ def test_page_prompt_set_averages(odd_dir):
 
 
 def test_page_in_the_app_opens_a_clicked_head_in_heatmaps(odd_dir):
-    """Inside the navigation frame: what a click on the patching map leaves behind (the chart's callback
-    sets the Heatmaps page's keys and he_goto) switches to Heatmaps on that head."""
+    """What a click on the patching map leaves behind (the chart's callback calls ui.open_head: the Heatmaps
+    page's inputs and the page switch asked for) is followed: AppTest runs a switched-to page's later runs
+    on their own, outside app.py's frame, where the switch is a one-line note saying where the head went
+    (the frame's switch itself is navigation.follow's, tested by pages-views)."""
     at = apptest("app.py", odd_dir, he_clean=CLEAN, he_corrupt=CORRUPT, he_answer="it", he_distractor="the",
                  he_example="Your own")
     at.switch_page("pages/7_Head_effects.py").run()
     assert not at.exception, at.exception
     assert [t.value for t in at.title] == ["Head effects"]
     at.session_state["hm_layer"], at.session_state["hm_head"], at.session_state["hm_view"] = 2, 4, "One head"
-    at.session_state["he_goto"] = (2, 4)
+    at.session_state[GOTO] = ("heatmaps", {"view": "One head", "layer": 2, "head": 4})
     at.run()
     assert not at.exception, at.exception
-    assert [t.value for t in at.title] == ["Heatmaps"]
-    assert at.selectbox(key="hm_layer").value == 2 and selectbox(at, "hm_head").value == 4
+    assert any("Head L2H4" in i.value and "Heatmaps page" in i.value for i in at.info), [i.value for i in at.info]
+    assert GOTO not in at.session_state
 
 
 def test_page_one_token_pair(odd_dir):
@@ -327,3 +330,14 @@ def test_page_prepends_bos_to_both_prompts_when_the_sidebar_says_so(odd_dir, odd
                      he_distractor="!", he_example="Your own", ak_bos=bos).run()
         assert not at.exception and not at.error
         assert any(c.value.startswith(f"{n} tokens; the prompts differ") for c in at.caption), n
+
+
+def test_normalise_and_set_average_on_hand_computed_values():
+    """The one gap-normalised logit difference, and the per-cell mean/std over a set leaving NaN cells out."""
+    np.testing.assert_array_equal(P.normalise([1.0, 3.0, -1.0], 3.0, 1.0), [0.0, 1.0, -1.0])
+    assert P.normalise(2.0, 3.0, 1.0) == 0.5 and np.isnan(P.normalise(2.0, 1.0, 1.0 + 1e-7))
+    assert str(P.normalise(np.array([1.0]), 3.0, 1.0)[0]) == "0.0"           # no −0.0
+    avg = P.average([[1.0, np.nan, np.nan], [3.0, 2.0, np.nan]], gaps=[1.0, 0.0])
+    np.testing.assert_array_equal(avg.mean[:2], [2.0, 2.0])
+    np.testing.assert_array_equal(avg.std[:2], [1.0, 0.0])
+    assert np.isnan(avg.mean[2]) and np.isnan(avg.std[2]) and list(avg.n) == [2, 1, 0] and avg.undefined == 1

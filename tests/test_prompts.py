@@ -87,3 +87,40 @@ def test_upload_cap_matches_streamlit_config():
 
     cfg = tomllib.loads((Path(__file__).parents[1] / ".streamlit" / "config.toml").read_text())
     assert cfg["server"]["maxUploadSize"] == P.MAX_UPLOAD_MB
+
+
+# ----------------------------------------------------------------------------- prompt sets (read_pairs)
+
+_PAIR = {"clean": "a b", "corrupted": "a c", "answer": " b", "distractor": " c"}
+
+
+@pytest.mark.parametrize("encoding, bom", [("utf-8", b""), ("utf-8", b"\xef\xbb\xbf"), ("utf-16", b"")])
+def test_read_pairs_csv_and_jsonl_in_every_encoding_give_the_same_rows(encoding, bom):
+    """CSV (columns in any case/order, 'corrupt' for 'corrupted') and JSONL read to the same rows."""
+    csv_text = "Distractor, Answer ,clean,corrupt\n c, b,a b,a c\n"
+    jsonl_text = json.dumps(_PAIR, ensure_ascii=False) + "\n\n" + json.dumps(_PAIR | {"clean": "中文 b"}) + "\n"
+    got_csv = P.read_pairs("s.csv", bom + csv_text.encode(encoding))
+    got_jsonl = P.read_pairs("s.jsonl", bom + jsonl_text.encode(encoding))
+    assert [r.clean for r in got_jsonl.rows] == ["a b", "中文 b"] and not got_jsonl.problems
+    assert [r.where for r in got_jsonl.rows] == ["line 1", "line 3"]
+    assert got_csv.rows[0] == P.PairRow(**_PAIR, where="row 1") and not got_csv.problems
+
+
+def test_read_pairs_names_the_row_and_the_missing_fields():
+    lines = [json.dumps(_PAIR), "{not json", json.dumps({"clean": "x", "answer": 3}), "[1, 2]"]
+    got = P.read_pairs("p.jsonl", "\n".join(lines).encode())
+    assert len(got.rows) == 1 and got.problems[0].startswith("line 2: not JSON")
+    assert got.problems[1] == ("line 3: needs the text fields clean, corrupted, answer, distractor "
+                               "(missing or not text: corrupted, answer, distractor)")
+    assert got.problems[2].startswith("line 4: needs") and len(got.problems) == 3
+    with pytest.raises(P.PromptError, match=r"no usable pairs \(line 1: not JSON"):
+        P.read_pairs("p.jsonl", b"{oops\n")
+    with pytest.raises(P.PromptError, match=r"no column\(s\) answer, distractor; its columns are: clean, corrupted"):
+        P.read_pairs("p.csv", b"clean,corrupted\nx,y\n")
+
+
+def test_read_pairs_states_its_limit():
+    data = "\n".join(json.dumps(_PAIR) for _ in range(5)).encode()
+    got = P.read_pairs("p.jsonl", data, limit=3)
+    assert len(got.rows) == 3 and got.notes == ["p.jsonl has more than 3 pairs; the first 3 are used."]
+    assert len(P.read_pairs("p.jsonl", data).rows) == 5

@@ -16,7 +16,7 @@ import pandas as pd
 from ..weights import head_name
 from .heatmaps import CELL_TEXT_PX, CONTENT_WIDTH, MIN_TEXT_CELL, PAD
 
-__all__ = ["LENS_MAX_T", "head_map", "layer_pos_map", "layer_bars", "attribution_bars", "contribution_graph", "lens_chart",
+__all__ = ["LENS_MAX_T", "last_positions", "set_average_charts", "head_map", "layer_pos_map", "layer_bars", "attribution_bars", "contribution_graph", "lens_chart",
            "head_tokens_chart"]
 
 
@@ -125,11 +125,22 @@ def attribution_bars(df: pd.DataFrame, top: int = 20, *, title: str = "", select
     return bars.properties(width=260, height=max(160, 18 * len(d)), autosize=PAD)   # half the page
 
 
+def last_positions(df: pd.DataFrame, lo: int, *columns: str) -> pd.DataFrame:
+    """The rows of ``df`` whose ``columns[0]`` position is ≥ ``lo``, every position column shifted by −lo."""
+    kept = df[df[columns[0]] >= lo]
+    return kept.assign(**{c: kept[c] - lo for c in columns})
+
+
 def contribution_graph(nodes: pd.DataFrame, edges: pd.DataFrame, labels: list[str], *, title: str = "",
-                       highlight: int | None = None) -> alt.LayerChart:
+                       highlight: int | None = None, last: int | None = None) -> alt.LayerChart:
     """Nodes = (layer, position): the residual stream at a position before a layer (top row: after the
     last). Edges = contributions above the threshold: attention from position j into i (curving
-    across), the residual stream itself (straight up). Line width and opacity follow the share."""
+    across), the residual stream itself (straight up). Line width and opacity follow the share.
+    ``last``: only the last that many positions are drawn (edges from earlier positions left out)."""
+    lo = max(0, len(labels) - last) if last else 0
+    if lo:
+        nodes, edges = last_positions(nodes, lo, "position"), last_positions(edges, lo, "from_pos", "to_pos")
+        labels, highlight = labels[lo:], None if highlight is None else highlight - lo
     T = len(labels)
     L = int(nodes["layer"].max())
     w = max(300, min(CONTENT_WIDTH - 220, 46 * T))            # beside the axis and the legends
@@ -165,9 +176,12 @@ def contribution_graph(nodes: pd.DataFrame, edges: pd.DataFrame, labels: list[st
 
 
 def lens_chart(df: pd.DataFrame, labels: list[str], rows: list[str], *, answer: str | None = None,
-               title: str = "") -> alt.LayerChart:
+               title: str = "", last: int | None = LENS_MAX_T) -> alt.LayerChart:
     """Logit lens, layer × position: each cell names its top token; coloured by the answer's rank
-    (1 = top, log scale) when there is an answer, else by the top token's probability."""
+    (1 = top, log scale) when there is an answer, else by the top token's probability. ``last``: only the
+    last that many positions are drawn (by default as many as fit the page)."""
+    lo = max(0, len(labels) - last) if last else 0
+    df, labels = (last_positions(df, lo, "position"), labels[lo:]) if lo else (df, labels)
     d = df.copy()
     d["label"] = [labels[int(p)] for p in d["position"]]
     T, R = len(labels), len(rows)
@@ -205,3 +219,19 @@ def head_tokens_chart(df: pd.DataFrame, *, title: str = "") -> alt.Chart:
                                                        range=["#b2182b", "#2166ac"]), title=None),
         tooltip=["token", "token_id", "direction", alt.Tooltip("logit:Q", format=".4f")],
     ).properties(width=360, height=max(160, 16 * len(d)), autosize=PAD)
+
+
+def set_average_charts(df: pd.DataFrame, dims: tuple, *, n: int, direction: str, what: str) -> tuple:
+    """(the mean's chart, the spread's chart or None) of a prompt set's averaged maps (``df``: a
+    :meth:`attnkit.patching.SetAverage.frame`, ``dims`` its axes, ``what`` the patched activation): heads → two head maps (the spread on a
+    symmetric scale), layer × position → two maps, layers → bars with ± std."""
+    spread = "Spread (standard deviation)"
+    if "head" in dims:
+        top = float(np.nanmax(df["std"])) if np.isfinite(df["std"]).any() else 1.0
+        return (head_map(df, "mean", legend_title="mean", title=f"Mean over {n} pairs ({direction})"),
+                head_map(df, "std", legend_title="std", title=spread, domain=[-top, top]))
+    if "position" in dims:
+        labels = [str(i) for i in range(int(df["position"].max()) + 1)]
+        return (layer_pos_map(df, labels, "mean", legend_title="mean", title=f"Mean over {n} pairs"),
+                layer_pos_map(df, labels, "std", legend_title="std", title=spread))
+    return layer_bars(df, title=f"{what}: mean ± std over {n} pairs ({direction})"), None

@@ -48,10 +48,13 @@ import torch
 from ..progress import Progress, Steps
 from ..weights import Weights, head_name
 
-__all__ = ["MODES", "Composition", "HeadScores", "composition", "random_baseline", "head_scores", "head_name",
+__all__ = ["MODES", "FORMULAS", "Composition", "HeadScores", "composition", "random_baseline", "head_scores", "head_name",
            "pair_scores"]
 
 MODES = ("q", "k", "v")
+#: Each composition score's formula, as the pages state it.
+FORMULAS = {"q": "‖W_OV(sender)·W_QK(receiver)‖ / (‖W_OV‖·‖W_QK‖)", "k": "‖W_OV(sender)·W_QK(receiver)ᵀ‖ / (‖W_OV‖·‖W_QK‖)",
+            "v": "‖W_OV(sender)·W_OV(receiver)‖ / (‖W_OV‖·‖W_OV‖)"}
 #: Above this many multiply-adds the [S·e, d] × [d, R·e] product is done in float32 (else float64).
 F64_LIMIT = 2e9
 

@@ -31,7 +31,7 @@ import pandas as pd
 import torch
 
 from ..model import norm, run
-from ..patching import Pair, PatchError, logit_diffs
+from ..patching import Pair, PatchError, logit_diffs, normalise
 from ..progress import Progress, Steps
 from ..standard import parse_head
 from ..weights import Weights
@@ -197,8 +197,7 @@ class Circuit:
     @property
     def recovered(self) -> float:
         """(LD(circuit) − LD(empty)) / (LD(clean) − LD(empty)): 0 with every edge ablated, 1 when clean."""
-        gap = self.clean_ld - self.empty_ld
-        return (self.circuit_ld - self.empty_ld) / gap if abs(gap) > 1e-6 else float("nan")
+        return normalise(self.circuit_ld, self.clean_ld, self.empty_ld)
 
     @property
     def heads(self) -> list[str]:

@@ -27,7 +27,8 @@ import torch
 
 from .. import attention
 from ..model import norm, run
-from ..patching import DIRECTIONS, MAX_BATCH_TOKENS, Pair, PatchError, logit_diffs, two_token_weights
+from ..patching import (DIRECTIONS, MAX_BATCH_TOKENS, Pair, PatchError, average, logit_diffs, normalise,
+                        two_token_weights)
 from ..progress import Progress
 from ..standard import NODE_INPUTS, node_name, split_node
 from ..weights import Weights
@@ -232,10 +233,7 @@ class PathResult:
 
     @property
     def normalised(self) -> np.ndarray:
-        gap = self.clean_ld - self.corrupt_ld
-        if abs(gap) < 1e-6:
-            return np.full_like(self.raw, np.nan)
-        return (self.raw - self.corrupt_ld) / gap + 0.0
+        return normalise(self.raw, self.clean_ld, self.corrupt_ld)
 
     @property
     def change(self) -> np.ndarray:
@@ -308,6 +306,5 @@ def path_map_many(weights: Weights, pairs: list[Pair], receiver: str, direction:
     """Normalised path maps over a prompt set: {"senders", "mean", "std", "n", "per_pair"}."""
     res = [path_map(weights, p, receiver, direction, mlps=mlps, source=source, senders=senders) for p in pairs]
     stack = np.stack([r.normalised for r in res])
-    with np.errstate(invalid="ignore"):
-        return {"senders": res[0].senders, "mean": np.nanmean(stack, 0), "std": np.nanstd(stack, 0),
-                "n": len(pairs), "per_pair": stack}
+    avg = average(stack)
+    return {"senders": res[0].senders, "mean": avg.mean, "std": avg.std, "n": len(pairs), "per_pair": stack}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import json
+import dataclasses
 import re
 import sys
 from pathlib import Path
@@ -14,6 +14,7 @@ from ..circuits.attribution_patching import edge_attribution, head_attribution
 from ..circuits.discover import ABLATIONS, STEPS as DI_STEPS, discover
 from ..circuits.path import SOURCES, path_map
 from ..patching import DIRECTIONS, PatchError, make_pair
+from .. import prompts
 from .pair import add_pair_args, load_pair, write_json
 from . import args as C
 
@@ -36,26 +37,19 @@ def share(s: str) -> float:
     return x
 
 
-PAIR_FIELDS = ("clean", "corrupt", "answer", "distractor")
-
-
-def pairs_file(s: str) -> list[dict]:
-    """JSON lines, one object per pair with string fields clean, corrupt, answer and distractor."""
+def pairs_file(s: str) -> prompts.PairSet:
+    """A prompt-set file (JSON lines, or CSV by its name), read by the one prompt-set reader
+    (:func:`attnkit.prompts.read_pairs`); any bad row refuses the file, naming its line."""
     C.existing_nonempty_text_file(s)
-    out = []
-    for n, line in enumerate(Path(s).expanduser().read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise argparse.ArgumentTypeError(f"line {n}: not JSON ({e.msg})") from None
-        bad = [k for k in PAIR_FIELDS if not isinstance(obj, dict) or not isinstance(obj.get(k), str)]
-        if bad:
-            raise argparse.ArgumentTypeError(f"line {n}: needs the text fields {', '.join(PAIR_FIELDS)} "
-                                             f"(missing or not text: {', '.join(bad)})")
-        out.append({k: obj[k] for k in PAIR_FIELDS})
-    return out
+    path = Path(s).expanduser()
+    try:
+        got = prompts.read_pairs(path.name, path.read_bytes())
+    except (prompts.PromptError, OSError) as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if got.problems:
+        more = f" (and {len(got.problems) - 1} more)" if len(got.problems) > 1 else ""
+        raise argparse.ArgumentTypeError(got.problems[0] + more)
+    return got
 
 
 def _parser() -> C.Parser:
@@ -67,9 +61,10 @@ def _parser() -> C.Parser:
     add_pair_args(p)
     p.add_argument("--more-corrupt", action="append", default=[], type=C.utf8_text, metavar="TEXT",
                    help="another corrupted prompt for the same clean prompt (repeatable): a prompt set")
-    p.add_argument("--pairs", type=pairs_file, default=[], metavar="FILE",
-                   help="discovery: more pairs from a JSON-lines file (one {\"clean\", \"corrupt\", \"answer\", "
-                        "\"distractor\"} object per line), added to the prompt set")
+    p.add_argument("--pairs", type=pairs_file, default=None, metavar="FILE",
+                   help="discovery: more pairs from a JSON-lines file (one {\"clean\", \"corrupted\", \"answer\", "
+                        "\"distractor\"} object per line; \"corrupt\" is accepted too) or a .csv with those "
+                        f"columns, at most {prompts.MAX_PAIRS} pairs, added to the prompt set")
     p.add_argument("--steps", type=C.positive_int, default=DI_STEPS,
                    help=f"discovery: integrated-gradient points behind the edge ranking (default {DI_STEPS}; "
                         "1 = plain edge attribution at the clean run)")
@@ -139,17 +134,20 @@ def cli(argv=None) -> int:
     if got is None:
         return 2
     m, pair = got
+    more = a.pairs.rows if a.pairs is not None else []
+    for n in a.pairs.notes if a.pairs is not None else []:
+        print(f"{PROG}: note: {n}", file=sys.stderr)
     try:
         pairs = [pair] + [make_pair(m, a.clean, k, a.answer, a.distractor, a.position) for k in a.more_corrupt]
-        for n, d in enumerate(a.pairs, 1):
+        for n, d in enumerate(more, 1):
             try:
-                pairs.append(make_pair(m, d["clean"], d["corrupt"], d["answer"], d["distractor"], a.position))
+                pairs.append(make_pair(m, d.clean, d.corrupted, d.answer, d.distractor, a.position))
             except PatchError as e:
-                raise PatchError(f"--pairs, pair {n}: {e}") from None
+                raise PatchError(f"--pairs, pair {n}: {d.where}: {e}") from None
     except PatchError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
-    out = {"model": m.name, "clean": a.clean, "corrupt": [a.corrupt] + a.more_corrupt, "more_pairs": a.pairs,
+    out = {"model": m.name, "clean": a.clean, "corrupt": [a.corrupt] + a.more_corrupt, "more_pairs": [dataclasses.asdict(d) for d in more],
            "answer": pair.answer_token,
            "distractor": pair.distractor_token, "position_read": pair.pos}
     if a.receiver:
