@@ -6,14 +6,9 @@ Re-exported by :mod:`attnkit.entropy`.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from .i18n import Message, join, msg
-
-if TYPE_CHECKING:   # entropy imports this module; the annotation only names its Summary
-    from .entropy import Summary
 
 __all__ = ["CLAIM", "CLAIM_SLOPE", "RISE", "MIN_DOCS", "MIN_WINDOW", "slope_interval", "claim_check"]
 
@@ -45,7 +40,7 @@ def slope_interval(doc_slopes, resamples: int = 2000, seed: int = 0) -> tuple[fl
     return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
 
 
-def claim_check(s: Summary) -> tuple[str, Message]:
+def claim_check(s) -> tuple[str, Message]:   # s: attnkit.entropy.Summary (entropy imports this module)
     """(verdict, explanation) of the seed's claim — attention spreads out as the context grows — with its
     effect size (the median slope of entropy against ln(i+1)) and a 95 % bootstrap interval over documents.
 
@@ -79,7 +74,7 @@ def claim_check(s: Summary) -> tuple[str, Message]:
         lo=f"{ci[0]:.2f}", hi=f"{ci[1]:.2f}", rise=RISE, slope=CLAIM_SLOPE))
 
 
-def _claim_text(s: Summary, sl: np.ndarray, ci, n_docs: int) -> Message:
+def _claim_text(s, sl: np.ndarray, ci, n_docs: int) -> Message:
     """The effect size, its interval, the heads that rise, the last position's entropy and the rule."""
     last = s.normalised("mean")[:, s.n_heads, -1]
     interval = (msg(", 95 % interval over {n} documents {lo} … {hi}", n=n_docs, lo=f"{ci[0]:.2f}", hi=f"{ci[1]:.2f}")
@@ -100,7 +95,7 @@ def _claim_text(s: Summary, sl: np.ndarray, ci, n_docs: int) -> Message:
 MIN_WINDOW = 8
 
 
-def _too_few_documents(s: Summary, n_docs: int) -> Message:
+def _too_few_documents(s, n_docs: int) -> Message:
     """Why there is no interval, and the Window setting (page) / --window (CLI) that would give one."""
     tokens = int(np.asarray(s.count).sum())
     window = tokens // MIN_DOCS
