@@ -9,13 +9,12 @@ characters into byte pieces, or its vocabulary holds no CJK character at all; el
 from __future__ import annotations
 
 from .i18n import Message, msg
+from .loading import CHINESE_MODEL
 from .pieces import Group
 
 __all__ = ["CHINESE_MODEL", "MOSTLY", "SPLIT_MOST", "is_cjk", "cjk_share", "split_share", "vocab_has_cjk",
            "cjk_notice"]
 
-#: The shipped model trained on Chinese text (offered by the notice).
-CHINESE_MODEL = "attnkit-tiny-zh"
 #: A prompt is "mostly CJK" when more than this share of its non-space characters are CJK …
 MOSTLY = 0.5
 #: … and the model "cannot read it" when more than this share of those characters are split into pieces.

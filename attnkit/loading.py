@@ -39,6 +39,7 @@ __all__ = [
     "DEFAULT_HUB_MODEL",
     "SHIPPED_MODEL",
     "PLANTED_MODELS",
+    "CHINESE_MODEL",
     "MODEL_CHOICES",
     "load",
     "resolve_device",
@@ -56,6 +57,9 @@ SHIPPED = {SHIPPED_MODEL: Path(__file__).parent / "models" / SHIPPED_MODEL}
 #: Planted-circuit models (hand-set weights, a CIRCUIT.json each; built by attnkit/dev/planted.py).
 PLANTED_MODELS = ["planted-induction", "planted-llama", "planted-mlp", "planted-competing"]
 SHIPPED.update({n: Path(__file__).parent / "models" / n for n in PLANTED_MODELS})
+#: the shipped model that reads Chinese (trained like attnkit-tiny on Chinese and English Debian text)
+CHINESE_MODEL = "attnkit-tiny-zh"
+SHIPPED[CHINESE_MODEL] = Path(__file__).parent / "models" / CHINESE_MODEL
 #: GPT-2 family short names -> hub repositories.
 HUB_NAMES = {
     "gpt2": "openai-community/gpt2",
@@ -74,7 +78,7 @@ def _family_models() -> dict[str, list[str]]:
 
 
 FAMILY_MODELS = _family_models()
-MODEL_CHOICES = [SHIPPED_MODEL, *PLANTED_MODELS, *HUB_NAMES, *(n for names in FAMILY_MODELS.values() for n in names)]
+MODEL_CHOICES = [SHIPPED_MODEL, CHINESE_MODEL, *PLANTED_MODELS, *HUB_NAMES, *(n for names in FAMILY_MODELS.values() for n in names)]
 
 
 class LoadError(Exception):
