@@ -15,7 +15,7 @@ from ..circuits.discover import ABLATIONS, STEPS as DI_STEPS, discover
 from ..circuits.path import SOURCES, path_map
 from ..patching import DIRECTIONS, PatchError, make_pair
 from .pair import add_pair_args, load_pair, write_json
-from . import args as C
+from . import args as cli_args
 
 PROG = "attnkit circuit"
 _NODE = re.compile(r"^(L\d+H\d+(\.[qkv])?|MLP\d+|embed|logits)$")
@@ -23,14 +23,14 @@ _NODE = re.compile(r"^(L\d+H\d+(\.[qkv])?|MLP\d+|embed|logits)$")
 
 def node(s: str) -> str:
     """A node name: L{l}H{h}[.q|.k|.v], MLP{l}, embed or logits (checked against the model later)."""
-    s = C.utf8_text(s).strip()
+    s = cli_args.utf8_text(s).strip()
     if not _NODE.match(s):
         raise argparse.ArgumentTypeError(f"{s!r} is not a node: use L{{l}}H{{h}}.q/.k/.v, MLP{{l}}, embed or logits")
     return s
 
 
 def share(s: str) -> float:
-    x = C.positive_float(s)
+    x = cli_args.positive_float(s)
     if x > 1.5:
         raise argparse.ArgumentTypeError(f"must be at most 1.5 (a share of the clean logit difference), got {s}")
     return x
@@ -41,7 +41,7 @@ PAIR_FIELDS = ("clean", "corrupt", "answer", "distractor")
 
 def pairs_file(s: str) -> list[dict]:
     """JSON lines, one object per pair with string fields clean, corrupt, answer and distractor."""
-    C.existing_nonempty_text_file(s)
+    cli_args.existing_nonempty_text_file(s)
     out = []
     for n, line in enumerate(Path(s).expanduser().read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         if not line.strip():
@@ -58,19 +58,19 @@ def pairs_file(s: str) -> list[dict]:
     return out
 
 
-def _parser() -> C.Parser:
-    p = C.Parser(prog="python -m attnkit circuit",
+def _parser() -> cli_args.Parser:
+    p = cli_args.Parser(prog="python -m attnkit circuit",
                  description="Circuits on a clean/corrupted pair. With --receiver: path patching of every earlier "
                              "sender (or --sender) into that receiver's input only. Otherwise: circuit discovery — "
                              "edges ranked by edge attribution patching, kept until the circuit, run with every "
                              "other edge ablated, recovers --share of the clean logit difference.")
     add_pair_args(p)
-    p.add_argument("--more-corrupt", action="append", default=[], type=C.utf8_text, metavar="TEXT",
+    p.add_argument("--more-corrupt", action="append", default=[], type=cli_args.utf8_text, metavar="TEXT",
                    help="another corrupted prompt for the same clean prompt (repeatable): a prompt set")
     p.add_argument("--pairs", type=pairs_file, default=[], metavar="FILE",
                    help="discovery: more pairs from a JSON-lines file (one {\"clean\", \"corrupt\", \"answer\", "
                         "\"distractor\"} object per line), added to the prompt set")
-    p.add_argument("--steps", type=C.positive_int, default=DI_STEPS,
+    p.add_argument("--steps", type=cli_args.positive_int, default=DI_STEPS,
                    help=f"discovery: integrated-gradient points behind the edge ranking (default {DI_STEPS}; "
                         "1 = plain edge attribution at the clean run)")
     p.add_argument("--receiver", type=node, default=None, help="path patching into this input, e.g. L3H0.k")
@@ -84,7 +84,7 @@ def _parser() -> C.Parser:
     p.add_argument("--exact", action="store_true",
                    help="also run exact patching beside attribution patching (heads and edges) and report "
                         "their Spearman rank correlation")
-    p.add_argument("--top", type=C.positive_int, default=15, help="rows listed (default 15)")
+    p.add_argument("--top", type=cli_args.positive_int, default=15, help="rows listed (default 15)")
     return p
 
 

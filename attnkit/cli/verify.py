@@ -9,25 +9,25 @@ from __future__ import annotations
 import json
 import sys
 
-from . import args as T
+from . import args as cli_args
 
 __all__ = ["cli", "parser"]
 
 
-def parser() -> T.Parser:
-    p = T.Parser(prog="python -m attnkit verify", description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default=None, type=T.utf8_text,
+def parser() -> cli_args.Parser:
+    p = cli_args.Parser(prog="python -m attnkit verify", description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default=None, type=cli_args.utf8_text,
                    help="hub name (gpt2, distilgpt2, …), attnkit-tiny or a local folder "
                         "(default: gpt2 if reachable, else the shipped model)")
-    p.add_argument("--device", default="cpu", type=T.device,
+    p.add_argument("--device", default="cpu", type=cli_args.device,
                    help="cpu, cuda, mps or auto (default: cpu); the float64 reference always runs on the CPU")
-    p.add_argument("--text", default=None, type=T.utf8_text, help="text to run on (default: a short sentence)")
-    p.add_argument("--tokens", type=T.positive_int, default=None,
+    p.add_argument("--text", default=None, type=cli_args.utf8_text, help="text to run on (default: a short sentence)")
+    p.add_argument("--tokens", type=cli_args.positive_int, default=None,
                    help="instead of --text, this many random token ids (e.g. the full context, 1024)")
-    p.add_argument("--seed", type=T.nonneg_int, default=0)
-    p.add_argument("--generate", type=T.nonneg_int, default=8, metavar="N",
+    p.add_argument("--seed", type=cli_args.nonneg_int, default=0)
+    p.add_argument("--generate", type=cli_args.nonneg_int, default=8, metavar="N",
                    help="also greedy-decode N tokens with the KV cache and compare with HF generate (0: skip)")
-    p.add_argument("--json", dest="json_out", default=None, type=T.writable_path, help="write the report as JSON here")
+    p.add_argument("--json", dest="json_out", default=None, type=cli_args.writable_path, help="write the report as JSON here")
     return p
 
 
@@ -35,7 +35,7 @@ def cli(argv=None) -> int:
     a = parser().parse_args(argv)
     import torch
 
-    from .. import verify as V
+    from .. import verify as verify_lib
     from ..loading import load_for_cli
 
     m = load_for_cli(a.model, a.device, "attnkit verify")
@@ -45,16 +45,16 @@ def cli(argv=None) -> int:
         n = min(a.tokens, m.config.n_ctx)
         ids = torch.randint(0, m.config.d_vocab, (n,), generator=torch.Generator().manual_seed(a.seed))
     else:
-        ids = torch.tensor(m.encode(V.DEFAULT_TEXT if a.text is None else a.text)[: m.config.n_ctx])
+        ids = torch.tensor(m.encode(verify_lib.DEFAULT_TEXT if a.text is None else a.text)[: m.config.n_ctx])
         if ids.numel() == 0:
             print("attnkit verify: the text has no tokens", file=sys.stderr)
             return 2
     ids = ids.to(m.device)
-    pair = V.float64_pair(m.hf_model, m.weights)
-    rep = V.compare(m.hf_model, m.weights, ids, name=m.name, pair=pair)
+    pair = verify_lib.float64_pair(m.hf_model, m.weights)
+    rep = verify_lib.compare(m.hf_model, m.weights, ids, name=m.name, pair=pair)
     n_new = min(a.generate, m.config.n_ctx - int(ids.numel()))
     if n_new > 0:
-        rep.generation = V.compare_generation(m.hf_model, m.weights, ids, n_new, pair=pair)
+        rep.generation = verify_lib.compare_generation(m.hf_model, m.weights, ids, n_new, pair=pair)
     print(rep.table())
     if a.json_out:
         with open(a.json_out, "w", encoding="utf-8") as f:
