@@ -44,7 +44,7 @@ from .weights import Weights
 
 __all__ = ["TARGETS", "DIRECTIONS", "PatchError", "Pair", "PatchResult", "resolve_token", "make_pair",
            "side_by_side", "two_token_weights", "logit_diffs", "patch", "patch_many", "printable_token",
-           "resid_row_name"]
+           "resid_row_name", "MIN_GAP", "SMALL_GAP", "normalise", "gap_note"]
 
 TARGETS = ("z", "resid", "attn", "mlp")
 DIRECTIONS = ("denoise", "noise")
@@ -52,6 +52,34 @@ TARGET_LABELS = {"z": "head z (pattern·v)", "resid": "residual stream (resid_pr
                  "attn": "attention output (attn_out)", "mlp": "MLP output (mlp_out)"}
 #: Tokens (batch rows × positions) of one patched batch: bounds the memory of one batched run.
 MAX_BATCH_TOKENS = 8192
+MIN_GAP = 1e-6        # |LD(clean) − LD(base)| below this: no scale to normalise by (NaN, and said)
+SMALL_GAP = 0.1       # below this (a tenth of a logit) a normalised value multiplies noise by 1/gap: said
+
+
+def normalise(values, base: float, clean: float) -> np.ndarray:
+    """(values − base) / (clean − base): the base run 0, the clean run 1; NaN when the gap is below MIN_GAP.
+    The one normalisation by a gap (patching, path patching, discovery); :func:`gap_note` says what it did."""
+    gap = clean - base
+    values = np.asarray(values, dtype=float)
+    if not abs(gap) >= MIN_GAP:
+        return np.full_like(values, np.nan)
+    return (values - base) / gap + 0.0      # + 0.0: no −0.0
+
+
+def gap_note(clean: float, base: float, base_name: str = "corrupted") -> str | None:
+    """What :func:`normalise` did with this gap when it is not a plain positive one, else None."""
+    gap = clean - base
+    said = f"LD(clean) {clean:+.4f}, LD({base_name}) {base:+.4f}"
+    if not abs(gap) >= MIN_GAP:
+        return (f"the clean and {base_name} runs give the same logit difference ({said}): there is no gap to "
+                "normalise by, so the normalised values are undefined (NaN); the raw logit differences are shown")
+    if gap < 0:
+        return (f"the {base_name} run's logit difference is above the clean one ({said}): the pair is not solved "
+                f"and the normalised scale ({base_name} 0, clean 1) runs backwards; read the raw logit differences")
+    if gap < SMALL_GAP:
+        return (f"the gap between the clean and {base_name} runs is small ({gap:.2g} logits; {said}): normalised "
+                f"values multiply noise by {1 / gap:.0f}")
+    return None
 _POINT = {"z": "z", "attn": "attn_out", "mlp": "mlp_out", "resid": "resid_pre"}
 
 
@@ -201,10 +229,7 @@ class PatchResult:
 
     @property
     def normalised(self) -> np.ndarray:
-        gap = self.clean_ld - self.corrupt_ld
-        if abs(gap) < 1e-6:
-            return np.full_like(self.raw, np.nan)
-        return (self.raw - self.corrupt_ld) / gap + 0.0      # + 0.0: no −0.0
+        return normalise(self.raw, self.corrupt_ld, self.clean_ld)
 
     def frame(self, tokens: list[str] | None = None):
         """Long table: one row per patched activation (layer[, head][, position], logit_diff, normalised)."""
@@ -317,9 +342,8 @@ def patch(weights: Weights, pair: Pair, target: str = "z", *, per_position: bool
             if progress:
                 progress(done, total)
     notes = list(pair.notes)
-    if abs(clean_ld - corrupt_ld) < 1e-6:
-        notes.append("the clean and corrupted runs give the same logit difference: the normalised values are "
-                     "undefined (NaN); the raw logit differences are still shown")
+    if gap_note(clean_ld, corrupt_ld):
+        notes.append(gap_note(clean_ld, corrupt_ld))
     if per_position and pair.pos < T - 1:
         notes.append(f"position {pair.pos} is read: positions after it cannot change it (causal mask) and are "
                      "not run; they hold the unpatched value")

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from ..model import Intervention, run
 from ..progress import Progress
+from ..standard import parse_head
 from ..weights import head_name
 
 __all__ = [
@@ -214,15 +215,18 @@ class Spec:
         return named or slice(None)
 
 
-_HEAD = re.compile(r"^(?:l(\d+)h(\d+)|(\d+)\.(\d+))$")
+_LAYERS = re.compile(r"^[0-9]+(,[0-9]*)*$", re.ASCII)      # ASCII digits only, as standard.parse_head
 
 
 def _parse_layers(text) -> tuple[int, ...] | None:
     if text is None or text == "" or text == "all":
         return None
     if isinstance(text, str):
+        text = text.replace(" ", "")
         try:
-            return tuple(sorted({int(t) for t in text.replace(" ", "").split(",") if t}))
+            if not _LAYERS.match(text):
+                raise ValueError(text)
+            return tuple(sorted({int(t) for t in text.split(",") if t}))
         except ValueError:
             raise AblationError(f"layers must be numbers separated by commas (e.g. 0,2), got {text!r}") from None
     return tuple(sorted({int(t) for t in text}))
@@ -242,11 +246,10 @@ def parse_spec(text: str, layers=None, n_layers: int | None = None, n_heads: int
     kind = REGISTRY[name]
     heads = []
     for item in filter(None, rest.split(",")):
-        m = _HEAD.match(item)
-        if not m:
-            raise AblationError(f"a head is written L{{layer}}H{{head}} (e.g. L1H3), got {item!r}")
-        l, h = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
-        heads.append((int(l), int(h)))
+        try:
+            heads.append(parse_head(item))
+        except ValueError:
+            raise AblationError(f"a head is written L{{layer}}H{{head}} (e.g. L1H3), got {item!r}") from None
     if heads and kind.heads == "none":
         raise AblationError(f"{name} acts on whole layers; give the scope with --layers, not heads")
     if kind.heads == "required" and not heads:

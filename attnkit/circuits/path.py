@@ -27,16 +27,18 @@ import torch
 
 from .. import attention as A
 from ..model import norm, run
-from ..patching import DIRECTIONS, MAX_BATCH_TOKENS, Pair, PatchError, logit_diffs, two_token_weights
+from ..patching import (DIRECTIONS, MAX_BATCH_TOKENS, Pair, PatchError, gap_note, logit_diffs, normalise,
+                        two_token_weights)
 from ..progress import Progress
+from ..standard import parse_head
 from ..weights import Weights
 
 __all__ = ["INPUTS", "Runs", "PathResult", "parse_node", "sender_names", "receiver_names", "precedes",
            "SOURCES", "cache_runs", "edge_effects", "mean_deltas", "node_name", "sender_output", "path_patch", "path_map", "path_map_many"]
 
 INPUTS = ("q", "k", "v")
-_HEAD = re.compile(r"^L(\d+)H(\d+)(?:\.([qkv]))?$")
-_MLP = re.compile(r"^MLP(\d+)$")
+_HEAD = re.compile(r"^(L[0-9]+H[0-9]+)(?:\.([qkv]))?$", re.ASCII)     # the head itself: standard.parse_head
+_MLP = re.compile(r"^MLP([0-9]+)$", re.ASCII)
 CACHED = ["head_out", "mlp_out", "resid_pre", "resid_mid", "resid_post"]
 
 
@@ -45,7 +47,7 @@ def parse_node(name: str, cfg, role: str = "sender") -> tuple:
     name = str(name).strip()
     m = _HEAD.match(name)
     if m:
-        l, h, inp = int(m[1]), int(m[2]), m[3]
+        (l, h), inp = parse_head(m[1]), m[2]
         if not (0 <= l < cfg.n_layers and 0 <= h < cfg.n_heads):
             raise PatchError(f"{name}: the model has layers 0…{cfg.n_layers - 1} and heads 0…{cfg.n_heads - 1}")
         if role == "receiver" and inp is None:
@@ -101,9 +103,13 @@ def sender_names(cfg, mlps: bool = True) -> list[str]:
 
 
 def receiver_names(cfg, mlps: bool = True) -> list[str]:
+    """Every receiving input, each once: under grouped-query attention a group of ``cfg.group`` query heads
+    shares one key/value head, so its .k and .v inputs are listed once, under the group's first query head."""
+    g = getattr(cfg, "group", 1) or 1
     out = []
     for l in range(cfg.n_layers):
-        out += [f"L{l}H{h}.{i}" for h in range(cfg.n_heads) for i in INPUTS] + ([f"MLP{l}"] if mlps else [])
+        out += [f"L{l}H{h}.{i}" for h in range(cfg.n_heads) for i in INPUTS if i == "q" or h % g == 0]
+        out += [f"MLP{l}"] if mlps else []
     return out + ["logits"]
 
 
@@ -239,10 +245,7 @@ class PathResult:
 
     @property
     def normalised(self) -> np.ndarray:
-        gap = self.clean_ld - self.corrupt_ld
-        if abs(gap) < 1e-6:
-            return np.full_like(self.raw, np.nan)
-        return (self.raw - self.corrupt_ld) / gap + 0.0
+        return normalise(self.raw, self.corrupt_ld, self.clean_ld)
 
     @property
     def change(self) -> np.ndarray:
@@ -309,6 +312,8 @@ def path_map(weights: Weights, pair: Pair, receiver: str, direction: str = "deno
     if cfg.group > 1 and r[0] in ("k", "v"):
         notes.append(f"grouped-query attention: {receiver} is the key/value head shared by its group of "
                      f"{cfg.group} query heads")
+    if gap_note(runs.clean_ld, runs.corrupt_ld):
+        notes.append(gap_note(runs.clean_ld, runs.corrupt_ld))
     return PathResult(list(senders), node_name(r), direction, raw, runs.clean_ld, runs.corrupt_ld, notes)
 
 

@@ -14,11 +14,13 @@ from ..circuits.attribution_patching import edge_attribution, head_attribution
 from ..circuits.discover import ABLATIONS, STEPS as DI_STEPS, discover
 from ..circuits.path import SOURCES, path_map
 from ..patching import DIRECTIONS, PatchError, make_pair
+from ..prompts import PromptError, decode_text
 from .pair import add_pair_args, load_pair, write_json
 from . import args as cli_args
 
 PROG = "attnkit circuit"
-_NODE = re.compile(r"^(L\d+H\d+(\.[qkv])?|MLP\d+|embed|logits)$")
+MAX_STEPS = 256               # integrated-gradient points: the ranking settles long before
+_NODE = re.compile(r"^(L[0-9]+H[0-9]+(\.[qkv])?|MLP[0-9]+|embed|logits)$", re.ASCII)   # as circuits.path.parse_node
 
 
 def node(s: str) -> str:
@@ -37,24 +39,51 @@ def share(s: str) -> float:
 
 
 PAIR_FIELDS = ("clean", "corrupt", "answer", "distractor")
+MAX_PAIRS = 1000              # a prompt set beyond this is a corpus job, not a command-line run
 
 
-def pairs_file(s: str) -> list[dict]:
-    """JSON lines, one object per pair with string fields clean, corrupt, answer and distractor."""
+class PairsFile(list):
+    """The pairs of a ``--pairs`` file, remembering the file (so that ``--json`` cannot overwrite it)."""
+    path: str = ""
+
+
+def _unique_keys(items):
+    keys = [k for k, _ in items]
+    dup = sorted({k for k in keys if keys.count(k) > 1})
+    if dup:
+        raise ValueError(f"the key {dup[0]!r} appears twice")
+    return dict(items)
+
+
+def _row(line: str, n: int) -> dict:
+    try:
+        obj = json.loads(line, object_pairs_hook=_unique_keys)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"line {n}: not JSON ({e.msg})") from None
+    except (ValueError, RecursionError) as e:
+        raise argparse.ArgumentTypeError(f"line {n}: {e}; write each field once") from None
+    bad = [k for k in PAIR_FIELDS if not isinstance(obj, dict) or not isinstance(obj.get(k), str)]
+    if bad:
+        raise argparse.ArgumentTypeError(f"line {n}: needs the text fields {', '.join(PAIR_FIELDS)} "
+                                         f"(missing or not text: {', '.join(bad)})")
+    return {k: obj[k] for k in PAIR_FIELDS}
+
+
+def pairs_file(s: str) -> PairsFile:
+    """JSON lines (UTF-8, or UTF-16/32 with a byte-order mark, as prompt uploads), one object per pair with
+    string fields clean, corrupt, answer and distractor, each once; at most MAX_PAIRS pairs."""
     cli_args.existing_nonempty_text_file(s)
-    out = []
-    for n, line in enumerate(Path(s).expanduser().read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise argparse.ArgumentTypeError(f"line {n}: not JSON ({e.msg})") from None
-        bad = [k for k in PAIR_FIELDS if not isinstance(obj, dict) or not isinstance(obj.get(k), str)]
-        if bad:
-            raise argparse.ArgumentTypeError(f"line {n}: needs the text fields {', '.join(PAIR_FIELDS)} "
-                                             f"(missing or not text: {', '.join(bad)})")
-        out.append({k: obj[k] for k in PAIR_FIELDS})
+    try:
+        text = decode_text(Path(s).expanduser().read_bytes(), Path(s).name)
+    except (OSError, PromptError) as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    out = PairsFile()
+    out.path = s
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            out.append(_row(line, n))
+        if len(out) > MAX_PAIRS:
+            raise argparse.ArgumentTypeError(f"more than {MAX_PAIRS:,} pairs (line {n}); split the file")
     return out
 
 
@@ -70,9 +99,9 @@ def _parser() -> cli_args.Parser:
     p.add_argument("--pairs", type=pairs_file, default=[], metavar="FILE",
                    help="discovery: more pairs from a JSON-lines file (one {\"clean\", \"corrupt\", \"answer\", "
                         "\"distractor\"} object per line), added to the prompt set")
-    p.add_argument("--steps", type=cli_args.positive_int, default=DI_STEPS,
+    p.add_argument("--steps", type=cli_args.int_in(1, MAX_STEPS), default=DI_STEPS,
                    help=f"discovery: integrated-gradient points behind the edge ranking (default {DI_STEPS}; "
-                        "1 = plain edge attribution at the clean run)")
+                        "1 = plain edge attribution at the clean run; at most {MAX_STEPS})")
     p.add_argument("--receiver", type=node, default=None, help="path patching into this input, e.g. L3H0.k")
     p.add_argument("--sender", type=node, default=None, help="with --receiver: only this sender, e.g. L2H1")
     p.add_argument("--source", choices=SOURCES, default="pair",
@@ -84,7 +113,7 @@ def _parser() -> cli_args.Parser:
     p.add_argument("--exact", action="store_true",
                    help="also run exact patching beside attribution patching (heads and edges) and report "
                         "their Spearman rank correlation")
-    p.add_argument("--top", type=cli_args.positive_int, default=15, help="rows listed (default 15)")
+    p.add_argument("--top", type=cli_args.int_in(1, 10_000), default=15, help="rows listed (default 15; 1–10,000)")
     return p
 
 
@@ -113,10 +142,12 @@ def _discover(m, pairs, a, out) -> None:
     for n in c.notes:
         print(f"  note: {n}")
     print(f"  logit diff  clean {c.clean_ld:+.4f}  corrupted {c.corrupt_ld:+.4f}  every edge ablated {c.empty_ld:+.4f}")
-    print(f"  circuit: {c.size} of {len(c.ranked)} edges, logit diff {c.circuit_ld:+.4f} = "
-          f"{c.circuit_ld / c.clean_ld:.1%} of clean (target {a.share:.0%}); heads {' '.join(c.heads) or 'none'}")
-    print("  faithfulness curve (edges: share): " +
-          ", ".join(f"{k}: {f:.2f}" for k, f in zip(c.sizes, c.faithfulness)))
+    share = f"{c.share:.1%} of clean" if c.solved else "no share: the pair is not solved (see the note)"
+    print(f"  circuit: {c.size} of {len(c.ranked)} edges, logit diff {c.circuit_ld:+.4f} = {share} "
+          f"(target {a.share:.0%}, reached: {'yes' if c.reached else 'no'}); heads {' '.join(c.heads) or 'none'}")
+    if c.solved:
+        print("  faithfulness curve (edges: share): " +
+              ", ".join(f"{k}: {f:.2f}" for k, f in zip(c.sizes, c.faithfulness)))
     for s, r, v in c.edges[: a.top]:
         print(f"    {s:>7} → {r:<9} attribution {v:+.4f}")
     out["circuit"] = c.to_json()
@@ -131,10 +162,16 @@ def _exact(m, pair, a, out) -> None:
 
 
 def cli(argv=None) -> int:
-    a = _parser().parse_args(argv)
+    p = _parser()
+    a = p.parse_args(argv)
+    cli_args.distinct_from_inputs(p, a, a.json_out, {"--pairs": a.pairs.path if a.pairs else None})
     if a.sender and not a.receiver:
-        print(f"{PROG}: --sender needs --receiver (the input it is patched into)", file=sys.stderr)
-        return 2
+        p.error("--sender needs --receiver (the input it is patched into)")
+    if a.receiver and (a.more_corrupt or a.pairs or a.steps != DI_STEPS):
+        used = [o for o, v in (("--more-corrupt", a.more_corrupt), ("--pairs", a.pairs),
+                               ("--steps", a.steps != DI_STEPS)) if v]
+        p.error(f"{', '.join(used)}: path patching (--receiver) runs on the one --clean/--corrupt pair; "
+                "these are for discovery — drop them or drop --receiver")
     got = load_pair(a, PROG)
     if got is None:
         return 2

@@ -3,15 +3,14 @@ locally or on Ray (the library is :mod:`attnkit.corpus`)."""
 from __future__ import annotations
 
 import importlib.util
-import json
 import sys
-from pathlib import Path
 
 from .. import corpus as corpus_lib
 from ..dev.bench.corpus import bench
 from ..loading import LoadError, default_model
 from ..prompts import MAX_PROMPT_CHARS as MAX_CHARS
 from . import args as cli_args
+from .pair import write_json
 
 PROG = "attnkit corpus"
 
@@ -41,15 +40,15 @@ def _parser():
     p.add_argument("--gpus-per-worker", type=cli_args.nonneg_float, default=0.0, help="> 0 runs each actor's model on a GPU")
     # --window, --batch, --shard-docs and --threads are checked by corpus.settings_for (one message for
     # the library and the command line)
-    p.add_argument("--window", type=int, default=None, help="tokens per window (default: the model's context)")
-    p.add_argument("--batch", type=int, default=4, help="windows of equal length per forward pass (default 4)")
-    p.add_argument("--shard-docs", type=int, default=corpus_lib.SHARD_DOCS, help=f"documents per shard (default {corpus_lib.SHARD_DOCS})")
+    p.add_argument("--window", type=cli_args.whole_number, default=None, help="tokens per window (default: the model's context)")
+    p.add_argument("--batch", type=cli_args.whole_number, default=4, help="windows of equal length per forward pass (default 4)")
+    p.add_argument("--shard-docs", type=cli_args.whole_number, default=corpus_lib.SHARD_DOCS, help=f"documents per shard (default {corpus_lib.SHARD_DOCS})")
     p.add_argument("--max-docs", type=cli_args.positive_int, default=None, help="use only the first N documents")
     p.add_argument("--device", default="cpu", type=cli_args.device, help="cpu, cuda, mps or auto (local engine; default cpu)")
-    p.add_argument("--threads", type=int, default=1,
+    p.add_argument("--threads", type=cli_args.whole_number, default=1,
                    help="torch threads per worker = CPUs per Ray actor (default 1; the numbers depend on it "
                         "in the last float bits, so a resumed run must use the same)")
-    p.add_argument("--bootstrap", type=cli_args.nonneg_int, default=1000,
+    p.add_argument("--bootstrap", type=cli_args.int_in(0, 100_000), default=1000,
                    help="bootstrap resamples for the intervals (default 1000)")
     p.add_argument("--bench", action="store_true", help="measure documents/second: local, then Ray with --workers")
     p.add_argument("--bench-docs", type=cli_args.positive_int, default=48)
@@ -96,14 +95,14 @@ def _run(a) -> corpus_lib.RunReport:
 
 
 def cli(argv=None) -> int:
-    a = _parser().parse_args(argv)
+    p = _parser()
+    a = p.parse_args(argv)
+    cli_args.distinct_from_inputs(p, a, a.json_out, {"--input": a.input})
     try:
         if a.bench:
             res = bench(model=a.model or "attnkit-tiny", docs=a.bench_docs, window=a.window or 128,
                         workers=a.workers or 2, batch=a.batch, log=lambda s: print(s, flush=True))
-            if a.json_out:
-                Path(a.json_out).write_text(json.dumps(res, indent=1), encoding="utf-8")
-            return 0
+            return 0 if not a.json_out or write_json(a.json_out, res, PROG) else 1
         rep = _run(a)
     except (corpus_lib.CorpusError, LoadError) as e:    # bad input, or a model that will not load (here or in an actor)
         _note(str(e))

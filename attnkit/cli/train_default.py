@@ -67,7 +67,7 @@ def _parser() -> cli_args.Parser:
     p.add_argument("--snapshots", type=cli_args.nonneg_int, default=0,
                    help="keep this many float16 snapshots as a training series in OUT/steps (with series.json), "
                         "chosen densest where the logged induction score changes fastest (default 0: none)")
-    p.add_argument("--seed", type=cli_args.nonneg_int, default=1234)
+    p.add_argument("--seed", type=cli_args.seed, default=1234)
     p.add_argument("--threads", type=cli_args.positive_int, default=1, help="torch CPU threads")
     p.add_argument("--batch", type=cli_args.positive_int, default=16)
     p.add_argument("--lr", type=cli_args.positive_float, default=2e-3)
