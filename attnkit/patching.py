@@ -145,8 +145,8 @@ def resolve_token(model, word: str, role: str = "answer") -> tuple[int, str, str
                 note += f"; without the space it would be {model.token_strs(model.encode(word))[0]!r}"
             return ids[0], tok, note
         tried.append((c, ids))
-    pieces = "; ".join(f"{c!r} is {len(ids)} tokens: " + " + ".join(repr(t) for t in model.token_strs(ids))
-                       for c, ids in tried)
+    pieces = "; ".join(f"{c!r} is {len(ids)} tokens: " + " + ".join(printable_token(t) for t in model.token_texts(ids))
+                       for c, ids in tried)     # a split character reads 猫[1/2] + 猫[2/2], as on every page
     raise PatchError(f"the {role} must be a single token, but {pieces}; pick a word that is one token")
 
 

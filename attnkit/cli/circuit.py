@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..circuits.attribution_patching import edge_attribution, head_attribution
+from ..circuits.attribution_patching import EXACT_TOP, edge_attribution, head_attribution
 from ..circuits.discover import ABLATIONS, STEPS as DI_STEPS, discover
 from ..circuits.path import SOURCES, path_map
 from ..patching import DIRECTIONS, PatchError, make_pair
@@ -113,6 +113,9 @@ def _parser() -> cli_args.Parser:
     p.add_argument("--exact", action="store_true",
                    help="also run exact patching beside attribution patching (heads and edges) and report "
                         "their Spearman rank correlation")
+    p.add_argument("--exact-top", type=cli_args.int_in(0, 10**7), default=EXACT_TOP, metavar="K",
+                   help=f"with --exact: compare the K edges of largest |attribution| (default {EXACT_TOP}; 0: every "
+                        "edge, one patched run each)")
     p.add_argument("--top", type=cli_args.int_in(1, 10_000), default=15, help="rows listed (default 15; 1–10,000)")
     return p
 
@@ -155,7 +158,9 @@ def _discover(m, pairs, a, out) -> None:
 
 def _exact(m, pair, a, out) -> None:
     ha = head_attribution(m.weights, pair, a.direction)
-    ea = edge_attribution(m.weights, pair, "noise", mlps=not a.no_mlps, exact=True)
+    ea = edge_attribution(m.weights, pair, "noise", mlps=not a.no_mlps, exact=True, exact_top=a.exact_top or None)
+    for n in ea.notes[len(pair.notes):]:
+        print(f"  note: {n}")
     print(f"  attribution patching vs exact: heads×positions Spearman {ha.spearman:+.3f} ({a.direction}); "
           f"edges Spearman {ea.spearman:+.3f} (noise, {int(np.isfinite(ea.scores).sum())} edges)")
     out["attribution_vs_exact"] = {"heads_spearman": ha.spearman, "edges_spearman": ea.spearman}
