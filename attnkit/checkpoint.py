@@ -35,7 +35,7 @@ import torch
 __all__ = ["CheckpointError", "INDEX_FILE", "WEIGHTS_FILE", "available_memory",
            "read_header", "weight_files", "expected_tensors", "estimate_bytes",
            "check_before_build", "check_after_build", "check_tokenizer_files", "check_config",
-           "custom_code", "check_no_custom_code", "snapshot_folder", "NO_CODE"]
+           "custom_code", "check_no_custom_code", "snapshot_folder", "NO_CODE", "inside", "check_links"]
 
 WEIGHTS_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
@@ -148,6 +148,29 @@ def _root(folder: Path) -> Path:
     return f.resolve()
 
 
+def inside(folder: Path, name: str) -> bool:
+    """Whether ``folder / name`` resolves inside ``folder`` (no absolute name, no ``..``, no symlink leading
+    out; in an HF cache snapshot, links into the same ``models--…`` repository's blobs are inside)."""
+    try:
+        return (Path(folder) / name).resolve().is_relative_to(_root(Path(folder))) and not Path(name).is_absolute()
+    except (OSError, RuntimeError, ValueError):
+        return False
+
+
+READ_SUFFIXES = (".json", ".txt", ".model", ".safetensors", ".tiktoken")
+
+
+def check_links(folder: Path | None) -> None:
+    """A file transformers may read from ``folder`` (config.json, the tokenizer's files, weights) that is a
+    link to somewhere outside the folder is refused, as an index naming a shard outside is."""
+    if folder is None or not Path(folder).is_dir():
+        return
+    for p in sorted(Path(folder).iterdir()):
+        if p.suffix in READ_SUFFIXES and not inside(folder, p.name):
+            raise CheckpointError(f"{p} links outside its folder; refused: a checkpoint may only read files in "
+                                  f"{_root(Path(folder))}")
+
+
 def weight_files(folder: Path) -> list[Path]:
     """The safetensors files HF would read from ``folder``: model.safetensors, else the index's shards.
 
@@ -172,11 +195,7 @@ def weight_files(folder: Path) -> list[Path]:
     out = []
     for s in shards:
         p = (folder / s)
-        try:
-            inside = p.resolve().is_relative_to(root) and not Path(s).is_absolute()
-        except (OSError, RuntimeError, ValueError):
-            inside = False
-        if not inside:
+        if not inside(folder, s):
             raise CheckpointError(f"{index} points outside its folder ({s!r}); refused: a checkpoint may only "
                                   f"read files in {root}")
         if not p.is_file():

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import threading
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ __all__ = [
     "load_for_cli",
     "FAMILY_MODELS",
     "split_revision",
+    "check_revision",
 ]
 
 SHIPPED_MODEL = "attnkit-tiny"
@@ -258,6 +260,7 @@ def _check_folder(path: Path) -> None:
     cfg_file = path / "config.json"
     if not cfg_file.is_file():
         raise LoadError(f"{path} has no config.json: not a HuggingFace checkpoint folder")
+    _checked(checkpoint.check_links, path)
     try:
         cfg = json.loads(cfg_file.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
@@ -312,7 +315,25 @@ def split_revision(name: str) -> tuple[str, str | None]:
     base, _, rev = name.rpartition("@")
     if not base.strip() or not rev.strip():
         raise LoadError(f"{name!r}: write a revision as NAME@REVISION, e.g. EleutherAI/pythia-70m@step1000")
-    return base.strip(), rev.strip()
+    return base.strip(), check_revision(rev.strip())
+
+
+_REV_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._+-]*$")
+
+
+def check_revision(rev: str) -> str:
+    """``rev`` when it is a branch, tag or commit name (git's rules, narrowed: parts of letters, digits and
+    ``._+-`` joined by single ``/``, no part starting with ``.``, no ``..``, at most 200 characters), else a
+    LoadError in one line: huggingface_hub opens ``refs/<revision>`` as a file, so ``../../x`` would read
+    any file on this machine as the commit."""
+    parts = rev.split("/")
+    bad = (not rev or len(rev) > 200 or ".." in rev or rev.endswith((".lock", "."))
+           or not all(_REV_PART.match(part) for part in parts))
+    if bad:
+        shown = rev[:60].encode("unicode_escape").decode("ascii")
+        raise LoadError(f"revision {shown!r} is not a branch, tag or commit name (letters, digits and ._+- in "
+                        "parts joined by /; no '..', no leading '/' or '.', no spaces or control characters)")
+    return rev
 
 
 def _locate(name: str) -> tuple[str, bool, dict]:
@@ -446,6 +467,7 @@ def load(name_or_path: str, device: str | torch.device = "auto") -> Loaded:
     source, local, kwargs = _locate(name)
     revision = kwargs.get("revision")
     folder = Path(source) if local else checkpoint.snapshot_folder(source, revision)
+    _checked(checkpoint.check_links, folder)
     _checked(checkpoint.check_no_custom_code, folder, repr(name))
     cfg, _ = _read_config(name, source, folder, kwargs)
     # checkpoint checks before building (attnkit/checkpoint.py): header vs config, memory, tokenizer.json

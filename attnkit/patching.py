@@ -44,7 +44,7 @@ from .weights import Weights
 
 __all__ = ["TARGETS", "DIRECTIONS", "PatchError", "Pair", "PatchResult", "resolve_token", "make_pair",
            "side_by_side", "two_token_weights", "logit_diffs", "patch", "patch_many", "printable_token",
-           "resid_row_name", "GAP_MIN", "normalise", "SetAverage", "average", "average_results"]
+           "resid_row_name", "MIN_GAP", "SMALL_GAP", "normalise", "gap_note", "SetAverage", "average", "average_results"]
 
 TARGETS = ("z", "resid", "attn", "mlp")
 DIRECTIONS = ("denoise", "noise")
@@ -52,18 +52,34 @@ TARGET_LABELS = {"z": "head z (pattern·v)", "resid": "residual stream (resid_pr
                  "attn": "attention output (attn_out)", "mlp": "MLP output (mlp_out)"}
 #: Tokens (batch rows × positions) of one patched batch: bounds the memory of one batched run.
 MAX_BATCH_TOKENS = 8192
-#: A clean − corrupted gap under this (logits) leaves nothing to normalise by: the normalised values are NaN.
-GAP_MIN = 1e-6
+MIN_GAP = 1e-6        # |LD(clean) − LD(base)| below this: no scale to normalise by (NaN, and said)
+SMALL_GAP = 0.1       # below this (a tenth of a logit) a normalised value multiplies noise by 1/gap: said
+
+
+def gap_note(clean: float, base: float, base_name: str = "corrupted") -> str | None:
+    """What :func:`normalise` did with this gap when it is not a plain positive one, else None."""
+    gap = clean - base
+    said = f"LD(clean) {clean:+.4f}, LD({base_name}) {base:+.4f}"
+    if not abs(gap) >= MIN_GAP:
+        return (f"the clean and {base_name} runs give the same logit difference ({said}): there is no gap to "
+                "normalise by, so the normalised values are undefined (NaN); the raw logit differences are shown")
+    if gap < 0:
+        return (f"the {base_name} run's logit difference is above the clean one ({said}): the pair is not solved "
+                f"and the normalised scale ({base_name} 0, clean 1) runs backwards; read the raw logit differences")
+    if gap < SMALL_GAP:
+        return (f"the gap between the clean and {base_name} runs is small ({gap:.2g} logits; {said}): normalised "
+                f"values multiply noise by {1 / gap:.0f}")
+    return None
 _POINT = {"z": "z", "attn": "attn_out", "mlp": "mlp_out", "resid": "resid_pre"}
 
 
 def normalise(raw, clean_ld: float, corrupt_ld: float):
     """The gap-normalised logit difference (raw − LD_corrupted) / (LD_clean − LD_corrupted): the corrupted
-    run is 0, the clean run 1; NaN when the gap is under :data:`GAP_MIN`. The one definition (patching,
+    run is 0, the clean run 1; NaN when the gap is under :data:`MIN_GAP`. The one definition (patching,
     path patching and a circuit's recovered share use it). A float for a scalar ``raw``, else an array."""
     arr = np.asarray(raw, dtype=float)
     gap = clean_ld - corrupt_ld
-    out = np.full_like(arr, np.nan) if abs(gap) < GAP_MIN else (arr - corrupt_ld) / gap + 0.0   # + 0.0: no −0.0
+    out = np.full_like(arr, np.nan) if abs(gap) < MIN_GAP else (arr - corrupt_ld) / gap + 0.0   # + 0.0: no −0.0
     return float(out) if out.ndim == 0 else out
 
 
@@ -110,7 +126,7 @@ def average(maps: list, gaps: list[float] | None = None, dims: tuple = (), targe
     mean = np.where(n > 0, filled.sum(0) / np.maximum(n, 1), np.nan)
     var = np.where(finite, (stack - mean) ** 2, 0.0).sum(0) / np.maximum(n, 1)
     gaps = [] if gaps is None else [float(g) for g in gaps]
-    return SetAverage(mean, np.where(n > 0, np.sqrt(var), np.nan), n, sum(abs(g) < GAP_MIN for g in gaps), gaps,
+    return SetAverage(mean, np.where(n > 0, np.sqrt(var), np.nan), n, sum(abs(g) < MIN_GAP for g in gaps), gaps,
                       tuple(dims), target)
 
 
@@ -182,8 +198,8 @@ def resolve_token(model, word: str, role: str = "answer") -> tuple[int, str, str
                 note += f"; without the space it would be {model.token_strs(model.encode(word))[0]!r}"
             return ids[0], tok, note
         tried.append((c, ids))
-    pieces = "; ".join(f"{c!r} is {len(ids)} tokens: " + " + ".join(repr(t) for t in model.token_strs(ids))
-                       for c, ids in tried)
+    pieces = "; ".join(f"{c!r} is {len(ids)} tokens: " + " + ".join(printable_token(t) for t in model.token_texts(ids))
+                       for c, ids in tried)     # a split character reads 猫[1/2] + 猫[2/2], as on every page
     raise PatchError(f"the {role} must be a single token, but {pieces}; pick a word that is one token")
 
 
@@ -379,9 +395,8 @@ def patch(weights: Weights, pair: Pair, target: str = "z", *, per_position: bool
             if progress:
                 progress(done, total)
     notes = list(pair.notes)
-    if abs(clean_ld - corrupt_ld) < GAP_MIN:
-        notes.append("the clean and corrupted runs give the same logit difference: the normalised values are "
-                     "undefined (NaN); the raw logit differences are still shown")
+    if gap_note(clean_ld, corrupt_ld):
+        notes.append(gap_note(clean_ld, corrupt_ld))
     if per_position and pair.pos < T - 1:
         notes.append(f"position {pair.pos} is read: positions after it cannot change it (causal mask) and are "
                      "not run; they hold the unpatched value")

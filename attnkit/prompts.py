@@ -363,12 +363,23 @@ def _pair_objects(name: str, text: str, kind: str) -> list[tuple[str, object]]:
         if not line.strip():
             continue
         try:
-            out.append((f"line {n}", json.loads(line)))
+            out.append((f"line {n}", json.loads(line, object_pairs_hook=_unique_keys)))
         except json.JSONDecodeError as e:
             out.append((f"line {n}", f"line {n}: not JSON ({e.msg})"))
+        except ValueError as e:
+            out.append((f"line {n}", f"line {n}: {e}; write each field once"))
         except RecursionError:
             out.append((f"line {n}", f"line {n}: not JSON (nested too deeply)"))
     return out
+
+
+def _unique_keys(items):
+    """A JSON object's pairs as a dict; ValueError when a key appears twice (json would keep the last)."""
+    keys = [k for k, _ in items]
+    dup = sorted({k for k in keys if keys.count(k) > 1})
+    if dup:
+        raise ValueError(f"the key {dup[0]!r} appears twice")
+    return dict(items)
 
 
 def read_pairs(name: str, data: bytes, limit: int = MAX_PAIRS) -> PairSet:

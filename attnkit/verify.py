@@ -240,8 +240,30 @@ def _hf_float64(hf_model, copy_tensors: bool | None = None):
         ref = type(hf_model)(hf_model.config)
         ref.load_state_dict({k: v.detach().cpu() for k, v in hf_model.state_dict().items()})
     ref = ref.to(device="cpu", dtype=torch.float64).eval()
+    ref.config = copy.deepcopy(ref.config)
     ref.config._attn_implementation = "eager"
+    ref.attnkit_note = _float64_options_off(ref)
     return ref
+
+
+#: config options HF cannot run in float64 (it raises), and what turning them off changes: only the order
+#: and precision of float32 steps, which float64 makes moot. The float64 reference runs with them off.
+FLOAT64_OFF = {
+    "reorder_and_upcast_attn": "computes the attention scores in float32 in another order (HF refuses it in "
+                               "float64)",
+}
+
+
+def _float64_options_off(ref) -> str:
+    """Turn FLOAT64_OFF's options off in the float64 copy ``ref`` (config and modules); what was done, or ''."""
+    off = [k for k in FLOAT64_OFF if getattr(ref.config, k, False)]
+    for k in off:
+        setattr(ref.config, k, False)
+        for mod in ref.modules():
+            if getattr(mod, k, False) is True:
+                setattr(mod, k, False)
+    return "; ".join(f"the float64 reference runs with {k} off (it {FLOAT64_OFF[k]}; in float64 the order "
+                     "is moot)" for k in off)
 
 
 def _available_bytes() -> int | None:
@@ -384,7 +406,8 @@ def compare(hf_model, weights, ids, *, name: str = "", intervention=None, availa
         ln_final=_check("ln_final", ours32["ln_final"], hf32["ln_final"], ours64["ln_final"], ref["ln_final"], n, fam),
         logits=_check("logits", ours32["logits"], hf32["logits"], ours64["logits"], ref["logits"], n, fam),
         logits_abs=(ours32["logits"] - hf32["logits"]).abs().max().item(),
-        reference={"dtype": "float64", "device": "cpu", "n_tokens": n, "note": note},
+        reference={"dtype": "float64", "device": "cpu", "n_tokens": n,
+                   "note": "; ".join(x for x in (note, getattr(hf64, "attnkit_note", "")) if x)},
         versions=versions(weights.device),
     )
 

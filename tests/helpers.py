@@ -37,11 +37,12 @@ def make_checkpoint(folder: Path, seed: int = 0, tokenizer: bool = True, **confi
     torch.manual_seed(seed)
     cfg = GPT2Config(**config)
     model = GPT2LMHeadModel(cfg)
-    # GPT-2's init gives tiny residual entries; spread the LayerNorm gains and biases a little
-    # so that the comparison is not trivially easy (real checkpoints have entries in the thousands).
+    # GPT-2's init gives tiny residual entries and zero biases; spread the LayerNorm gains and every bias
+    # (attention's b_Q/b_K/b_V/b_O, the MLP's) a little so that the comparison is not trivially easy (real
+    # checkpoints have entries in the thousands) and a dropped bias fails it.
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if "ln" in name:
+            if "ln" in name or name.endswith(".bias"):
                 p.add_(torch.randn_like(p) * 0.2)
     model.save_pretrained(folder, safe_serialization=True)
     if tokenizer:

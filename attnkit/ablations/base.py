@@ -245,14 +245,18 @@ class Spec:
         return named or slice(None)
 
 
+_LAYERS = re.compile(r"^[0-9]+(,[0-9]*)*$", re.ASCII)      # ASCII digits only, as standard.parse_head
 
 
 def _parse_layers(text) -> tuple[int, ...] | None:
     if text is None or text == "" or text == "all":
         return None
     if isinstance(text, str):
+        text = text.replace(" ", "")
         try:
-            return tuple(sorted({int(t) for t in text.replace(" ", "").split(",") if t}))
+            if not _LAYERS.match(text):
+                raise ValueError(text)
+            return tuple(sorted({int(t) for t in text.split(",") if t}))
         except ValueError:
             raise AblationError(msg("layers must be numbers separated by commas (e.g. 0,2), got {text!r}",
                 text=text)) from None

@@ -1,8 +1,17 @@
 """Caches shared by every session: models (``st.cache_resource``, at most 3), runs (:class:`TraceCache`, an LRU
 bounded by the bytes of its tensors, ``ATTNKIT_TRACE_CACHE_MB``), results of work that reports progress
-(:func:`cached_result`), corpus results. Traces and results are read-only."""
+(:func:`cached_result`), jobs' finished results (attnkit/app/jobs.py), corpus results. Traces and results are
+read-only.
+
+The server's memory budget beside the models (:data:`BUDGET`, each part settable): traces
+``ATTNKIT_TRACE_CACHE_MB`` (default 2,048), results of progress-reporting work ``ATTNKIT_RESULT_CACHE_MB``
+(default an eighth of the traces'), jobs' results of every session ``ATTNKIT_JOB_RESULTS_MB`` (default an
+eighth of the traces'). Each is an LRU by bytes shared by every session, so the sum holds whatever the
+number of sessions; a session keeps only keys into them."""
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
 import threading
 from collections import OrderedDict
@@ -15,7 +24,48 @@ from ..model import Trace, run
 from .context import Context
 from .escaping import show_error
 
-TRACE_CACHE_MB = float(os.environ.get("ATTNKIT_TRACE_CACHE_MB", "2048"))
+def _mb(name: str, default: float) -> float:
+    """A budget in MB from the environment (a bad or negative value: the default, and the server log says so)."""
+    raw = os.environ.get(name)
+    try:
+        value = float(raw) if raw is not None else default
+        if not 0 <= value < float("inf"):
+            raise ValueError(raw)
+        return value
+    except ValueError:
+        logging.getLogger("attnkit").warning("%s=%r is not a size in MB; using %s", name, raw, default)
+        return default
+
+
+TRACE_CACHE_MB = _mb("ATTNKIT_TRACE_CACHE_MB", 2048)
+RESULT_CACHE_MB = _mb("ATTNKIT_RESULT_CACHE_MB", TRACE_CACHE_MB / 8)
+JOB_RESULTS_MB = _mb("ATTNKIT_JOB_RESULTS_MB", TRACE_CACHE_MB / 8)
+#: The server's memory budget beside the models, in MB, by part (the README's "Memory" says the same).
+BUDGET = {"traces": TRACE_CACHE_MB, "results": RESULT_CACHE_MB, "job results": JOB_RESULTS_MB}
+
+
+def sizeof(value, _depth: int = 0) -> int:
+    """Bytes held by a result: arrays and tensors by their buffers, data frames by their memory use, and the
+    contents of tuples, lists, dicts and dataclasses (to a depth of 6); anything else counts 0."""
+    if _depth > 6 or value is None:
+        return 0
+    if hasattr(value, "nbytes") and isinstance(getattr(value, "nbytes"), int):
+        return int(value.nbytes)
+    if hasattr(value, "memory_usage") and callable(value.memory_usage):       # pandas
+        try:
+            used = value.memory_usage(deep=True)
+            return int(used.sum() if hasattr(used, "sum") else used)
+        except (TypeError, ValueError):
+            return 0
+    if isinstance(value, (str, bytes)):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(sizeof(k, _depth + 1) + sizeof(v, _depth + 1) for k, v in value.items())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return sum(sizeof(v, _depth + 1) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return sum(sizeof(getattr(value, f.name), _depth + 1) for f in dataclasses.fields(value))
+    return 0
 
 
 @st.cache_resource(show_spinner=False, ttl=600)
@@ -51,6 +101,27 @@ class TraceCache:
         while self.items and self.bytes > room:
             _, (_, freed) = self.items.popitem(last=False)
             self.bytes -= freed
+
+    def peek(self, key):
+        """The value kept for ``key`` (now the most recently used), or None."""
+        with self.lock:
+            if key not in self.items:
+                return None
+            self.items.move_to_end(key)
+            return self.items[key][0]
+
+    def put(self, key, value, oversize: bool = False) -> None:
+        """Keep ``value``; one larger than the whole budget is kept only with ``oversize`` (then alone: every
+        other entry is evicted, so the cache holds its budget or that one value)."""
+        size = self.sizeof(value)
+        with self.lock:
+            if key in self.items:
+                self.bytes -= self.items.pop(key)[1]
+            if size > self.budget and not oversize:
+                return
+            self._evict_to(max(0.0, self.budget - size))
+            self.items[key] = (value, size)
+            self.bytes += size
 
     def get(self, key, make, size: int | None = None):
         with self.lock:
@@ -128,7 +199,7 @@ def trace(ctx: Context, capture=("pattern",), ids: list[int] | None = None, laye
 #: Results of work that reports its progress to the page (tuples of arrays). Not ``st.cache_data``: it records
 #: the progress bar's updates made inside the cached function and replays them on a hit, into a bar of another
 #: run that the replay cannot find (CacheReplayClosureError in every later session).
-_RESULTS = TraceCache(TRACE_CACHE_MB / 8, sizeof=lambda v: sum(getattr(a, "nbytes", 0) for a in v))
+_RESULTS = TraceCache(RESULT_CACHE_MB, sizeof=sizeof)
 
 
 def cached_result(key: tuple, make):

@@ -18,12 +18,12 @@ import logging
 import os
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import streamlit as st
 
+from .caches import JOB_RESULTS_MB, TraceCache, sizeof
 from .escaping import plain
 
 __all__ = ["JOB_SLOTS", "POLL_S", "WAIT_S", "Stopped", "Job", "Shown", "job", "job_result", "one_line", "duration"]
@@ -171,28 +171,31 @@ class Job:
 
 # ----------------------------------------------------------------------------- results shared by sessions
 
-class _Shared:
-    """Finished results, shared by every session (an LRU of ``size`` entries keyed by (slot, key))."""
-
-    def __init__(self, size: int = 32):
-        self.size, self.items, self.lock = size, OrderedDict(), threading.Lock()
-
-    def get(self, k):
-        with self.lock:
-            if k in self.items:
-                self.items.move_to_end(k)
-                return self.items[k]
-        return None
-
-    def put(self, k, value) -> None:
-        with self.lock:
-            self.items[k] = value
-            self.items.move_to_end(k)
-            while len(self.items) > self.size:
-                self.items.popitem(last=False)
+#: Finished results of every session, keyed by (slot, key): one LRU bounded by their bytes
+#: (``ATTNKIT_JOB_RESULTS_MB``, part of attnkit/app/caches.py's BUDGET). A session keeps only the key of its
+#: slot's last result, so many sessions cannot hold more than the budget between them; a result larger
+#: than the whole budget is kept alone. An evicted result is computed again when its page is next drawn.
+_SHARED = TraceCache(JOB_RESULTS_MB, sizeof=sizeof)
 
 
-_SHARED = _Shared()
+def remember(results: dict, slot: str, key, result, elapsed: float) -> tuple:
+    """Keep a finished result for ``slot`` of one session (``results``: the session's dict)."""
+    held = (key, result, elapsed)
+    results[slot] = key
+    _SHARED.put((slot, key), held, oversize=True)
+    return held
+
+
+def recall(results: dict, slot: str, key=None):
+    """(key, result, elapsed) of the session's last result in ``slot`` (or of ``key``'s, shared by every
+    session), or None when there is none or it was evicted."""
+    if key is not None:
+        got = _SHARED.peek((slot, key))
+        if got is not None:
+            results[slot] = key
+            return got
+    mine = results.get(slot)
+    return None if mine is None else _SHARED.peek((slot, mine))
 
 
 @dataclass
@@ -223,14 +226,13 @@ def job(slot: str, key, label: str, fn, *, auto: bool = True, button: str | None
         j.join(_wait_s())
     if j is not None and j.key != key and j.alive:
         j.stop()                           # the inputs changed: the old computation is of no use
+    held = None
     if j is not None and j.state == "done":
-        results[slot] = (j.key, j.result, j.elapsed)
-        _SHARED.put((slot, j.key), results[slot])
+        held = remember(results, slot, j.key, j.result, j.elapsed)
         del jobs[slot]
         j = None
-    held = results.get(slot)
-    if (held is None or held[0] != key) and _SHARED.get((slot, key)) is not None:
-        held = results[slot] = _SHARED.get((slot, key))
+    if held is None or held[0] != key:
+        held = recall(results, slot, key) or held
     if held is not None and held[0] == key:
         return Shown(held[1], True, held[2])
     mine = j if j is not None and j.key == key else None

@@ -104,7 +104,7 @@ def describe_pair(model, pair: patching.Pair) -> None:
 
 def gap_warning(clean_ld: float, corrupt_ld: float) -> None:
     """A warning when the logit differences leave nothing (or too little) to normalise by."""
-    if abs(clean_ld - corrupt_ld) < patching.GAP_MIN:
+    if abs(clean_ld - corrupt_ld) < patching.MIN_GAP:
         st.warning("The clean and corrupted runs give the same logit difference: nothing to normalise against "
                    "(the maps show NaN). Pick prompts that differ in what the answer depends on.", icon="⚠️")
     elif (why := examples.Check("", clean_ld, corrupt_ld).warning()) is not None:

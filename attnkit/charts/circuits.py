@@ -113,7 +113,7 @@ def faithfulness_curve(circuit, *, title: str = "") -> alt.LayerChart:
                       ).mark_rule(color="#d62728", strokeDash=[2, 2]).encode(y="y:Q", tooltip=[
                           alt.Tooltip("y:Q", title="every edge ablated", format=".3f")])
     pick = alt.Chart(pd.DataFrame({"edges": [max(circuit.size, 1)], "faithfulness": [
-        circuit.circuit_ld / circuit.clean_ld if circuit.clean_ld else 0.0]})).mark_point(
+        circuit.share]})).mark_point(
         size=160, shape="diamond", filled=True, color="#ff7f0e").encode(
         x="edges:Q", y="faithfulness:Q", tooltip=["edges:Q", alt.Tooltip("faithfulness:Q", format=".3f")])
     return alt.layer(line, target, empty, pick).properties(width=560, height=300, autosize=PAD)

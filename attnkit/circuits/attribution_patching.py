@@ -33,13 +33,20 @@ from ..weights import Weights
 from .path import Runs, cache_runs, edge_effects, parse_node, precedes, receiver_names, sender_names, sender_output
 
 __all__ = ["spearman", "rank", "Gradients", "gradients", "HeadAttribution", "head_attribution",
-           "EdgeAttribution", "edge_attribution", "norm_vjp", "receiver_grads", "integrated_receiver_grads"]
+           "EdgeAttribution", "edge_attribution", "norm_vjp", "receiver_grads", "integrated_receiver_grads",
+           "versus_exact", "EXACT_TOP", "exact_edge_count", "TIE_REL"]
 
 _RUN = getattr(run, "__wrapped__", run)        # model.run without its inference_mode: a gradient path
 
 
-def rank(x) -> np.ndarray:
-    """Ranks 1…n, ties given their average rank."""
+#: Values closer than this share of the largest |value| are one tie when ranking: float32 batching noise
+#: (±6e-6 on attnkit-tiny's logit differences of ~2) must not break the exact ties of cells a patch cannot
+#: change (positions before the first changed token), which would set the correlation by noise.
+TIE_REL = 1e-5
+
+
+def rank(x, tol: float = 0.0) -> np.ndarray:
+    """Ranks 1…n, ties given their average rank; values within ``tol`` of a tie group's smallest are tied."""
     x = np.asarray(x, dtype=np.float64).ravel()
     order = np.argsort(x, kind="mergesort")
     ranks = np.empty(len(x))
@@ -47,18 +54,21 @@ def rank(x) -> np.ndarray:
     i = 0
     while i < len(x):
         j = i
-        while j + 1 < len(x) and xs[j + 1] == xs[i]:
+        while j + 1 < len(x) and xs[j + 1] - xs[i] <= tol:
             j += 1
         ranks[order[i:j + 1]] = (i + j) / 2 + 1
         i = j + 1
     return ranks
 
 
-def spearman(a, b) -> float:
-    """Spearman's rank correlation (Pearson's on the ranks; ties averaged). NaN pairs dropped."""
+def spearman(a, b, tie_rel: float = TIE_REL) -> float:
+    """Spearman's rank correlation (Pearson's on the ranks; ties averaged, values within ``tie_rel`` of the
+    largest |value| tied: see :data:`TIE_REL`). NaN pairs dropped."""
     a, b = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
     ok = np.isfinite(a) & np.isfinite(b)
-    ra, rb = rank(a[ok]), rank(b[ok])
+    a, b = a[ok], b[ok]
+    tol = (lambda v: tie_rel * float(np.abs(v).max()) if len(v) else 0.0)     # noqa: E731
+    ra, rb = rank(a, tol(a)), rank(b, tol(b))
     if ok.sum() < 2:
         return float("nan")
     ra, rb = ra - ra.mean(), rb - rb.mean()
@@ -234,12 +244,14 @@ class EdgeAttribution:
 
 def edge_attribution(weights: Weights, pair: Pair, direction: str = "noise", *, deltas: dict | None = None,
                      mlps: bool = True, exact: bool = False, runs: Runs | None = None,
-                     steps: int = 1, progress: Progress | None = None) -> EdgeAttribution:
+                     steps: int = 1, progress: Progress | None = None,
+                     exact_top: int | None = None) -> EdgeAttribution:
     """Edge attribution patching over the head/MLP graph. ``deltas`` (optional): {sender node: Δ [T, d]}
     replacing (source − receiving run), e.g. a mean ablation. ``steps`` > 1: the gradients are averaged
     along the line from the receiving run's embedding to the embedding plus its Δ (integrated gradients
     over the input, :func:`integrated_receiver_grads`); 1: at the receiving run only. With ``exact``,
-    ``progress(done, total)`` counts the exact patched runs (one per edge)."""
+    ``progress(done, total)`` counts the exact patched runs (one per edge), on every edge or, with
+    ``exact_top`` = k, on the k edges of largest |estimate| only (the others' exact value stays NaN)."""
     if not isinstance(steps, int) or steps < 1:
         raise PatchError(f"steps must be a whole number ≥ 1, got {steps!r}")
     cfg = weights.config
@@ -258,27 +270,52 @@ def edge_attribution(weights: Weights, pair: Pair, direction: str = "noise", *, 
     scores[~ok] = np.nan
     ex = None
     if exact:
-        ii, jj = np.nonzero(ok)
+        ii, jj = _exact_edges(scores, ok, exact_top)
         vals = edge_effects(runs, [(S_nodes[i], R_nodes[j]) for i, j in zip(ii, jj)], direction,
                             deltas=deltas, progress=progress)
         ex = np.full(scores.shape, np.nan)
         ex[ii, jj] = vals - ld
     notes = list(pair.notes) + ([f"gradients averaged over {steps} points between the receiving run's "
                                  "embedding and the ablated one (integrated gradients)"] if steps > 1 else [])
+    if exact and exact_top is not None and exact_top < int(ok.sum()):
+        notes.append(f"exact patching on the {exact_top:,} edges of largest |estimate| of {int(ok.sum()):,}; "
+                     "the Spearman correlation is over those (ask for every edge for the full comparison)")
     return EdgeAttribution(S_names, R_names, scores, direction, ld, ex, notes)
 
 
 
-def versus_exact(weights: Weights, pair: Pair, mlps: bool = True,
-                 progress: Progress | None = None) -> tuple[HeadAttribution, EdgeAttribution]:
-    """Attribution patching beside exact patching: every head × position (denoise) and every edge of the
-    head/MLP graph (noise), each estimate with its exact patched value. ``progress(done, total)`` counts the
-    exact patched runs of both (heads × positions up to the read position, then edges)."""
-    cfg = weights.config
-    head_runs = cfg.n_layers * cfg.n_heads * (pair.pos + 1)
+#: Edges compared with exact patching by default (those of largest |estimate|); None asks for every edge.
+EXACT_TOP = 200
+
+
+def _exact_edges(scores: np.ndarray, ok: np.ndarray, top: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """(sender, receiver) indices of the edges to patch exactly: every edge, or the ``top`` of largest |score|."""
+    ii, jj = np.nonzero(ok)
+    if top is None or top >= len(ii):
+        return ii, jj
+    order = np.argsort(-np.abs(scores[ii, jj]), kind="stable")[: max(int(top), 0)]
+    order.sort()
+    return ii[order], jj[order]
+
+
+def exact_edge_count(cfg, mlps: bool = True, top: int | None = EXACT_TOP) -> int:
+    """Edges :func:`versus_exact` patches exactly: every edge of the graph, or ``top`` of them."""
     S = [parse_node(n, cfg) for n in sender_names(cfg, mlps)]
     R = [parse_node(n, cfg, "receiver") for n in receiver_names(cfg, mlps)]
-    steps = Steps(progress, head_runs + sum(precedes(s, r, cfg) for s in S for r in R))
+    n = sum(precedes(s, r, cfg) for s in S for r in R)
+    return n if top is None else min(n, int(top))
+
+
+def versus_exact(weights: Weights, pair: Pair, mlps: bool = True, progress: Progress | None = None,
+                 top: int | None = EXACT_TOP) -> tuple[HeadAttribution, EdgeAttribution]:
+    """Attribution patching beside exact patching: every head × position (denoise) and the ``top`` edges of
+    largest |estimate| of the head/MLP graph (noise; ``top=None``: every edge), each estimate with its exact
+    patched value. ``progress(done, total)`` counts the exact patched runs of both (heads × positions up to
+    the read position, then edges)."""
+    cfg = weights.config
+    head_runs = cfg.n_layers * cfg.n_heads * (pair.pos + 1)
+    steps = Steps(progress, head_runs + exact_edge_count(cfg, mlps, top))
     ha = head_attribution(weights, pair, "denoise", progress=steps.part(0))
-    ea = edge_attribution(weights, pair, "noise", mlps=mlps, exact=True, progress=steps.part(head_runs))
+    ea = edge_attribution(weights, pair, "noise", mlps=mlps, exact=True, progress=steps.part(head_runs),
+                          exact_top=top)
     return ha, ea

@@ -31,7 +31,7 @@ import pandas as pd
 import torch
 
 from ..model import norm, run
-from ..patching import Pair, PatchError, logit_diffs, normalise
+from ..patching import MIN_GAP, Pair, PatchError, gap_note, logit_diffs, normalise
 from ..progress import Progress, Steps
 from ..standard import parse_head
 from ..weights import Weights
@@ -85,7 +85,9 @@ class _CircuitRun:
     def _correction(self, recvs: list[tuple]) -> torch.Tensor:
         """Σ_s drop[b, s, r]·(out_s − abl_s) for each receiver: [B, len(recvs), T, d]."""
         B, n, (_, T, d) = self.D.shape[0], self.n, self.abl.shape
-        M = self.drop[:, :n][:, :, [self.r_index[r] for r in recvs]]                  # [B, n, R']
+        cols = [self.r_index.get(r) for r in recvs]         # None: not a receiver here (a GQA group's other
+        M = self.drop[:, :n][:, :, [c or 0 for c in cols]]  # k/v heads, an MLP when MLPs are not nodes)
+        M = M * torch.tensor([c is not None for c in cols], dtype=M.dtype, device=M.device)      # [B, n, R']
         return torch.bmm(M.transpose(1, 2), self.D[:, :n].reshape(B, n, T * d)).view(B, len(recvs), T, d)
 
     def _inputs(self, name: str, l: int) -> torch.Tensor:
@@ -137,26 +139,13 @@ class _CircuitRun:
                 "ln_final": ln_final}
 
 
-def _kv_union(keep: torch.Tensor, R: list[tuple], group: int) -> torch.Tensor:
-    """GQA: the first query head of each group carries the union of its group's k/v edges."""
-    if group == 1:
-        return keep
-    keep = keep.clone()
-    idx = {r: j for j, r in enumerate(R)}
-    for j, r in enumerate(R):
-        if r[0] in ("k", "v") and r[2] % group == 0:
-            for h in range(r[2] + 1, r[2] + group):
-                keep[:, :, j] |= keep[:, :, idx[(r[0], r[1], h)]]
-    return keep
-
-
 @torch.inference_mode()
 def circuit_logit_diffs(runs: Runs, S: list[tuple], R: list[tuple], keep: torch.Tensor, abl: dict,
                         max_rows: int = 16, max_bytes: float = 2.5e8,
                         progress: Callable[[int], None] | None = None) -> np.ndarray:
     """LD on the clean prompt for each circuit (row of ``keep`` [B, S, R]), in batches whose stack of sender
     differences stays under ``max_bytes``; ``progress(rows)`` after each batch with the rows it ran."""
-    keep = _kv_union(keep.to(runs.w2.device), R, runs.w2.config.group)
+    keep = keep.to(runs.w2.device)
     exists = torch.tensor([[precedes(s, r, runs.w2.config) for r in R] for s in S], device=keep.device)
     out = []
     per_row = len(S) * runs.pair.T * runs.w2.config.d_model * runs.w2.wte.element_size()   # the sender stack
@@ -191,8 +180,18 @@ class Circuit:
         return len(self.edges)
 
     @property
+    def solved(self) -> bool:
+        """Whether the pair(s) give a share to measure: LD(clean) > 0 and above LD(every edge ablated)."""
+        return solved(self.clean_ld, self.empty_ld)
+
+    @property
+    def share(self) -> float:
+        """LD(circuit) / LD(clean), NaN when the pair is not solved (see :attr:`solved`)."""
+        return float(normalise(self.circuit_ld, self.clean_ld, 0.0)) if self.solved else float("nan")
+
+    @property
     def reached(self) -> bool:
-        return self.circuit_ld / self.clean_ld >= self.target if self.clean_ld else False
+        return bool(self.solved and self.share >= self.target)
 
     @property
     def recovered(self) -> float:
@@ -214,19 +213,27 @@ class Circuit:
                 "size": self.size, "heads": self.heads, "curve": {"edges": self.sizes, "faithfulness": self.faithfulness},
                 "clean_logit_diff": self.clean_ld, "empty_circuit_logit_diff": self.empty_ld,
                 "corrupted_logit_diff": self.corrupt_ld, "circuit_logit_diff": self.circuit_ld,
-                "faithfulness": self.circuit_ld / self.clean_ld if self.clean_ld else None,
+                "faithfulness": self.share if np.isfinite(self.share) else None, "solved": self.solved,
                 "recovered": self.recovered if np.isfinite(self.recovered) else None,
                 "target": self.target, "reached": self.reached, "ablation": self.ablation, "pairs": self.n_pairs,
                 "notes": self.notes}
 
 
-def _notes(n_pairs: int, ablation: str, steps: int, clean: float) -> list[str]:
+def solved(clean: float, empty: float) -> bool:
+    """A pair set discovery can measure shares on: LD(clean) ≥ MIN_GAP and LD(clean) − LD(empty) ≥ MIN_GAP."""
+    return clean >= MIN_GAP and clean - empty >= MIN_GAP
+
+
+def _notes(n_pairs: int, ablation: str, steps: int, clean: float, empty: float) -> list[str]:
     how = f"integrated over {steps} points from the clean to the ablated embedding" if steps > 1 else "at the clean run"
     notes = [f"{n_pairs} pair(s); edges ranked by |edge attribution| (Δ = {ablation}-ablated − clean output; "
              f"gradients {how}); faithfulness = LD(circuit) / LD(clean) with every other edge ablated"]
-    if clean <= 0:
-        notes.append(f"the clean logit difference is {clean:+.4f} (not positive): LD(circuit) / LD(clean) is not a "
-                     "share here; read 'recovered' (0 = every edge ablated, 1 = clean) instead")
+    if not solved(clean, empty):
+        notes.append(f"the pair is not solved (LD(clean) {clean:+.4f}, LD(every edge ablated) {empty:+.4f}: the clean "
+                     "run must be positive and above the ablated one): no share of the clean logit difference is "
+                     "reported and no circuit is claimed; the edges are still ranked")
+    elif gap_note(clean, empty, "every-edge-ablated"):
+        notes.append(gap_note(clean, empty, "every-edge-ablated"))
     return notes
 
 
@@ -299,7 +306,8 @@ def discover(weights: Weights, pairs: Pair | list[Pair], target: float = 0.8, *,
 
     ks = _grid(len(order), points)
     lds = faith(ks)
-    hit = [i for i, v in enumerate(lds) if clean and v / clean >= target]
+    ok_gap = solved(clean, float(lds[0]))
+    hit = [i for i, v in enumerate(lds) if ok_gap and v / clean >= target]
     if hit and hit[0] > 0 and ks[hit[0]] - ks[hit[0] - 1] > 1:
         lo, hi = ks[hit[0] - 1], ks[hit[0]]
         extra = sorted(set(int(x) for x in np.linspace(lo, hi, refine + 2)[1:-1]) - set(ks))
@@ -307,16 +315,19 @@ def discover(weights: Weights, pairs: Pair | list[Pair], target: float = 0.8, *,
             ks, lds = ks + extra, np.concatenate([lds, faith(extra)])
             o = np.argsort(ks)
             ks, lds = [ks[i] for i in o], lds[o]
-            hit = [i for i, v in enumerate(lds) if clean and v / clean >= target]
-    notes = _notes(len(pairs), ablation, steps, clean)
+            hit = [i for i, v in enumerate(lds) if ok_gap and v / clean >= target]
+    notes = _notes(len(pairs), ablation, steps, clean, float(lds[0]))
     if hit:
         best = hit[0]
+    elif not ok_gap:
+        best = 0
     else:
         best = int(np.argmax(lds))
         notes.append(f"no circuit reached {target:.0%} of the clean logit difference; the most faithful one "
                      f"({lds[best] / clean:.1%}) is kept")
     fl = [(S_names[i // len(R)], R_names[i % len(R)], float(scores.ravel()[i])) for i in order]
     tick(total)
-    return Circuit(fl[: ks[best]], fl, ks, [float(v / clean) if clean else float("nan") for v in lds], clean,
+    shares = normalise(lds, clean, 0.0) if ok_gap else np.full(len(lds), np.nan)
+    return Circuit(fl[: ks[best]], fl, ks, [float(v) for v in shares], clean,
                    float(lds[0]), float(np.mean([r.corrupt_ld for r, _ in per])), float(lds[best]), target, ablation,
                    len(pairs), notes)

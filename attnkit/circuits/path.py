@@ -27,7 +27,7 @@ import torch
 
 from .. import attention
 from ..model import norm, run
-from ..patching import (DIRECTIONS, MAX_BATCH_TOKENS, Pair, PatchError, average, logit_diffs, normalise,
+from ..patching import (DIRECTIONS, MAX_BATCH_TOKENS, Pair, PatchError, average, gap_note, logit_diffs, normalise,
                         two_token_weights)
 from ..progress import Progress
 from ..standard import NODE_INPUTS, node_name, split_node
@@ -94,9 +94,12 @@ def sender_names(cfg, mlps: bool = True) -> list[str]:
 
 
 def receiver_names(cfg, mlps: bool = True) -> list[str]:
+    """Every receiving input, each once: under grouped-query attention a group of ``cfg.group`` query heads
+    shares one key/value head, so its .k and .v inputs are listed once, under the group's first query head."""
+    g = getattr(cfg, "group", 1) or 1
     out = []
     for l in range(cfg.n_layers):
-        out += [node_name((i, l, h)) for h in range(cfg.n_heads) for i in INPUTS]
+        out += [node_name((i, l, h)) for h in range(cfg.n_heads) for i in INPUTS if i == "q" or h % g == 0]
         out += [node_name(("mlp", l))] if mlps else []
     return out + ["logits"]
 
@@ -298,6 +301,8 @@ def path_map(weights: Weights, pair: Pair, receiver: str, direction: str = "deno
     if cfg.group > 1 and r[0] in ("k", "v"):
         notes.append(f"grouped-query attention: {receiver} is the key/value head shared by its group of "
                      f"{cfg.group} query heads")
+    if gap_note(runs.clean_ld, runs.corrupt_ld):
+        notes.append(gap_note(runs.clean_ld, runs.corrupt_ld))
     return PathResult(list(senders), node_name(r), direction, raw, runs.clean_ld, runs.corrupt_ld, notes)
 
 

@@ -81,6 +81,6 @@ def circuit_bench(weights: Weights, T: int = 16, seed: int = 0, repeat: int = 3,
         c = discover(weights, pair)
         out["discovery_s"] = time.perf_counter() - t0
         out["discovery_edges"] = c.size
-        out["discovery_faithfulness"] = c.circuit_ld / c.clean_ld if c.clean_ld else float("nan")
+        out["discovery_faithfulness"] = c.share
     out["clean_ld"], out["corrupt_ld"] = runs.clean_ld, runs.corrupt_ld
     return out

@@ -123,7 +123,9 @@ def _head_map(m, ids_list, spec) -> dict:
 
 def cli(argv=None) -> int:
     try:
-        a = _parser().parse_args(argv)
+        p = _parser()
+        a = p.parse_args(argv)
+        cli_args.distinct_from_inputs(p, a, a.json_out, {"--text-file": a.text_file})
     except SystemExit as e:                   # bad values: one line on stderr, exit 2, before any work
         return int(e.code or 0)
     got = _inputs(a)

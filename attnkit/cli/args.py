@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
 
 __all__ = ["Parser", "positive_int", "nonneg_int", "int_at_least", "positive_float", "nonneg_float", "fraction",
            "utf8_text", "writable_path", "writable_dir", "new_or_own_dir", "existing_file", "existing_nonempty_text_file",
-           "device"]
+           "device", "whole_number", "int_in", "int_list", "seed", "MAX_SEED", "distinct_from_inputs"]
 
 Err = argparse.ArgumentTypeError
 
@@ -29,11 +30,15 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
+_INT = re.compile(r"^[+-]?[0-9][0-9_]*$", re.ASCII)
+
+
 def _int(s: str) -> int:
-    try:
-        return int(str(s).strip())
-    except ValueError:
-        raise Err(f"expected a whole number, got {s!r}") from None
+    """A whole number in ASCII digits (Python's int() also reads '３' and other scripts' digits)."""
+    text = str(s).strip()
+    if not _INT.match(text) or len(text) > 40:
+        raise Err(f"expected a whole number (ASCII digits, at most 40), got {_shown(text)[:40]!r}")
+    return int(text)
 
 
 def positive_int(s: str) -> int:
@@ -52,10 +57,22 @@ def nonneg_int(s: str) -> int:
     return n
 
 
+def whole_number(s: str) -> int:
+    """Any whole number in ASCII digits (the range is checked elsewhere)."""
+    return _int(s)
+
+
+def _float(s: str) -> float:
+    """A number in ASCII characters (Python's float() also reads '１.５')."""
+    if not str(s).isascii():
+        raise ValueError(s)
+    return float(s)
+
+
 def positive_float(s: str) -> float:
     """A finite number > 0."""
     try:
-        x = float(s)
+        x = _float(s)
     except ValueError:
         raise Err(f"expected a number, got {s!r}") from None
     if not (x > 0 and x != float("inf")):
@@ -66,7 +83,7 @@ def positive_float(s: str) -> float:
 def nonneg_float(s: str) -> float:
     """A finite number ≥ 0 (not nan, not inf)."""
     try:
-        x = float(s)
+        x = _float(s)
     except ValueError:
         raise Err(f"expected a number, got {s!r}") from None
     if not (0 <= x < float("inf")):
@@ -214,3 +231,53 @@ def int_at_least(low: int):
         return n
     check.__name__ = f"int_at_least_{low}"
     return check
+
+
+MAX_SEED = 2**32 - 1         # numpy's and torch's generators both take it
+
+
+def int_in(low: int, high: int, what: str = ""):
+    """An argparse type: an integer from ``low`` to ``high`` (both included); ``what`` says why the top."""
+    why = f" ({what})" if what else ""
+
+    def check(s: str) -> int:
+        n = _int(s)
+        if not low <= n <= high:
+            raise Err(f"must be from {low:,} to {high:,}{why}, got {n:,}" if abs(n) < 10**30
+                      else f"must be from {low:,} to {high:,}{why}, got a number of {len(str(abs(n)))} digits")
+        return n
+    check.__name__ = f"integer from {low} to {high}"
+    return check
+
+
+seed = int_in(0, MAX_SEED, "a random seed")
+
+
+def int_list(low: int, high: int):
+    """An argparse type: comma-separated integers, each from ``low`` to ``high`` (at most 32 of them)."""
+    one = int_in(low, high)
+
+    def check(s: str) -> list[int]:
+        parts = [x for x in str(s).split(",") if x.strip()]
+        if not parts or len(parts) > 32:
+            raise Err(f"expected 1 to 32 comma-separated whole numbers, e.g. {low},{max(low, min(high, 2 * low))}; "
+                      f"got {_shown(str(s))[:60]!r}")
+        return [one(x) for x in parts]
+    check.__name__ = "list of integers"
+    return check
+
+
+def distinct_from_inputs(parser: argparse.ArgumentParser, a, out: str | None, inputs: dict) -> None:
+    """Refuse (exit 2, one line) an output file that is one of the input files: ``inputs`` maps an
+    option's name to the path it was given (None when not given)."""
+    if not out:
+        return
+    for opt, path in inputs.items():
+        try:
+            same = path is not None and Path(path).expanduser().exists() and Path(out).expanduser().exists() \
+                and os.path.samefile(Path(out).expanduser(), Path(path).expanduser())
+        except OSError:
+            same = False
+        if same:
+            parser.error(f"argument --json: {_shown(out)} is the {opt} file; writing the results there would "
+                         "overwrite the input — give another file name")

@@ -18,7 +18,7 @@ def _parser() -> cli_args.Parser:
                         description="Direct logit attribution of logit(answer) − logit(distractor) on the "
                                     "clean prompt (and the corrupted one), plus the logit lens.")
     add_pair_args(p)
-    p.add_argument("--top", type=cli_args.positive_int, default=15, help="parts listed (default 15)")
+    p.add_argument("--top", type=cli_args.int_in(1, 10_000), default=15, help="parts listed (default 15)")
     return p
 
 

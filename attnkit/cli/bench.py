@@ -3,13 +3,14 @@
 long-context streaming figures."""
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
 
-from ..dev import bench as B
+from ..dev import bench as bench_lib
 from ..loading import LoadError
-from . import args as T
+from . import args as cli_args
+from .pair import write_json
+
+MAX_T = 1_048_576             # a million tokens: beyond every shipped shape
 
 
 def _log(text: str) -> None:
@@ -17,105 +18,104 @@ def _log(text: str) -> None:
 
 
 def _parser():
-    p = T.Parser(prog="python -m attnkit bench", description=B.__doc__.split("\n\n")[0])
-    p.add_argument("--model", type=T.utf8_text, help="model name or folder (default: random-weight GPT-2 small shape)")
-    p.add_argument("--json", dest="json_out", metavar="OUT", type=T.writable_path, help="write every figure and raw timing here")
-    p.add_argument("--lengths", help="comma-separated sequence lengths (default 128,512,1024)")
-    p.add_argument("--repeats", type=int, help="timed runs per measurement (default 5)")
+    p = cli_args.Parser(prog="python -m attnkit bench", description=bench_lib.__doc__.split("\n\n")[0])
+    p.add_argument("--model", type=cli_args.utf8_text, help="model name or folder (default: random-weight GPT-2 small shape)")
+    p.add_argument("--json", dest="json_out", metavar="OUT", type=cli_args.writable_path, help="write every figure and raw timing here")
+    p.add_argument("--lengths", type=cli_args.int_list(2, MAX_T),
+                   help="comma-separated sequence lengths, each 2 to the model's context (default 128,512,1024; "
+                        "with --quick 16,32, at most 64)")
+    p.add_argument("--repeats", type=cli_args.int_in(1, 1000), help="timed runs per measurement (default 5; 1–1000)")
     p.add_argument("--quick", action="store_true", help="tiny model, T 16/32, 2 repeats: a few seconds")
-    p.add_argument("--device", action="append", type=T.device, help="cpu / cuda (repeatable; default cpu, plus cuda if present)")
-    p.add_argument("--threads", type=T.positive_int, help="torch.set_num_threads before measuring")
-    p.add_argument("--gen-new", type=T.positive_int, help="generated tokens (default 128)")
+    p.add_argument("--device", action="append", type=cli_args.device, help="cpu / cuda (repeatable; default cpu, plus cuda if present)")
+    p.add_argument("--threads", type=cli_args.int_in(1, 1024), help="torch.set_num_threads before measuring")
+    p.add_argument("--gen-new", type=cli_args.int_in(1, MAX_T), help="generated tokens (default 128)")
     p.add_argument("--no-memory", action="store_true", help="skip the memory section (it starts subprocesses)")
-    p.add_argument("--long", metavar="T,…", help="also the long-context streaming figures at these lengths "
+    p.add_argument("--long", metavar="T,…", type=cli_args.int_list(16, MAX_T), help="also the long-context streaming figures at these lengths "
                    "(e.g. 8192,32768; SmolLM2-135M's shape, random weights; minutes per length)")
-    p.add_argument("--long-layers", type=T.positive_int, help="with --long: keep only this many of the 30 layers (faster; "
+    p.add_argument("--long-layers", type=cli_args.int_in(1, 30), help="with --long: keep only this many of the 30 layers (faster; "
                    "time ratios are per layer)")
     p.add_argument("--shapes", type=_shapes, metavar="S,…", help="also the per-shape rows (trace, patching, attribution "
                    f"patching, peak memory) at these real shapes with random weights: {', '.join(SHAPE_NAMES)} "
                    "(checkpoints are built once into --shape-cache; xl is ~6 GB)")
-    p.add_argument("--shape-T", type=T.int_at_least(2), default=256, help="with --shapes: the trace's length (default 256)")
-    p.add_argument("--shape-cache", type=T.writable_dir, help="with --shapes: where the checkpoints are kept "
+    p.add_argument("--shape-T", type=cli_args.int_in(2, MAX_T), default=256, help="with --shapes: the trace's length (default 256)")
+    p.add_argument("--shape-cache", type=cli_args.writable_dir, help="with --shapes: where the checkpoints are kept "
                    "(default $ATTNKIT_BENCH_CACHE or <tmp>/attnkit-bench-cache)")
     return p
 
 
-SHAPE_NAMES = [s for s in B.shapes.REAL_SHAPES if s != "tiny"]
+SHAPE_NAMES = [s for s in bench_lib.shapes.REAL_SHAPES if s != "tiny"]
 
 
 def _shapes(text: str) -> list[str]:
     """--shapes: comma-separated names of attnkit.dev.bench.shapes.REAL_SHAPES."""
     names = [x.strip() for x in text.split(",") if x.strip()]
-    bad = [n for n in names if n not in B.shapes.REAL_SHAPES]
+    bad = [n for n in names if n not in bench_lib.shapes.REAL_SHAPES]
     if not names or bad:
-        raise T.Err(f"{', '.join(bad) or 'nothing'} is not a shape; choose from "
+        raise cli_args.Err(f"{', '.join(bad) or 'nothing'} is not a shape; choose from "
                                            f"{', '.join(SHAPE_NAMES)}")
     return list(dict.fromkeys(names))
 
 
 def _family_parser():
-    p = T.Parser(prog="python -m attnkit bench --family", description=B.families.__doc__.split("\n\n")[0])
-    p.add_argument("--family", default="smollm2-135m", choices=sorted(B.SHAPES))
-    p.add_argument("--T", type=T.int_at_least(2), default=256, help="sequence length (default 256)")
-    p.add_argument("--repeats", type=T.positive_int, default=3)
-    p.add_argument("--gen-prompt", type=T.positive_int, default=64)
-    p.add_argument("--gen-new", type=T.positive_int, default=32)
-    p.add_argument("--threads", type=T.positive_int)
-    p.add_argument("--json", dest="json_out", metavar="OUT", type=T.writable_path)
+    p = cli_args.Parser(prog="python -m attnkit bench --family", description=bench_lib.families.__doc__.split("\n\n")[0])
+    p.add_argument("--family", default="smollm2-135m", choices=sorted(bench_lib.SHAPES))
+    p.add_argument("--T", type=cli_args.int_in(2, MAX_T), default=256, help="sequence length (default 256)")
+    p.add_argument("--repeats", type=cli_args.int_in(1, 1000), default=3)
+    p.add_argument("--gen-prompt", type=cli_args.int_in(1, MAX_T), default=64)
+    p.add_argument("--gen-new", type=cli_args.int_in(1, MAX_T), default=32)
+    p.add_argument("--threads", type=cli_args.int_in(1, 1024))
+    p.add_argument("--json", dest="json_out", metavar="OUT", type=cli_args.writable_path)
     return p
 
 
 def family_cli(argv) -> int:
     """``--family SHAPE``: checks 1–3 and the KV cache's bytes on a Llama-style shape."""
     a = _family_parser().parse_args(argv)
-    res = B.bench_family(a.family, T=a.T, repeats=a.repeats, gen_prompt=a.gen_prompt, gen_new=a.gen_new,
+    res = bench_lib.bench_family(a.family, T=a.T, repeats=a.repeats, gen_prompt=a.gen_prompt, gen_new=a.gen_new,
                          threads=a.threads, log=_log)
-    print(B.format_family(res))
+    print(bench_lib.format_family(res))
     if a.json_out:
-        Path(a.json_out).write_text(json.dumps(res, indent=1, default=str), encoding="utf-8")
+        if not write_json(a.json_out, res, "attnkit bench"):
+            return 1
     return 0
 
 
-def _lengths(text):
-    """--lengths as a list of integers ≥ 2 (ValueError otherwise), or None."""
-    lengths = [int(x) for x in text.split(",") if x.strip()] if text else None
-    if lengths is not None and (not lengths or min(lengths) < 2):
-        raise ValueError
-    return lengths
+def _context(a) -> int | None:
+    """The context of the model the bench builds itself (None for --model: the loader knows it)."""
+    if a.model:
+        return None
+    return bench_lib.run.QUICK_CONFIG["n_positions"] if a.quick else 1024
 
 
 def _add_long(res: dict, a) -> None:
     """--long: the long-context rows into ``res``, its summary recounted."""
-    long = B.long_section([int(x) for x in a.long.split(",") if x.strip()], repeats=a.repeats or 2,
+    long = bench_lib.long_section(a.long, repeats=a.repeats or 2,
                           threads=a.threads, quick=a.quick, memory=not a.no_memory, layers=a.long_layers, log=_log)
     res["long"] = long
     res["results"] += long["rows"]
-    res["summary"].update(B.judged_summary(res["results"]))
+    res["summary"].update(bench_lib.judged_summary(res["results"]))
 
 
 def _add_shapes(res: dict, a) -> None:
     """--shapes: the per-shape rows into ``res``, its summary recounted."""
-    sec = B.shapes.shape_section(a.shapes, T=a.shape_T, repeats=a.repeats or 2, cache=a.shape_cache, log=_log)
+    sec = bench_lib.shapes.shape_section(a.shapes, T=a.shape_T, repeats=a.repeats or 2, cache=a.shape_cache, log=_log)
     res["shapes"] = sec
     res["results"] += sec["rows"]
-    res["summary"].update(B.judged_summary(res["results"]))
+    res["summary"].update(bench_lib.judged_summary(res["results"]))
 
 
 def cli(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if any(x == "--family" or x.startswith("--family=") for x in argv):
         return family_cli(argv)
-    a = _parser().parse_args(argv)
+    p = _parser()
+    a = p.parse_args(argv)
+    n_ctx = _context(a)
+    if a.lengths and n_ctx is not None and max(a.lengths) > n_ctx:
+        p.error(f"argument --lengths: {max(a.lengths):,} is beyond the {'--quick ' if a.quick else ''}model's "
+                f"context of {n_ctx:,}")
     try:
-        lengths = _lengths(a.lengths)
-    except ValueError:
-        print("attnkit bench: --lengths takes comma-separated integers ≥ 2, e.g. 128,512,1024", file=sys.stderr)
-        return 2
-    if a.repeats is not None and a.repeats < 1:
-        print("attnkit bench: --repeats must be ≥ 1", file=sys.stderr)
-        return 2
-    try:
-        res = B.bench(a.model, lengths=lengths, repeats=a.repeats, quick=a.quick,
+        res = bench_lib.bench(a.model, lengths=a.lengths, repeats=a.repeats, quick=a.quick,
                       devices=list(dict.fromkeys(a.device)) if a.device else None,
                       threads=a.threads, gen_new=a.gen_new, memory=not a.no_memory, log=_log)
     except LoadError as e:
@@ -125,12 +125,13 @@ def cli(argv: list[str] | None = None) -> int:
         _add_long(res, a)
     if a.shapes:
         _add_shapes(res, a)
-    print(B.format_table(res))
+    print(bench_lib.format_table(res))
     if a.long:
-        print(B.format_long(res["long"]))
+        print(bench_lib.format_long(res["long"]))
     if a.shapes:
-        print(B.shapes.format_shapes(res["shapes"]))
+        print(bench_lib.shapes.format_shapes(res["shapes"]))
     if a.json_out:
-        Path(a.json_out).write_text(json.dumps(res, indent=1, default=str), encoding="utf-8")
+        if not write_json(a.json_out, res, "attnkit bench"):
+            return 1
         print(f"\nwrote {a.json_out}")
     return 0

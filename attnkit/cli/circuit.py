@@ -10,28 +10,29 @@ from pathlib import Path
 
 import numpy as np
 
-from ..circuits.attribution_patching import edge_attribution, head_attribution
+from ..circuits.attribution_patching import EXACT_TOP, edge_attribution, head_attribution
 from ..circuits.discover import ABLATIONS, STEPS as DI_STEPS, discover
 from ..circuits.path import SOURCES, path_map
 from ..patching import DIRECTIONS, PatchError, make_pair
 from .. import prompts
 from .pair import add_pair_args, load_pair, write_json
-from . import args as C
+from . import args as cli_args
 
 PROG = "attnkit circuit"
-_NODE = re.compile(r"^(L\d+H\d+(\.[qkv])?|MLP\d+|embed|logits)$")
+MAX_STEPS = 256               # integrated-gradient points: the ranking settles long before
+_NODE = re.compile(r"^(L[0-9]+H[0-9]+(\.[qkv])?|MLP[0-9]+|embed|logits)$", re.ASCII)   # as circuits.path.parse_node
 
 
 def node(s: str) -> str:
     """A node name: L{l}H{h}[.q|.k|.v], MLP{l}, embed or logits (checked against the model later)."""
-    s = C.utf8_text(s).strip()
+    s = cli_args.utf8_text(s).strip()
     if not _NODE.match(s):
         raise argparse.ArgumentTypeError(f"{s!r} is not a node: use L{{l}}H{{h}}.q/.k/.v, MLP{{l}}, embed or logits")
     return s
 
 
 def share(s: str) -> float:
-    x = C.positive_float(s)
+    x = cli_args.positive_float(s)
     if x > 1.5:
         raise argparse.ArgumentTypeError(f"must be at most 1.5 (a share of the clean logit difference), got {s}")
     return x
@@ -40,10 +41,10 @@ def share(s: str) -> float:
 def pairs_file(s: str) -> prompts.PairSet:
     """A prompt-set file (JSON lines, or CSV by its name), read by the one prompt-set reader
     (:func:`attnkit.prompts.read_pairs`); any bad row refuses the file, naming its line."""
-    C.existing_nonempty_text_file(s)
+    cli_args.existing_nonempty_text_file(s)
     path = Path(s).expanduser()
     try:
-        got = prompts.read_pairs(path.name, path.read_bytes())
+        got = prompts.read_pairs(str(path), path.read_bytes())
     except (prompts.PromptError, OSError) as e:
         raise argparse.ArgumentTypeError(str(e)) from None
     if got.problems:
@@ -52,22 +53,22 @@ def pairs_file(s: str) -> prompts.PairSet:
     return got
 
 
-def _parser() -> C.Parser:
-    p = C.Parser(prog="python -m attnkit circuit",
+def _parser() -> cli_args.Parser:
+    p = cli_args.Parser(prog="python -m attnkit circuit",
                  description="Circuits on a clean/corrupted pair. With --receiver: path patching of every earlier "
                              "sender (or --sender) into that receiver's input only. Otherwise: circuit discovery — "
                              "edges ranked by edge attribution patching, kept until the circuit, run with every "
                              "other edge ablated, recovers --share of the clean logit difference.")
     add_pair_args(p)
-    p.add_argument("--more-corrupt", action="append", default=[], type=C.utf8_text, metavar="TEXT",
+    p.add_argument("--more-corrupt", action="append", default=[], type=cli_args.utf8_text, metavar="TEXT",
                    help="another corrupted prompt for the same clean prompt (repeatable): a prompt set")
     p.add_argument("--pairs", type=pairs_file, default=None, metavar="FILE",
                    help="discovery: more pairs from a JSON-lines file (one {\"clean\", \"corrupted\", \"answer\", "
                         "\"distractor\"} object per line; \"corrupt\" is accepted too) or a .csv with those "
                         f"columns, at most {prompts.MAX_PAIRS} pairs, added to the prompt set")
-    p.add_argument("--steps", type=C.positive_int, default=DI_STEPS,
+    p.add_argument("--steps", type=cli_args.int_in(1, MAX_STEPS), default=DI_STEPS,
                    help=f"discovery: integrated-gradient points behind the edge ranking (default {DI_STEPS}; "
-                        "1 = plain edge attribution at the clean run)")
+                        "1 = plain edge attribution at the clean run; at most {MAX_STEPS})")
     p.add_argument("--receiver", type=node, default=None, help="path patching into this input, e.g. L3H0.k")
     p.add_argument("--sender", type=node, default=None, help="with --receiver: only this sender, e.g. L2H1")
     p.add_argument("--source", choices=SOURCES, default="pair",
@@ -79,7 +80,10 @@ def _parser() -> C.Parser:
     p.add_argument("--exact", action="store_true",
                    help="also run exact patching beside attribution patching (heads and edges) and report "
                         "their Spearman rank correlation")
-    p.add_argument("--top", type=C.positive_int, default=15, help="rows listed (default 15)")
+    p.add_argument("--exact-top", type=cli_args.int_in(0, 10**7), default=EXACT_TOP, metavar="K",
+                   help=f"with --exact: compare the K edges of largest |attribution| (default {EXACT_TOP}; 0: every "
+                        "edge, one patched run each)")
+    p.add_argument("--top", type=cli_args.int_in(1, 10_000), default=15, help="rows listed (default 15; 1–10,000)")
     return p
 
 
@@ -108,10 +112,12 @@ def _discover(m, pairs, a, out) -> None:
     for n in c.notes:
         print(f"  note: {n}")
     print(f"  logit diff  clean {c.clean_ld:+.4f}  corrupted {c.corrupt_ld:+.4f}  every edge ablated {c.empty_ld:+.4f}")
-    print(f"  circuit: {c.size} of {len(c.ranked)} edges, logit diff {c.circuit_ld:+.4f} = "
-          f"{c.circuit_ld / c.clean_ld:.1%} of clean (target {a.share:.0%}); heads {' '.join(c.heads) or 'none'}")
-    print("  faithfulness curve (edges: share): " +
-          ", ".join(f"{k}: {f:.2f}" for k, f in zip(c.sizes, c.faithfulness)))
+    share = f"{c.share:.1%} of clean" if c.solved else "no share: the pair is not solved (see the note)"
+    print(f"  circuit: {c.size} of {len(c.ranked)} edges, logit diff {c.circuit_ld:+.4f} = {share} "
+          f"(target {a.share:.0%}, reached: {'yes' if c.reached else 'no'}); heads {' '.join(c.heads) or 'none'}")
+    if c.solved:
+        print("  faithfulness curve (edges: share): " +
+              ", ".join(f"{k}: {f:.2f}" for k, f in zip(c.sizes, c.faithfulness)))
     for s, r, v in c.edges[: a.top]:
         print(f"    {s:>7} → {r:<9} attribution {v:+.4f}")
     out["circuit"] = c.to_json()
@@ -119,17 +125,25 @@ def _discover(m, pairs, a, out) -> None:
 
 def _exact(m, pair, a, out) -> None:
     ha = head_attribution(m.weights, pair, a.direction)
-    ea = edge_attribution(m.weights, pair, "noise", mlps=not a.no_mlps, exact=True)
+    ea = edge_attribution(m.weights, pair, "noise", mlps=not a.no_mlps, exact=True, exact_top=a.exact_top or None)
+    for n in ea.notes[len(pair.notes):]:
+        print(f"  note: {n}")
     print(f"  attribution patching vs exact: heads×positions Spearman {ha.spearman:+.3f} ({a.direction}); "
           f"edges Spearman {ea.spearman:+.3f} (noise, {int(np.isfinite(ea.scores).sum())} edges)")
     out["attribution_vs_exact"] = {"heads_spearman": ha.spearman, "edges_spearman": ea.spearman}
 
 
 def cli(argv=None) -> int:
-    a = _parser().parse_args(argv)
+    p = _parser()
+    a = p.parse_args(argv)
+    cli_args.distinct_from_inputs(p, a, a.json_out, {"--pairs": a.pairs.name if a.pairs else None})
     if a.sender and not a.receiver:
-        print(f"{PROG}: --sender needs --receiver (the input it is patched into)", file=sys.stderr)
-        return 2
+        p.error("--sender needs --receiver (the input it is patched into)")
+    if a.receiver and (a.more_corrupt or a.pairs or a.steps != DI_STEPS):
+        used = [o for o, v in (("--more-corrupt", a.more_corrupt), ("--pairs", a.pairs),
+                               ("--steps", a.steps != DI_STEPS)) if v]
+        p.error(f"{', '.join(used)}: path patching (--receiver) runs on the one --clean/--corrupt pair; "
+                "these are for discovery — drop them or drop --receiver")
     got = load_pair(a, PROG)
     if got is None:
         return 2

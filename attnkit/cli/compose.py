@@ -9,25 +9,27 @@ import numpy as np
 from ..circuits.compose import composition, head_scores
 from ..loading import load_for_cli
 from .pair import write_json
-from . import args as C
+from . import args as cli_args
 
 PROG = "attnkit compose"
+MAX_SAMPLES = 10_000
 
 
-def _parser() -> C.Parser:
-    p = C.Parser(prog="python -m attnkit compose",
+def _parser() -> cli_args.Parser:
+    p = cli_args.Parser(prog="python -m attnkit compose",
                  description="Composition scores (Elhage et al. 2021) of every pair of heads in different layers, "
                              "beside the score of random matrices of the same shapes; per-head OV copying and QK "
                              "token/positional scores. Heads are named L{layer}H{head}.")
     p.add_argument("--model", default=None, help="hub name, attnkit-tiny or a local folder (default: as verify)")
-    p.add_argument("--device", default="cpu", type=C.device)
+    p.add_argument("--device", default="cpu", type=cli_args.device)
     p.add_argument("--mode", choices=("q", "k", "v", "all"), default="all", help="which composition (default all)")
-    p.add_argument("--top", type=C.positive_int, default=10, help="pairs listed per mode (default 10)")
-    p.add_argument("--layers", type=C.nonneg_int, nargs=2, metavar=("SENDER", "RECEIVER"), default=None,
+    p.add_argument("--top", type=cli_args.int_in(1, 10_000), default=10, help="pairs listed per mode (default 10; 1–10,000)")
+    p.add_argument("--layers", type=cli_args.int_in(0, 10_000), nargs=2, metavar=("SENDER", "RECEIVER"), default=None,
                    help="only pairs from this sender layer to this receiver layer")
-    p.add_argument("--samples", type=C.int_at_least(10), default=200, help="random baseline samples (default 200)")
-    p.add_argument("--seed", type=C.nonneg_int, default=0, help="random baseline seed (default 0)")
-    p.add_argument("--json", dest="json_out", default=None, type=C.writable_path, help="write the results here")
+    p.add_argument("--samples", type=cli_args.int_in(10, MAX_SAMPLES, "each sample holds a d_model² matrix"), default=200,
+                   help=f"random baseline samples (default 200; 10–{MAX_SAMPLES:,})")
+    p.add_argument("--seed", type=cli_args.seed, default=0, help=f"random baseline seed (default 0; 0–{cli_args.MAX_SEED:,})")
+    p.add_argument("--json", dest="json_out", default=None, type=cli_args.writable_path, help="write the results here")
     return p
 
 

@@ -3,57 +3,56 @@ locally or on Ray (the library is :mod:`attnkit.corpus`)."""
 from __future__ import annotations
 
 import importlib.util
-import json
 import sys
-from pathlib import Path
 
-from .. import corpus as C
+from .. import corpus as corpus_lib
 from ..dev.bench.corpus import bench
 from ..loading import LoadError, default_model
 from ..prompts import MAX_PROMPT_CHARS as MAX_CHARS
-from . import args as T
+from . import args as cli_args
+from .pair import write_json
 
 PROG = "attnkit corpus"
 
 
 def _parser():
-    p = T.Parser(
+    p = cli_args.Parser(
         prog="python -m attnkit corpus",
         description="Head statistics, entropy curves and ablation losses over a corpus, locally or on Ray.",
-        epilog="analyses: " + "; ".join(f"{k}: {a.help}" for k, a in C.ANALYSES.items()))
-    p.add_argument("--model", default=None, type=T.utf8_text,
+        epilog="analyses: " + "; ".join(f"{k}: {a.help}" for k, a in corpus_lib.ANALYSES.items()))
+    p.add_argument("--model", default=None, type=cli_args.utf8_text,
                    help="hub name, attnkit-tiny or a local folder (default: as verify)")
-    p.add_argument("--input", type=T.utf8_text,
+    p.add_argument("--input", type=cli_args.utf8_text,
                    help=".jsonl (one document per line), .txt/.md (one document) or a folder of them")
-    p.add_argument("--field", default="text", type=T.utf8_text, help="field of a .jsonl object holding the document (default text)")
-    p.add_argument("--analyses", default=",".join(C.ANALYSES), help="comma-separated: " + ", ".join(C.ANALYSES))
+    p.add_argument("--field", default="text", type=cli_args.utf8_text, help="field of a .jsonl object holding the document (default text)")
+    p.add_argument("--analyses", default=",".join(corpus_lib.ANALYSES), help="comma-separated: " + ", ".join(corpus_lib.ANALYSES))
     p.add_argument("--ablation", action="append", default=None, metavar="SPEC",
-                   help="an ablation for ablation-loss (repeatable; default: " + ", ".join(C.DEFAULT_ABLATIONS) + ")")
-    p.add_argument("--out", type=T.new_or_own_dir("manifest.json", "attnkit corpus"),
+                   help="an ablation for ablation-loss (repeatable; default: " + ", ".join(corpus_lib.DEFAULT_ABLATIONS) + ")")
+    p.add_argument("--out", type=cli_args.new_or_own_dir("manifest.json", "attnkit corpus"),
                    help="result folder: new, empty, or one this command wrote (a rerun with the same input and "
                         "settings resumes it; other input or settings are refused)")
     p.add_argument("--redo-changed", action="store_true",
                    help="the input of --out's run changed: recompute the shards whose documents changed (and drop "
                         "those past the input's end) instead of refusing")
-    p.add_argument("--engine", default="local", choices=sorted(C.ENGINES))
-    p.add_argument("--address", default=None, type=T.utf8_text, help="Ray cluster: auto or HOST:PORT (default: start Ray here)")
-    p.add_argument("--workers", type=T.positive_int, default=None, help="Ray actors (default: as many as the cluster holds)")
-    p.add_argument("--gpus-per-worker", type=T.nonneg_float, default=0.0, help="> 0 runs each actor's model on a GPU")
+    p.add_argument("--engine", default="local", choices=sorted(corpus_lib.ENGINES))
+    p.add_argument("--address", default=None, type=cli_args.utf8_text, help="Ray cluster: auto or HOST:PORT (default: start Ray here)")
+    p.add_argument("--workers", type=cli_args.positive_int, default=None, help="Ray actors (default: as many as the cluster holds)")
+    p.add_argument("--gpus-per-worker", type=cli_args.nonneg_float, default=0.0, help="> 0 runs each actor's model on a GPU")
     # --window, --batch, --shard-docs and --threads are checked by corpus.settings_for (one message for
     # the library and the command line)
-    p.add_argument("--window", type=int, default=None, help="tokens per window (default: the model's context)")
-    p.add_argument("--batch", type=int, default=4, help="windows of equal length per forward pass (default 4)")
-    p.add_argument("--shard-docs", type=int, default=C.SHARD_DOCS, help=f"documents per shard (default {C.SHARD_DOCS})")
-    p.add_argument("--max-docs", type=T.positive_int, default=None, help="use only the first N documents")
-    p.add_argument("--device", default="cpu", type=T.device, help="cpu, cuda, mps or auto (local engine; default cpu)")
-    p.add_argument("--threads", type=int, default=1,
+    p.add_argument("--window", type=cli_args.whole_number, default=None, help="tokens per window (default: the model's context)")
+    p.add_argument("--batch", type=cli_args.whole_number, default=4, help="windows of equal length per forward pass (default 4)")
+    p.add_argument("--shard-docs", type=cli_args.whole_number, default=corpus_lib.SHARD_DOCS, help=f"documents per shard (default {corpus_lib.SHARD_DOCS})")
+    p.add_argument("--max-docs", type=cli_args.positive_int, default=None, help="use only the first N documents")
+    p.add_argument("--device", default="cpu", type=cli_args.device, help="cpu, cuda, mps or auto (local engine; default cpu)")
+    p.add_argument("--threads", type=cli_args.whole_number, default=1,
                    help="torch threads per worker = CPUs per Ray actor (default 1; the numbers depend on it "
                         "in the last float bits, so a resumed run must use the same)")
-    p.add_argument("--bootstrap", type=T.nonneg_int, default=1000,
+    p.add_argument("--bootstrap", type=cli_args.int_in(0, 100_000), default=1000,
                    help="bootstrap resamples for the intervals (default 1000)")
     p.add_argument("--bench", action="store_true", help="measure documents/second: local, then Ray with --workers")
-    p.add_argument("--bench-docs", type=T.positive_int, default=48)
-    p.add_argument("--json", dest="json_out", default=None, type=T.writable_path,
+    p.add_argument("--bench-docs", type=cli_args.positive_int, default=48)
+    p.add_argument("--json", dest="json_out", default=None, type=cli_args.writable_path,
                    help="(--bench) write the measurements here")
     return p
 
@@ -65,47 +64,47 @@ def _note(text: str) -> None:
 def _check(a) -> tuple[str, list]:
     """Every check that needs no model (CorpusError): (the model's name, the ablations to run)."""
     if not a.input or not a.out:
-        raise C.CorpusError("--input and --out are required")
+        raise corpus_lib.CorpusError("--input and --out are required")
     if a.engine == "ray" and importlib.util.find_spec("ray") is None:
-        raise C.CorpusError("--engine ray needs Ray: pip install ray (the local engine does not)")
+        raise corpus_lib.CorpusError("--engine ray needs Ray: pip install ray (the local engine does not)")
     if a.engine == "local" and (a.address or a.workers or a.gpus_per_worker):
-        raise C.CorpusError("--address, --workers and --gpus-per-worker are for --engine ray")
-    ablations = a.ablation if a.ablation is not None else C.DEFAULT_ABLATIONS
-    C.settings_for(a.model or "?", a.analyses, a.window, a.batch, a.shard_docs, ablations, a.field, a.device, a.threads)
-    docs, _ = C.read_inputs(a.input, a.field, a.max_docs)    # a missing or unusable input: stop before any work
+        raise corpus_lib.CorpusError("--address, --workers and --gpus-per-worker are for --engine ray")
+    ablations = a.ablation if a.ablation is not None else corpus_lib.DEFAULT_ABLATIONS
+    corpus_lib.settings_for(a.model or "?", a.analyses, a.window, a.batch, a.shard_docs, ablations, a.field, a.device, a.threads)
+    docs, _ = corpus_lib.read_inputs(a.input, a.field, a.max_docs)    # a missing or unusable input: stop before any work
     if a.engine == "ray":
-        C.check_ray_request(a.address, a.gpus_per_worker)
+        corpus_lib.check_ray_request(a.address, a.gpus_per_worker)
     model = a.model
     if model is None:
         model, notice = default_model()
         if notice:
             print(notice, file=sys.stderr)
-    settings = C.settings_for(model, a.analyses, a.window, a.batch, a.shard_docs, ablations, a.field, a.device,
+    settings = corpus_lib.settings_for(model, a.analyses, a.window, a.batch, a.shard_docs, ablations, a.field, a.device,
                               a.threads)
-    C.check_output(a.out, settings, docs, redo_changed=a.redo_changed)    # other settings or documents there
+    corpus_lib.check_output(a.out, settings, docs, redo_changed=a.redo_changed)    # other settings or documents there
     return model, list(ablations)
 
 
-def _run(a) -> C.RunReport:
+def _run(a) -> corpus_lib.RunReport:
     model, ablations = _check(a)
-    return C.run_corpus(a.input, a.out, model, a.analyses, engine=a.engine, address=a.address, window=a.window,
+    return corpus_lib.run_corpus(a.input, a.out, model, a.analyses, engine=a.engine, address=a.address, window=a.window,
                         batch=a.batch, shard_docs=a.shard_docs, ablations=ablations, field=a.field,
                         device=a.device, threads=a.threads, workers=a.workers, gpus_per_worker=a.gpus_per_worker,
                         max_docs=a.max_docs, bootstrap=a.bootstrap, redo_changed=a.redo_changed,
-                        progress=C.Progress(), log=_note)
+                        progress=corpus_lib.Progress(), log=_note)
 
 
 def cli(argv=None) -> int:
-    a = _parser().parse_args(argv)
+    p = _parser()
+    a = p.parse_args(argv)
+    cli_args.distinct_from_inputs(p, a, a.json_out, {"--input": a.input})
     try:
         if a.bench:
             res = bench(model=a.model or "attnkit-tiny", docs=a.bench_docs, window=a.window or 128,
                         workers=a.workers or 2, batch=a.batch, log=lambda s: print(s, flush=True))
-            if a.json_out:
-                Path(a.json_out).write_text(json.dumps(res, indent=1), encoding="utf-8")
-            return 0
+            return 0 if not a.json_out or write_json(a.json_out, res, PROG) else 1
         rep = _run(a)
-    except (C.CorpusError, LoadError) as e:    # bad input, or a model that will not load (here or in an actor)
+    except (corpus_lib.CorpusError, LoadError) as e:    # bad input, or a model that will not load (here or in an actor)
         _note(str(e))
         return 2
     except KeyboardInterrupt:
@@ -116,11 +115,11 @@ def cli(argv=None) -> int:
         _note(f"the run stopped: {type(e).__name__}{': ' + msg if msg else ''}; "
               "finished shards are kept, rerun to resume")
         return 1
-    print_summary(rep, C.load_result(a.out))
+    print_summary(rep, corpus_lib.load_result(a.out))
     return 0
 
 
-def print_summary(rep: C.RunReport, res: C.CorpusResult):
+def print_summary(rep: corpus_lib.RunReport, res: corpus_lib.CorpusResult):
     i = res.info
     d = i["documents"]
     print(f"{rep.out}: {d['finished']}/{d['total']} documents ({d['ok']} ok, {d['short']} short, {d['error']} "

@@ -75,7 +75,9 @@ def _log_length(m, docs, a, s: Summary) -> dict:
 
 
 def cli(argv=None) -> int:
-    a = _parser().parse_args(argv)
+    p = _parser()
+    a = p.parse_args(argv)
+    cli_args.distinct_from_inputs(p, a, a.json_out, {"--text-file": a.text_file})
     text = _read_text(a.text_file)
     if text is None:
         return 2

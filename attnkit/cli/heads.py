@@ -18,9 +18,9 @@ def _parser() -> cli_args.Parser:
     p.add_argument("--device", default="cpu", type=cli_args.device)
     p.add_argument("--text-file", default=None, type=cli_args.existing_nonempty_text_file,
                    help="UTF-8 text (default: a built-in English paragraph)")
-    p.add_argument("--induction-n", type=cli_args.positive_int, default=50,
+    p.add_argument("--induction-n", type=cli_args.int_in(1, 100_000), default=50,
                    help="length of the random half that is repeated")
-    p.add_argument("--top", type=cli_args.positive_int, default=5, help="show the best heads per score")
+    p.add_argument("--top", type=cli_args.int_in(1, 10_000), default=5, help="show the best heads per score")
     p.add_argument("--markdown", action="store_true", help="print Markdown tables")
     return p
 

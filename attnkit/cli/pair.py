@@ -18,7 +18,7 @@ def add_pair_args(p: cli_args.Parser) -> None:
     p.add_argument("--answer", required=True, type=cli_args.utf8_text,
                    help="the answer token (e.g. ' Mary'; a word without a space is tried with one first)")
     p.add_argument("--distractor", required=True, type=cli_args.utf8_text, help="the distractor token (e.g. ' John')")
-    p.add_argument("--position", type=int, default=None,
+    p.add_argument("--position", type=cli_args.int_in(-1_000_000, 1_000_000), default=None,
                    help="position whose logits are read (default: the last; negative counts from the end)")
     p.add_argument("--json", dest="json_out", default=None, type=cli_args.writable_path,
                    help="write the results here as JSON")
@@ -36,10 +36,20 @@ def load_pair(a, prog: str):
         return None
 
 
+def _plain(x):
+    """JSON for what json cannot write itself: numbers (numpy, torch) as floats, anything else as text."""
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return str(x)
+
+
 def write_json(path: str, obj: dict, prog: str) -> bool:
+    """Write ``obj`` as JSON to ``path``; False after one line on stderr when it cannot (a full disk,
+    /dev/full, a folder that went away)."""
     try:
         with open(path, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=1, default=float)
+            json.dump(obj, f, indent=1, default=_plain)
         return True
     except OSError as e:
         print(f"{prog}: cannot write {path}: {e.strerror or e}", file=sys.stderr)

@@ -9,93 +9,93 @@ import sys
 from pathlib import Path
 
 from ..dev import train as TR
-from . import args as T
+from . import args as cli_args
 
 
 def model_folder(s: str) -> str:
     """A GPT-2 folder whose weights are model.safetensors (pickle files are never loaded)."""
-    p = Path(T.utf8_text(s)).expanduser()
+    p = Path(cli_args.utf8_text(s)).expanduser()
     if not p.exists():
-        raise T.Err(f"{s}: no such folder")
+        raise cli_args.Err(f"{s}: no such folder")
     if not p.is_dir():
-        raise T.Err(f"{s} is a file; give the model's folder (config.json and model.safetensors)")
+        raise cli_args.Err(f"{s} is a file; give the model's folder (config.json and model.safetensors)")
     if not (p / "model.safetensors").is_file():
         pickles = sorted(x.name for x in p.glob("*.bin")) + sorted(x.name for x in p.glob("*.pt"))
-        raise T.Err(f"{s} holds no model.safetensors" + (f" ({', '.join(pickles)} are pickle files, never loaded)"
+        raise cli_args.Err(f"{s} holds no model.safetensors" + (f" ({', '.join(pickles)} are pickle files, never loaded)"
                                                            if pickles else ""))
     try:
         cfg = json.loads((p / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        raise T.Err(f"{s} has no readable config.json") from None
+        raise cli_args.Err(f"{s} has no readable config.json") from None
     if not isinstance(cfg, dict) or cfg.get("model_type") != "gpt2":
-        raise T.Err(f"{s} is not a GPT-2 model (model_type {cfg.get('model_type') if isinstance(cfg, dict) else None!r})")
+        raise cli_args.Err(f"{s} is not a GPT-2 model (model_type {cfg.get('model_type') if isinstance(cfg, dict) else None!r})")
     return s
 
 
 def share_above_0(s: str) -> float:
-    x = T.fraction(s)
+    x = cli_args.fraction(s)
     if x == 0:
-        raise T.Err("must be a share above 0 and at most 1, got 0")
+        raise cli_args.Err("must be a share above 0 and at most 1, got 0")
     return x
 
 
-def _parser() -> T.Parser:
-    p = T.Parser(prog="python -m attnkit train-default", description=TR.__doc__.split("\n")[0])
-    p.add_argument("--out", default=None, type=T.new_or_own_dir("training_log.json", "train-default"),
+def _parser() -> cli_args.Parser:
+    p = cli_args.Parser(prog="python -m attnkit train-default", description=TR.__doc__.split("\n")[0])
+    p.add_argument("--out", default=None, type=cli_args.new_or_own_dir("training_log.json", "train-default"),
                    help="output folder (required): new, empty, or one train-default wrote (replaced when the new "
                         "run is complete). The shipped model's folder only with --overwrite-shipped")
     p.add_argument("--overwrite-shipped", action="store_true",
                    help="allow --out to be the shipped attnkit-tiny folder (" + str(TR.DEFAULT_OUT) + ")")
-    p.add_argument("--steps", type=T.positive_int, default=1800, help="optimizer steps (default 1800)")
-    p.add_argument("--minutes", type=T.positive_float, default=None,
+    p.add_argument("--steps", type=cli_args.positive_int, default=1800, help="optimizer steps (default 1800)")
+    p.add_argument("--minutes", type=cli_args.positive_float, default=None,
                    help="time-boxed run (implies --schedule wsd): constant LR until 80%% of the time, "
                         "then a linear decay sized to the measured speed; stops at the limit. "
                         "The card records the equivalent --steps/--decay-start/--stop-after")
     p.add_argument("--schedule", choices=["cosine", "wsd"], default="cosine",
                    help="cosine: warmup + cosine decay; wsd: warmup, constant, linear decay")
-    p.add_argument("--decay-start", type=T.nonneg_int, default=None, help="wsd: step the decay starts (default 80%%)")
-    p.add_argument("--stop-after", type=T.positive_int, default=None,
+    p.add_argument("--decay-start", type=cli_args.nonneg_int, default=None, help="wsd: step the decay starts (default 80%%)")
+    p.add_argument("--stop-after", type=cli_args.positive_int, default=None,
                    help="stop after this many steps; the LR schedule is still planned for --steps")
     p.add_argument("--init-from", default=None, type=model_folder,
                    help="continue training the model in this folder (a later stage; its tokenizer is retrained "
                         "identically from the same corpus and seed and must match)")
-    p.add_argument("--corpus-limit", type=T.positive_int, default=None, help="max characters of corpus")
-    p.add_argument("--corpus-file", default=None, type=T.existing_nonempty_text_file, help="train on this text file instead of Debian text")
+    p.add_argument("--corpus-limit", type=cli_args.positive_int, default=None, help="max characters of corpus")
+    p.add_argument("--corpus-file", default=None, type=cli_args.existing_nonempty_text_file, help="train on this text file instead of Debian text")
     p.add_argument("--corpus", choices=["en", "zh"], default="en",
                    help="the Debian source set: en (attnkit-tiny's, mostly English) or zh (attnkit-tiny-zh's: "
                         "Chinese documentation, manual pages and fortunes with some English prose)")
-    p.add_argument("--snapshots", type=T.nonneg_int, default=0,
+    p.add_argument("--snapshots", type=cli_args.nonneg_int, default=0,
                    help="keep this many float16 snapshots as a training series in OUT/steps (with series.json), "
                         "chosen densest where the logged induction score changes fastest (default 0: none)")
-    p.add_argument("--seed", type=T.nonneg_int, default=1234)
-    p.add_argument("--threads", type=T.positive_int, default=1, help="torch CPU threads")
-    p.add_argument("--batch", type=T.positive_int, default=16)
-    p.add_argument("--lr", type=T.positive_float, default=2e-3)
-    p.add_argument("--warmup", type=T.nonneg_int, default=100)
-    p.add_argument("--weight-decay", type=T.nonneg_float, default=0.1)
+    p.add_argument("--seed", type=cli_args.seed, default=1234)
+    p.add_argument("--threads", type=cli_args.positive_int, default=1, help="torch CPU threads")
+    p.add_argument("--batch", type=cli_args.positive_int, default=16)
+    p.add_argument("--lr", type=cli_args.positive_float, default=2e-3)
+    p.add_argument("--warmup", type=cli_args.nonneg_int, default=100)
+    p.add_argument("--weight-decay", type=cli_args.nonneg_float, default=0.1)
     _model_and_data_flags(p)
     return p
 
 
-def _model_and_data_flags(p: T.Parser) -> None:
+def _model_and_data_flags(p: cli_args.Parser) -> None:
     """The model's shape, the training windows and the data mixture."""
-    p.add_argument("--vocab-size", type=T.positive_int, default=8192)
-    p.add_argument("--n-layer", type=T.positive_int, default=4)
-    p.add_argument("--n-head", type=T.positive_int, default=8)
-    p.add_argument("--n-embd", type=T.positive_int, default=256)
-    p.add_argument("--n-positions", type=T.int_at_least(2), default=256)
-    p.add_argument("--eval-every", type=T.positive_int, default=100)
-    p.add_argument("--train-block", type=T.int_at_least(2), default=None,
+    p.add_argument("--vocab-size", type=cli_args.positive_int, default=8192)
+    p.add_argument("--n-layer", type=cli_args.positive_int, default=4)
+    p.add_argument("--n-head", type=cli_args.positive_int, default=8)
+    p.add_argument("--n-embd", type=cli_args.positive_int, default=256)
+    p.add_argument("--n-positions", type=cli_args.int_at_least(2), default=256)
+    p.add_argument("--eval-every", type=cli_args.positive_int, default=100)
+    p.add_argument("--train-block", type=cli_args.int_at_least(2), default=None,
                    help="training window (default: --n-positions); windows of --n-positions from --long-start on")
-    p.add_argument("--long-start", type=T.nonneg_int, default=None,
+    p.add_argument("--long-start", type=cli_args.nonneg_int, default=None,
                    help="from this step on, train on --n-positions windows (batch scaled to keep tokens/step)")
     p.add_argument("--long-frac", type=share_above_0, default=0.9,
                    help="with --minutes and --train-block: switch to long windows at this fraction of the time")
-    p.add_argument("--text-repeat", type=T.fraction, default=0.0,
+    p.add_argument("--text-repeat", type=cli_args.fraction, default=0.0,
                    help="share of training rows that are a span of natural text repeated (induction-friendly)")
-    p.add_argument("--random-repeat", type=T.fraction, default=0.0,
+    p.add_argument("--random-repeat", type=cli_args.fraction, default=0.0,
                    help="share of training rows that are a span of random tokens repeated")
-    p.add_argument("--pos-shift", type=T.fraction, default=0.0,
+    p.add_argument("--pos-shift", type=cli_args.fraction, default=0.0,
                    help="share of natural short rows placed at a random position offset (trains later positions)")
     p.add_argument("--pos-init", choices=["gpt2", "sinusoid"], default="gpt2",
                    help="position embeddings at initialisation: GPT-2's N(0, 0.02), or sinusoids of the same "
@@ -138,7 +138,7 @@ def parse_args(argv):
     return a
 
 
-def _check_shape(p: T.Parser, a) -> None:
+def _check_shape(p: cli_args.Parser, a) -> None:
     """Settings that only fail together (exit 2 before any work)."""
     if a.n_embd % a.n_head:
         p.error(f"--n-head {a.n_head} does not divide --n-embd {a.n_embd} (each head gets n_embd / n_head dimensions)")

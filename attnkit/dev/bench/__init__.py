@@ -46,6 +46,7 @@ from .families import SHAPES, bench_family, format_family, kv_cache_bytes, make_
 from .long_context import LONG_TARGETS, format_long, long_section
 from .memory import memory_probe, memory_section
 from . import shapes
+from . import run
 from .run import bench, format_table, judged_summary, make_checkpoint
 from .sections import transformer_lens_bridge
 

@@ -12,7 +12,7 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 from transformers.utils import logging as hf_logging
 
-from ...loading import load, resolve_device
+from ...loading import LoadError, load, resolve_device
 from .common import TARGETS, machine_info, byte_tokenizer, sdpa_twin
 from .analyses import circuits_section, hull_section
 from .memory import memory_section
@@ -67,6 +67,8 @@ def _on_device(result: dict, dev, source: str, model_desc: str, p: dict, threads
     result["transformer_lens"][str(dev)] = tl_info
     repeats, warmup = p["repeats"], p["warmup"]
     usable = [T for T in p["lengths"] if T <= c.n_ctx]
+    if not usable:
+        raise LoadError(f"none of the lengths {list(p['lengths'])} fits the context of {c.n_ctx}")
     if len(usable) < len(p["lengths"]):
         log(f"[bench] skipping lengths beyond the context of {c.n_ctx}: {[T for T in p['lengths'] if T > c.n_ctx]}")
     for T in usable:
