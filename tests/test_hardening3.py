@@ -8,7 +8,6 @@
    accepts it computes equal to HF.
 """
 import builtins
-import hashlib
 import json
 import math
 import os
@@ -27,7 +26,7 @@ import torch
 from attnkit import checkpoint
 from attnkit.loading import LoadError, load
 from attnkit.verify import compare_generation
-from helpers import make_checkpoint, make_family_checkpoint, make_tokenizer
+from helpers import cache_repo, make_checkpoint, make_family_checkpoint, make_tokenizer
 from test_families import assert_equal_to_hf, random_ids
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -258,27 +257,6 @@ def test_cli_on_a_terminal_answering_yes_runs_nothing(base, tmp_path):
 
 
 # ----------------------------------------------------------------------------- 3. HuggingFace caches
-
-def cache_repo(hub: Path, repo: str, revisions: dict[str, Path]) -> dict[str, str]:
-    """Lay out ``revisions`` (ref -> checkpoint folder) as the HF cache does: files in ``blobs/<sha256>``,
-    ``snapshots/<commit>/<file>`` relative links to them, ``refs/<ref>`` holding the commit. {ref: commit}."""
-    root = hub / ("models--" + repo.replace("/", "--"))
-    commits = {}
-    for ref, folder in revisions.items():
-        commit = hashlib.sha1(ref.encode()).hexdigest()
-        snap = root / "snapshots" / commit
-        snap.mkdir(parents=True)
-        (root / "blobs").mkdir(exist_ok=True)
-        for f in sorted(folder.iterdir()):
-            data = f.read_bytes()
-            blob = hashlib.sha256(data).hexdigest()
-            (root / "blobs" / blob).write_bytes(data)
-            (snap / f.name).symlink_to(Path("..") / ".." / "blobs" / blob)
-        (root / "refs").mkdir(exist_ok=True)
-        (root / "refs" / ref).write_text(commit)
-        commits[ref] = commit
-    return commits
-
 
 @pytest.fixture(scope="module")
 def hf_cache(tmp_path_factory):
