@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-__all__ = ["cache_folder", "file_digest", "key_of"]
+__all__ = ["cache_folder", "file_digest", "forget_digests", "key_of"]
 
 _DIGESTS: dict[tuple, str] = {}
 
@@ -37,6 +37,11 @@ def file_digest(path: Path) -> str:
                 h.update(block)
         _DIGESTS[key] = h.hexdigest()
     return _DIGESTS[key]
+
+
+def forget_digests() -> None:
+    """Forget the remembered digests (as a new process starts)."""
+    _DIGESTS.clear()
 
 
 def key_of(*parts) -> str:

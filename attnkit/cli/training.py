@@ -9,6 +9,7 @@ from pathlib import Path
 from .. import series as series_mod
 from .. import training
 from ..loading import LoadError
+from ..dev.bench.series import series_bench
 from ..prompts import PromptError, decode_text
 from . import args as cli_args
 from .progress import Ticker
@@ -30,12 +31,26 @@ def _parser() -> cli_args.Parser:
     p.add_argument("--json", dest="json_out", default=None, type=cli_args.writable_path, help="write the results here")
     p.add_argument("--device", default="cpu", type=cli_args.device)
     p.add_argument("--no-cache", action="store_true", help="compute every checkpoint again (the cache is not read)")
+    p.add_argument("--bench", action="store_true",
+                   help="time the whole series from nothing (a fresh cache folder) and again from the disk cache")
     return p
+
+
+def _bench(a) -> int:
+    res = series_bench(a.series, a.device)
+    for r in res["rows"]:
+        print(f"{r['label']}: {r['seconds']:.2f} s (target ≤ {r['target']:g} s) {'ok' if r['ok'] else 'SLOW'}")
+    if a.json_out:
+        Path(a.json_out).write_text(json.dumps(res, indent=1), encoding="utf-8")
+    return 0
 
 
 def cli(argv=None) -> int:
     a = _parser().parse_args(argv)
     try:
+        if a.bench:
+            series_mod.check_consistent(series_mod.resolve(a.series))
+            return _bench(a)
         s = series_mod.resolve(a.series)
         series_mod.check_consistent(s)
         text = decode_text(Path(a.text_file).read_bytes(), a.text_file) if a.text_file else None
