@@ -3,16 +3,15 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from huggingface_hub import constants as hf_constants
 
 from attnkit import series as series_mod
 from attnkit import training
+from attnkit.cli.training import cli as training_cli
 from attnkit.dev.train.snapshots import pick_along_curve
 from attnkit.loading import load
 from attnkit.metrics import head_table
@@ -20,7 +19,6 @@ from attnkit.prompts import SAMPLE_TEXT, truncate
 from attnkit.tolerances import TOL_PATTERN
 from helpers import cache_repo, make_checkpoint
 
-ROOT = Path(__file__).resolve().parents[1]
 SHAPE = dict(n_layer=2, n_head=2, n_embd=32, n_positions=128, vocab_size=400)
 STEPS = [0, 100, 200]
 
@@ -69,31 +67,28 @@ def test_folder_series_numbers_equal_the_heads_command_and_come_back_from_the_di
     assert any(cache.rglob("*.npz"))
 
 
-def test_series_whose_shapes_differ_is_refused_in_one_line(tmp_path):
+def test_series_whose_shapes_differ_is_refused_in_one_line(tmp_path, capsys):
     root = _series_folder(tmp_path / "steps", odd={"n_embd": 64})
     with pytest.raises(series_mod.SeriesError) as e:
         series_mod.check_consistent(series_mod.resolve(str(root)))
     msg = str(e.value)
     assert "\n" not in msg and "step-000200" in msg and "n_embd = 64, not 32" in msg
-    r = subprocess.run([sys.executable, "-m", "attnkit", "training", "--series", str(root)], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and r.stdout == "" and r.stderr.strip() == f"attnkit training: {msg}"
+    assert training_cli(["--series", str(root)]) == 2
+    err = capsys.readouterr()
+    assert err.out == "" and err.err.strip() == f"attnkit training: {msg}"
 
 
-def test_hub_series_in_a_cache_with_three_revisions(tmp_path):
+def test_hub_series_in_a_cache_with_three_revisions(tmp_path, cache, monkeypatch):
     """owner/tiny at step0, step10, step20 in a HuggingFace cache laid out on disk (offline): a list of revisions
     and a range pick the same three, each loaded from its own snapshot."""
     folders = {f"step{k}": make_checkpoint(tmp_path / f"c{k}", seed=k, **SHAPE) for k in (0, 10, 20)}
     hub = tmp_path / "home" / "hub"
     commits = cache_repo(hub, "owner/tiny", folders)
-    env = {**os.environ, "HF_HOME": str(hub.parent), "HF_HUB_CACHE": str(hub), "HF_HUB_OFFLINE": "1",
-           "ATTNKIT_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(hub))        # read at call time by huggingface_hub and HF
     out = {}
     for spec in ("owner/tiny@step0,step10,step20", "owner/tiny@step0..step20/3"):
         js = tmp_path / f"{len(out)}.json"
-        r = subprocess.run([sys.executable, "-m", "attnkit", "training", "--series", spec, "--json", str(js)],
-                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, r.stderr[-2000:]
+        assert training_cli(["--series", spec, "--json", str(js)]) == 0
         out[spec] = json.loads(js.read_text(encoding="utf-8"))
     a, b = out.values()
     assert [c["step"] for c in a["checkpoints"]] == [0, 10, 20]
