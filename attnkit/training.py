@@ -278,6 +278,10 @@ class SeriesResult:
                      for l in range(scores.shape[0]) for h in range(scores.shape[1])]
         return pd.DataFrame(rows)
 
+    def default_head(self) -> str:
+        """The head to show first: the best induction head at the last checkpoint."""
+        return self.checkpoints[-1].best_induction[1]
+
     def patterns(self, head: str, step: int, neighbours: int = 1) -> list[tuple[int, np.ndarray]]:
         """(step, [T, T] float32 pattern of ``head``) at ``step`` and up to ``neighbours`` checkpoints each side."""
         l, h = parse_head(head)

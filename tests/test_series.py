@@ -148,7 +148,7 @@ def test_charts_mark_the_phase_change_and_show_neighbouring_patterns():
     assert "phase change" in spec and '"step": 20' in spec
     frame = charts.pattern_frame(res, "L1H0", 10, neighbours=1)
     assert sorted(frame["step"].unique()) == [0, 10, 20] and len(frame) == 3 * 10       # 4 tokens: 10 causal cells
-    assert charts.pattern_strip(res, "L1H0", 0).to_dict()
+    assert res.default_head() == "L1H0" and charts.pattern_strip(res, "L1H0", 0).to_dict()
 
 
 def test_train_default_snapshots_write_a_loadable_series(tmp_path, cache):
