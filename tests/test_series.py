@@ -163,3 +163,9 @@ def test_train_default_snapshots_write_a_loadable_series(tmp_path, cache):
     assert len(s) == 3 and s.steps == sorted(s.steps) and s.members[0].tokens_seen == s.steps[0] * 4 * 32
     res = training.analyse(s)
     assert all(math.isfinite(c.row()["induction"]) for c in res.checkpoints)
+
+
+def test_revision_ranges_pick_the_cached_revisions_nearest_to_even_targets(monkeypatch):
+    """Targets 0, 10, 20 among cached step0, step9, step14, step20: step9 is nearest to 10."""
+    monkeypatch.setattr(series_mod, "_cached_refs", lambda repo: ["main", "step0", "step14", "step20", "step9"])
+    assert series_mod.resolve("o/n@step0..step20/3").steps == [0, 9, 20]
