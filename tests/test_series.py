@@ -169,3 +169,34 @@ def test_revision_ranges_pick_the_cached_revisions_nearest_to_even_targets(monke
     """Targets 0, 10, 20 among cached step0, step9, step14, step20: step9 is nearest to 10."""
     monkeypatch.setattr(series_mod, "_cached_refs", lambda repo: ["main", "step0", "step14", "step20", "step9"])
     assert series_mod.resolve("o/n@step0..step20/3").steps == [0, 9, 20]
+
+
+def test_shipped_series_loads_by_name_and_its_card_numbers_come_from_its_weights(cache):
+    s = series_mod.resolve(series_mod.SHIPPED_SERIES_NAME)
+    series_mod.check_consistent(s)
+    folder = series_mod.SHIPPED_SERIES[series_mod.SHIPPED_SERIES_NAME]
+    assert len(s) >= 8 and s.texts is not None and s.members[0].val_loss is not None
+    assert sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) <= 30 * 2**20
+    card = (folder / "MODEL_CARD.md").read_text(encoding="utf-8")
+    ends = series_mod.Series(s.name, s.source, [s.members[0], s.members[-1]], texts=s.texts)
+    for c in training.analyse(ends).checkpoints:                        # measured again here, on the same text
+        line = next(l for l in card.splitlines() if l.startswith(f"| {c.step:,} |"))
+        r = c.row()
+        assert f"| {r['induction']:.3f} [{r['induction_lo']:.3f}, {r['induction_hi']:.3f}] | {r['induction_head']} |" \
+            in line and f"| {r['icl']:+.3f} |" in line
+
+
+def test_corpus_series_runs_the_head_statistics_per_checkpoint(folder_series, tmp_path):
+    from attnkit import corpus
+    from attnkit.corpus.summary import load_result
+
+    doc = tmp_path / "doc.txt"
+    doc.write_text("The cat sat on the mat. The cat sat on the mat again, and the dog sat too.", encoding="utf-8")
+    table = corpus.run_series(str(doc), tmp_path / "out", str(folder_series), "heads", bootstrap=20)
+    assert sorted(table["step"].unique()) == STEPS and (tmp_path / "out" / "heads_by_step.csv").is_file()
+    corpus.run_corpus(str(doc), tmp_path / "alone", str(folder_series / "step-000100"), "heads", bootstrap=20)
+    alone = load_result(tmp_path / "alone").heads                          # the checkpoint run on its own
+    mine = table[table["step"] == 100].drop(columns=["step", "checkpoint"]).reset_index(drop=True)
+    assert mine.equals(alone.reset_index(drop=True))
+    with pytest.raises(corpus.CorpusError, match="no step folders"):
+        corpus.run_series(str(doc), tmp_path / "out2", str(tmp_path), "heads")
