@@ -85,7 +85,9 @@ Every number below is computed by `attnkit.training.analyse` on the shipped floa
 tokens repeated (its 95 % t-interval over the sequences), best previous-token score and the heads' statistics
 on `{EVAL_FILE}`'s first context, the ICL score (mean loss in the last tenth of each {min(cfg.get("n_positions") or 1024, 1024)}-token window minus
 that at 5–15 % into it, nats), the loss on the repeated half, and the K-composition of the strongest
-previous-token → induction pair (random baseline ≈ {res.checkpoints[0].k_baseline:.3f}).
+previous-token → induction pair (random baseline ≈ {res.checkpoints[0].k_baseline:.3f}). Training mostly used
+shorter windows than the context, so late positions are less trained: a positive ICL score here says the loss
+probably rises at the less-trained late positions, not that context hurts.
 
 {_table(res)}
 
@@ -101,12 +103,14 @@ under the repository's licence.
     (dest / "MODEL_CARD.md").write_text(card, encoding="utf-8")
 
 
-def ship(run_out: Path, dest: Path, command: str, seed: int = 1234, corpus: str = "en") -> training.SeriesResult:
+def ship(run_out: Path, dest: Path, command: str, seed: int = 1234, corpus: str = "en",
+         eval_file: Path | None = None) -> training.SeriesResult:
     src = run_out / "steps"
     if dest.exists():
         shutil.rmtree(dest)
     shutil.copytree(src, dest)
-    (dest / EVAL_FILE).write_text(eval_text(seed, corpus), encoding="utf-8")
+    text = eval_file.read_text(encoding="utf-8") if eval_file else eval_text(seed, corpus)
+    (dest / EVAL_FILE).write_text(text, encoding="utf-8")
     index = json.loads((dest / series_mod.SERIES_FILE).read_text(encoding="utf-8"))
     index["texts"] = EVAL_FILE
     (dest / series_mod.SERIES_FILE).write_text(json.dumps(index, indent=1), encoding="utf-8")
@@ -122,8 +126,10 @@ def main(argv=None) -> int:
     p.add_argument("--command", required=True, help="the train-default command that made the run (for the card)")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--corpus", default="en")
+    p.add_argument("--eval-text", type=Path, default=None,
+                   help="an eval.txt written before for the same seed and corpus (skips reading the corpus again)")
     a = p.parse_args(argv)
-    res = ship(a.run_out, a.dest, a.command, a.seed, a.corpus)
+    res = ship(a.run_out, a.dest, a.command, a.seed, a.corpus, a.eval_text)
     print(res.frame()[["step", "induction", "induction_lo", "previous_token", "icl", "val_loss"]].to_string(index=False))
     print(res.verdict())
     return 0
