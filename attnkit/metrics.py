@@ -22,7 +22,7 @@ from .model import run
 
 __all__ = [
     "entropy", "normalised_entropy", "normalise", "visible_keys", "layer_windows", "first_token_mass", "diagonal_mass", "head_scores",
-    "induction_scores", "induction_on_text", "HEAD_STATS", "STATISTICS", "HeadStatistic", "register",
+    "induction_scores", "induction_per_sequence", "induction_on_text", "HEAD_STATS", "STATISTICS", "HeadStatistic", "register",
     "repeated_random_tokens", "induction_scores_tl", "head_table",
 ]
 
@@ -267,11 +267,18 @@ def repeated_random_tokens(n: int, vocab: int, seed: int = 0, batch: int = 4, lo
 def induction_scores(weights, n: int = 50, batch: int = 4, seed: int = 0) -> torch.Tensor:
     """[L, H] induction score: on repeated random tokens, mean attention from position i in the
     second half to i − n + 1 (the token that followed the first copy of token i)."""
+    return induction_per_sequence(weights, n, batch, seed)[0].mean(1)
+
+
+def induction_per_sequence(weights, n: int = 50, batch: int = 4, seed: int = 0):
+    """(scores [L, B, H], ids [B, 2n], trace): :func:`induction_scores` per random sequence (their mean over B is
+    it), the repeated random tokens and the run on them (patterns and logits) for further use."""
     n = min(n, weights.config.n_ctx // 2)
     ids = repeated_random_tokens(n, weights.config.d_vocab, seed=seed, batch=batch).to(weights.device)
-    pats = run(weights, ids, capture=["pattern"]).stack("pattern")      # [L, B, H, 2n, 2n]
+    tr = run(weights, ids, capture=["pattern"])
+    pats = tr.stack("pattern")                                          # [L, B, H, 2n, 2n]
     diag = torch.diagonal(pats, offset=-(n - 1), dim1=-2, dim2=-1)      # a_{i, i-n+1}, i = n-1 … 2n-1
-    return diag[..., 1:].mean(dim=(-1, 1))                              # queries i ≥ n, mean over batch
+    return diag[..., 1:].mean(-1), ids, tr                              # queries i ≥ n
 
 
 def induction_scores_tl(weights, bos_id: int, n: int = 50, batch: int = 10, seed: int = 0) -> torch.Tensor:

@@ -5,6 +5,7 @@ the shapes are GPT-2's own, only the weights are random.
 """
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import torch
@@ -48,6 +49,27 @@ def make_checkpoint(folder: Path, seed: int = 0, tokenizer: bool = True, **confi
     if tokenizer:
         make_tokenizer(folder)
     return folder
+
+
+def cache_repo(hub: Path, repo: str, revisions: dict[str, Path]) -> dict[str, str]:
+    """Lay out ``revisions`` (ref -> checkpoint folder) as the HF cache does: files in ``blobs/<sha256>``,
+    ``snapshots/<commit>/<file>`` relative links to them, ``refs/<ref>`` holding the commit. {ref: commit}."""
+    root = hub / ("models--" + repo.replace("/", "--"))
+    commits = {}
+    for ref, folder in revisions.items():
+        commit = hashlib.sha1(ref.encode()).hexdigest()
+        snap = root / "snapshots" / commit
+        snap.mkdir(parents=True)
+        (root / "blobs").mkdir(exist_ok=True)
+        for f in sorted(folder.iterdir()):
+            data = f.read_bytes()
+            blob = hashlib.sha256(data).hexdigest()
+            (root / "blobs" / blob).write_bytes(data)
+            (snap / f.name).symlink_to(Path("..") / ".." / "blobs" / blob)
+        (root / "refs").mkdir(exist_ok=True)
+        (root / "refs" / ref).write_text(commit)
+        commits[ref] = commit
+    return commits
 
 
 ROOT = Path(__file__).resolve().parents[1]

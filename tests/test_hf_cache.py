@@ -1,42 +1,18 @@
 """Real HuggingFace caches load: sharded snapshots whose files link into ``../../blobs``, and
 ``NAME@REVISION`` checked against that revision's snapshot (two widths, one per revision).
 """
-import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from attnkit import checkpoint
-from attnkit.loading import load
-from helpers import make_checkpoint, make_tokenizer
+from helpers import cache_repo, make_checkpoint, make_tokenizer
 from hostile import ROOT
-
-
-def cache_repo(hub: Path, repo: str, revisions: dict[str, Path]) -> dict[str, str]:
-    """Lay out ``revisions`` (ref -> checkpoint folder) as the HF cache does: files in ``blobs/<sha256>``,
-    ``snapshots/<commit>/<file>`` relative links to them, ``refs/<ref>`` holding the commit. {ref: commit}."""
-    root = hub / ("models--" + repo.replace("/", "--"))
-    commits = {}
-    for ref, folder in revisions.items():
-        commit = hashlib.sha1(ref.encode()).hexdigest()
-        snap = root / "snapshots" / commit
-        snap.mkdir(parents=True)
-        (root / "blobs").mkdir(exist_ok=True)
-        for f in sorted(folder.iterdir()):
-            data = f.read_bytes()
-            blob = hashlib.sha256(data).hexdigest()
-            (root / "blobs" / blob).write_bytes(data)
-            (snap / f.name).symlink_to(Path("..") / ".." / "blobs" / blob)
-        (root / "refs").mkdir(exist_ok=True)
-        (root / "refs" / ref).write_text(commit)
-        commits[ref] = commit
-    return commits
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +35,6 @@ def hf_cache(tmp_path_factory):
 
 LOAD_FROM_CACHE = """
 import json, sys
-from attnkit.loading import load
 from attnkit.verify import compare
 import torch
 out = {}

@@ -23,6 +23,7 @@ COMMANDS = {
     "corpus": ("attnkit.cli.corpus", "heads, entropy and ablation losses over a corpus, locally or on Ray"),
     "train-default": ("attnkit.cli.train_default", "retrain the shipped attnkit-tiny model"),
     "compose": ("attnkit.cli.compose", "composition scores between heads of different layers (prompt-free)"),
+    "training": ("attnkit.cli.training", "head scores and the induction phase change over training checkpoints"),
     "circuit": ("attnkit.cli.circuit", "path patching, attribution patching and circuit discovery on a pair"),
     "calibrate": ("attnkit.cli.calibrate", "score every method on the planted-circuit models (report card)"),
     "why": ("attnkit.cli.why", "why query i attends to key j: one head's score split into query × key parts"),

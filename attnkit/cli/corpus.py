@@ -22,6 +22,9 @@ def _parser():
         epilog="analyses: " + "; ".join(f"{k}: {a.help}" for k, a in corpus_lib.ANALYSES.items()))
     p.add_argument("--model", default=None, type=cli_args.utf8_text,
                    help="hub name, attnkit-tiny or a local folder (default: as verify)")
+    p.add_argument("--series", default=None, type=cli_args.utf8_text,
+                   help="run per checkpoint of a series (attnkit-tiny-steps, a folder of step folders, NAME@REV,REV…) "
+                        "into OUT/<checkpoint>/, with OUT/heads_by_step.csv (instead of --model)")
     p.add_argument("--input", type=cli_args.utf8_text,
                    help=".jsonl (one document per line), .txt/.md (one document) or a folder of them")
     p.add_argument("--field", default="text", type=cli_args.utf8_text, help="field of a .jsonl object holding the document (default text)")
@@ -85,6 +88,25 @@ def _check(a) -> tuple[str, list]:
     return model, list(ablations)
 
 
+def _run_series(a) -> None:
+    if a.model or a.bench:
+        raise corpus_lib.CorpusError("--series replaces --model (and does not go with --bench)")
+    if not a.input or not a.out:
+        raise corpus_lib.CorpusError("--input and --out are required")
+    corpus_lib.read_inputs(a.input, a.field, a.max_docs)
+    corpus_lib.check_series(a.series)
+    table = corpus_lib.run_series(a.input, a.out, a.series, a.analyses, engine=a.engine, address=a.address, window=a.window,
+                         batch=a.batch, shard_docs=a.shard_docs, field=a.field, device=a.device, threads=a.threads,
+                         workers=a.workers, gpus_per_worker=a.gpus_per_worker, max_docs=a.max_docs,
+                         bootstrap=a.bootstrap, log=_note)
+    for stat in ("previous-token", "induction"):
+        rows = table[table["stat"] == stat] if len(table) else table
+        for step, grp in rows.groupby("step") if len(rows) else ():
+            r = grp.nlargest(1, "mean").iloc[0]
+            print(f"step {step}: best {stat} {r['label']} {r['mean']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}]")
+    print(f"{a.out}/heads_by_step.csv: every head statistic by step")
+
+
 def _run(a) -> corpus_lib.RunReport:
     model, ablations = _check(a)
     return corpus_lib.run_corpus(a.input, a.out, model, a.analyses, engine=a.engine, address=a.address, window=a.window,
@@ -103,6 +125,9 @@ def cli(argv=None) -> int:
             res = bench(model=a.model or "attnkit-tiny", docs=a.bench_docs, window=a.window or 128,
                         workers=a.workers or 2, batch=a.batch, log=lambda s: print(s, flush=True))
             return 0 if not a.json_out or write_json(a.json_out, res, PROG) else 1
+        if a.series:
+            _run_series(a)
+            return 0
         rep = _run(a)
     except (corpus_lib.CorpusError, LoadError) as e:    # bad input, or a model that will not load (here or in an actor)
         _note(str(e))

@@ -33,6 +33,7 @@ from .engines import ENGINES, ShardWorker, check_ray_request
 from .inputs import CorpusError, read_inputs
 from .progress import Progress
 from .run import SHARD_DOCS, RunReport, check_output, run_corpus, settings_for
+from .series import check_series, run_series
 from .store import tables_for
 from .summary import CorpusResult, load_result, summarise
 
@@ -40,4 +41,5 @@ __all__ = [
     "ANALYSES", "UNAVAILABLE", "DEFAULT_ABLATIONS", "Analysis", "register", "Windows", "SummaryInput", "CorpusError",
     "read_inputs", "ShardWorker", "ENGINES", "ablation_loss", "check_ablation", "run_corpus", "settings_for",
     "RunReport", "SHARD_DOCS", "check_output", "check_ray_request", "tables_for", "summarise", "load_result", "CorpusResult", "Progress",
+    "run_series", "check_series",
 ]

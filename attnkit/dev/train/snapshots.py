@@ -11,8 +11,7 @@ from pathlib import Path
 
 import torch
 
-SERIES_FILE = "series.json"
-STEP_DIR = "step-{:06d}"
+from ...series import SERIES_FILE, STEP_DIR
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "special_tokens_map.json")
 
 

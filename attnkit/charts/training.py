@@ -1,0 +1,107 @@
+"""Charts for watching attention learn (:mod:`attnkit.training`): curves over steps with the phase change
+marked, every head's score over steps, and one head's pattern at a step beside its neighbours (Altair only)."""
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from ..training import LEVEL, SeriesResult
+
+__all__ = ["CURVES", "curves_frame", "curves_chart", "head_curves_chart", "pattern_frame", "pattern_strip"]
+
+#: Curves drawn by default: column of SeriesResult.frame() -> title.
+CURVES = {
+    "induction": "best induction score (random repeats)",
+    "previous_token": "best previous-token score",
+    "icl": "ICL score (late − early loss, nats)",
+    "repeat_loss": "loss on the repeat (nats)",
+    "k_composition": "K-composition prev → induction",
+    "val_loss": "validation loss (series.json)",
+}
+PAD = alt.AutoSizeParams(type="pad", contains="padding")
+
+
+def curves_frame(result: SeriesResult, columns=None) -> pd.DataFrame:
+    """Long table step, curve, value (and the induction interval) of the columns asked for."""
+    df = result.frame()
+    cols = [c for c in (columns or CURVES) if c in df.columns and df[c].notna().any()]
+    long = df.melt(id_vars=["step", "induction_lo", "induction_hi"], value_vars=cols, var_name="curve",
+                   value_name="value")
+    long["title"] = long["curve"].map(lambda c: CURVES.get(c, c))
+    return long.dropna(subset=["value"])
+
+
+def _marks(result: SeriesResult) -> list:
+    """Vertical rules: the phase change (solid) and the steepest ICL drop (dashed), each labelled."""
+    rows = []
+    if result.phase_change_step is not None:
+        rows.append({"step": result.phase_change_step, "what": "phase change (induction clears "
+                     f"{result.threshold} at {LEVEL:.0%})"})
+    if result.icl_drop is not None:
+        rows.append({"step": result.icl_drop[1], "what": "steepest ICL drop (ends)"})
+    return rows
+
+
+def _one_curve(result: SeriesResult, data: pd.DataFrame, curve: str, width: int, height: int) -> alt.Chart:
+    part = data[data["curve"] == curve]
+    base = alt.Chart(part).encode(x=alt.X("step:Q", title="step"))
+    line = base.mark_line(point=True).encode(
+        y=alt.Y("value:Q", title=CURVES.get(curve, curve), scale=alt.Scale(zero=False)),
+        tooltip=[alt.Tooltip("step:Q"), alt.Tooltip("value:Q", format=".3f")])
+    layers = [line]
+    if curve == "induction":
+        layers.insert(0, base.mark_area(opacity=0.25).encode(y="induction_lo:Q", y2="induction_hi:Q"))
+        layers.append(alt.Chart(pd.DataFrame({"y": [result.threshold]})).mark_rule(strokeDash=[2, 2], color="gray")
+                      .encode(y="y:Q"))
+    marks = _marks(result)
+    if marks:
+        layers.append(alt.Chart(pd.DataFrame(marks)).mark_rule(color="firebrick").encode(
+            x="step:Q", strokeDash=alt.StrokeDash("what:N", legend=alt.Legend(title=None, orient="bottom")),
+            tooltip=["what:N", "step:Q"]))
+    return alt.layer(*layers).properties(width=width, height=height)
+
+
+def curves_chart(result: SeriesResult, columns=None, width: int = 320, height: int = 160, per_row: int = 2):
+    """One small chart per curve (shared step axis), the induction interval shaded, the threshold dotted, the
+    phase change and the steepest ICL drop marked by vertical rules."""
+    data = curves_frame(result, columns)
+    charts = [_one_curve(result, data, c, width, height) for c in dict.fromkeys(data["curve"])]
+    rows = [alt.hconcat(*charts[i:i + per_row]) for i in range(0, len(charts), per_row)]
+    return alt.vconcat(*rows).properties(autosize=PAD) if rows else alt.Chart(pd.DataFrame()).mark_point()
+
+
+def head_curves_chart(result: SeriesResult, stat: str = "induction", width: int = 480, height: int = 220):
+    """Every head's ``stat`` over steps (one line per head, coloured by layer)."""
+    df = result.head_frame(stat)
+    return alt.Chart(df).mark_line(point=True).encode(
+        x=alt.X("step:Q"), y=alt.Y("value:Q", title=stat), detail="head:N",
+        color=alt.Color("layer:O"), tooltip=["head:N", "step:Q", alt.Tooltip("value:Q", format=".3f")],
+    ).properties(width=width, height=height, autosize=PAD)
+
+
+def pattern_frame(result: SeriesResult, head: str, step: int, neighbours: int = 1) -> pd.DataFrame:
+    """Long table step, query, key, weight of ``head``'s pattern at ``step`` and its neighbours (positions are
+    labelled "i token", so the repeated tokens stay apart)."""
+    c = result.checkpoints[0]
+    labels = [f"{i} {t}" for i, t in enumerate(c.pattern_tokens)]
+    rows = []
+    for s, p in result.patterns(head, step, neighbours):
+        T = p.shape[0]
+        rows += [{"step": s, "query": labels[i], "key": labels[j], "qi": i, "kj": j, "weight": float(p[i, j])}
+                 for i in range(T) for j in range(i + 1)]
+    return pd.DataFrame(rows)
+
+
+def pattern_strip(result: SeriesResult, head: str, step: int, neighbours: int = 1, size: int = 220):
+    """``head``'s attention pattern on the repeated random tokens at ``step`` (centre) and at up to
+    ``neighbours`` checkpoints each side: one heatmap per step, same colour scale."""
+    df = pattern_frame(result, head, step, neighbours)
+    order = list(dict.fromkeys(df.sort_values("qi")["query"]))
+    chart = alt.Chart(df).mark_rect().encode(
+        x=alt.X("key:O", sort=order, axis=alt.Axis(labels=False, ticks=False, title="key")),
+        y=alt.Y("query:O", sort=order, axis=alt.Axis(labels=False, ticks=False, title="query")),
+        color=alt.Color("weight:Q", scale=alt.Scale(domain=[0, 1], scheme="blues")),
+        tooltip=["step:Q", "query:N", "key:N", alt.Tooltip("weight:Q", format=".3f")],
+    ).properties(width=size, height=size)
+    return chart.facet(column=alt.Column("step:O", title=f"{head} at step {step} and its neighbours")).properties(
+        autosize=PAD)

@@ -1,0 +1,139 @@
+"""Ship a training run's series (``train-default --snapshots N``: OUT/steps) as a packaged series such as
+``attnkit/models/attnkit-tiny-steps``: the step folders and series.json, held-out text of the run's corpus for
+the ICL score (``eval.txt``, named in series.json), and a MODEL_CARD.md whose numbers are measured on the
+shipped weights themselves (:func:`attnkit.training.analyse`).
+
+    python -m attnkit.dev.train.ship_series RUN_OUT DEST --command "python -m attnkit train-default …"
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+from ... import series as series_mod
+from ... import training
+from .sources import build_corpus
+
+EVAL_FILE = "eval.txt"
+EVAL_CHARS = 24_000
+
+
+def eval_text(seed: int, corpus: str, chars: int = EVAL_CHARS) -> str:
+    """The run's validation documents (the same shuffle and hold-out as training), up to ``chars`` characters."""
+    _, val = build_corpus(seed, None, None, corpus)
+    out, total = [], 0
+    for _, doc in val:
+        if total >= chars:
+            break
+        out.append(doc.strip())
+        total += len(doc)
+    return "\n\n".join(out) + "\n"
+
+
+def _corpus_section(card: Path) -> str:
+    """The '## Training corpus' section of the run's own card (sources, versions, licences)."""
+    text = card.read_text(encoding="utf-8") if card.is_file() else ""
+    start = text.find("## Training corpus")
+    if start < 0:
+        return "## Training corpus\n\n(see the run's MODEL_CARD.md)\n"
+    end = text.find("\n## ", start + 5)
+    return text[start:end if end > 0 else None].rstrip() + "\n"
+
+
+def _table(res: training.SeriesResult) -> str:
+    lines = ["| step | tokens seen | val loss | best induction [95 % interval] | head | best previous-token | "
+             "ICL score | loss on the repeat | K-comp. prev → ind. |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in res.frame().to_dict("records"):
+        val = "" if r["val_loss"] is None else f"{r['val_loss']:.3f}"
+        lines.append(f"| {r['step']:,} | {r['tokens_seen'] or 0:,} | {val} | {r['induction']:.3f} "
+                     f"[{r['induction_lo']:.3f}, {r['induction_hi']:.3f}] | {r['induction_head']} | "
+                     f"{r['previous_token']:.3f} | {r['icl']:+.3f} | {r['repeat_loss']:.3f} | "
+                     f"{r['k_composition']:.3f} ({'→'.join(r['k_pair'])}) |")
+    return "\n".join(lines)
+
+
+def write_card(dest: Path, run_out: Path, command: str, res: training.SeriesResult) -> None:
+    cfg = json.loads((dest / res.checkpoints[0].label / "config.json").read_text(encoding="utf-8"))
+    drop = res.icl_drop
+    card = f"""# {dest.name}
+
+A *series*: {len(res.checkpoints)} snapshots (float16) of one small GPT-2-architecture model taken while it was
+trained from scratch, chosen evenly along the training log's step × induction-score curve (so they are densest
+where the induction head forms). Open it with `python -m attnkit training --series {dest.name}`.
+
+**These are NOT OpenAI's GPT-2 weights**, nor attnkit-tiny's: a smaller model trained for this purpose on
+attnkit-tiny's kind of mixture (Debian package text, repeated-span rows and repeated random tokens), so
+that an induction head forms within minutes of CPU training. A toy for watching attention learn.
+
+## How it was made
+
+    {command}
+
+`GPT2Config(n_layer={cfg.get('n_layer')}, n_head={cfg.get('n_head')}, n_embd={cfg.get('n_embd')}, \
+n_positions={cfg.get('n_positions')}, vocab_size={cfg.get('vocab_size')})`; each `step-NNNNNN/` is an ordinary
+checkpoint (config, `model.safetensors` in float16, its tokenizer). `series.json` gives each snapshot's step,
+tokens seen and the training log's losses; `{EVAL_FILE}` is held-out validation text of the same corpus (the
+same shuffle and hold-out as training), the default text for the ICL score. Shipped with
+`python -m attnkit.dev.train.ship_series`.
+
+## Its numbers (measured on these weights)
+
+Every number below is computed by `attnkit.training.analyse` on the shipped float16 weights themselves
+(loaded as float32), not copied from the training log: best induction score on 4 sequences of 50 random
+tokens repeated (its 95 % t-interval over the sequences), best previous-token score and the heads' statistics
+on `{EVAL_FILE}`'s first context, the ICL score (mean loss in the last tenth of each {min(cfg.get("n_positions") or 1024, 1024)}-token window minus
+that at 5–15 % into it, nats), the loss on the repeated half, and the K-composition of the strongest
+previous-token → induction pair (random baseline ≈ {res.checkpoints[0].k_baseline:.3f}). Training mostly used
+shorter windows than the context, so late positions are less trained: a positive ICL score here says the loss
+probably rises at the less-trained late positions, not that context hurts.
+
+{_table(res)}
+
+{res.verdict()}.
+{f"The ICL score falls fastest between steps {drop[0]:,} and {drop[1]:,}." if drop else ""}
+
+{_corpus_section(run_out / "MODEL_CARD.md")}
+## Licence
+
+The weights are derived from the texts above under their licences (see the table); attnkit's own code is
+under the repository's licence.
+"""
+    (dest / "MODEL_CARD.md").write_text(card, encoding="utf-8")
+
+
+def ship(run_out: Path, dest: Path, command: str, seed: int = 1234, corpus: str = "en",
+         eval_file: Path | None = None) -> training.SeriesResult:
+    src = run_out / "steps"
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(src, dest)
+    text = eval_file.read_text(encoding="utf-8") if eval_file else eval_text(seed, corpus)
+    (dest / EVAL_FILE).write_text(text, encoding="utf-8")
+    index = json.loads((dest / series_mod.SERIES_FILE).read_text(encoding="utf-8"))
+    index["texts"] = EVAL_FILE
+    (dest / series_mod.SERIES_FILE).write_text(json.dumps(index, indent=1), encoding="utf-8")
+    res = training.analyse(series_mod.resolve(str(dest)), use_cache=False)
+    write_card(dest, run_out, command, res)
+    return res
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description="ship a train-default --snapshots run as a packaged series")
+    p.add_argument("run_out", type=Path)
+    p.add_argument("dest", type=Path)
+    p.add_argument("--command", required=True, help="the train-default command that made the run (for the card)")
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--corpus", default="en")
+    p.add_argument("--eval-text", type=Path, default=None,
+                   help="an eval.txt written before for the same seed and corpus (skips reading the corpus again)")
+    a = p.parse_args(argv)
+    res = ship(a.run_out, a.dest, a.command, a.seed, a.corpus, a.eval_text)
+    print(res.frame()[["step", "induction", "induction_lo", "previous_token", "icl", "val_loss"]].to_string(index=False))
+    print(res.verdict())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,386 @@
+"""Watching attention learn: per checkpoint of a series (:mod:`attnkit.series`) the numbers that show an
+induction head forming, and where the phase change happens (Olsson et al. 2022).
+
+Per checkpoint (:func:`checkpoint_result`, on a model loaded by :func:`attnkit.loading.load`):
+
+- the registered head statistics of :mod:`attnkit.metrics` on the text's first context (as ``heads``);
+- induction on repeated random tokens (:func:`attnkit.metrics.induction_scores`: n = 50, 4 sequences, seed 0,
+  as ``heads``), per sequence too, so the best head's score carries a 95 % t-interval over the sequences;
+- the in-context-learning score: on the text cut into windows of W = min(n_ctx, 1024) tokens, the mean loss
+  at tokens in the last tenth of a window minus the mean loss at tokens 5–15 % into it (Olsson et al.'s
+  "loss at token 500 minus loss at token 50", scaled to W); negative when later tokens are predicted better;
+- the loss on the second half of the repeated random tokens (a model that copies drives it to 0);
+- the K-composition (:func:`attnkit.circuits.compose.composition`) of the strongest pair: the best
+  induction head of layers ≥ 1 and the best previous-token head of an earlier layer, with the random baseline;
+- the validation and training loss of ``series.json`` where it gives them;
+- every head's pattern on one repeated random sequence (2 × 16 tokens), for side-by-side views over steps.
+
+Phase change (:func:`phase_change`): the first step whose best induction score's 95 % interval lies wholly
+above :data:`THRESHOLD`; the ICL drop (:func:`icl_drop`): the pair of neighbouring checkpoints between which
+the ICL score falls fastest per step.
+
+Each checkpoint's result is kept on disk (:func:`attnkit.diskcache.cache_folder` ``/series``), keyed by the
+SHA-256 of its weights, config and tokenizer files and the settings, so a series computed once is read back
+without loading any model. ``progress(done, total)`` is called as checkpoints finish (an exception raised
+there stops the work: that is how Stop works).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from scipy import stats as sp_stats
+
+from . import checkpoint, diskcache, loading, metrics
+from .circuits.compose import composition
+from .model import run
+from .progress import Progress, Steps
+from .prompts import SAMPLE_TEXT, truncate, windows
+from .series import Member, Series, SeriesError, check_consistent, shape_of
+from .standard import head_name, parse_head
+
+__all__ = ["THRESHOLD", "LEVEL", "Settings", "CheckpointResult", "SeriesResult", "analyse", "checkpoint_result",
+           "phase_change", "icl_drop", "FORMAT"]
+
+#: The phase change: the first step where the best induction score's 95 % interval clears this.
+THRESHOLD = 0.5
+LEVEL = 0.95
+ICL_EARLY = (0.05, 0.15)          # fractions of a window: "token 50 of 500"
+ICL_LATE = (0.9, 1.0)             # "token 500 of 500"
+ICL_MAX_T = 1024
+ICL_MAX_WINDOWS = 16
+PATTERN_N = 16
+#: Bump when what is cached changes meaning.
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Settings:
+    text: str = SAMPLE_TEXT
+    induction_n: int = 50
+    induction_batch: int = 4
+    seed: int = 0
+    pattern_n: int = PATTERN_N
+
+    def key(self) -> dict:
+        return {"text": hashlib.sha256(self.text.encode("utf-8", "surrogatepass")).hexdigest(),
+                "n": self.induction_n, "batch": self.induction_batch, "seed": self.seed, "pattern_n": self.pattern_n}
+
+
+@dataclass
+class CheckpointResult:
+    step: int
+    label: str
+    name: str
+    folder: str | None
+    info: dict                          # the series.json row (tokens_seen, train_loss, val_loss, …)
+    stats: dict                         # registered statistic -> [L, H] on the text
+    induction_seq: np.ndarray           # [B, L, H] induction on repeated random tokens, per sequence
+    icl: float
+    icl_early: float
+    icl_late: float
+    repeat_loss: float
+    k_composition: float
+    k_pair: tuple                       # (previous-token head, induction head), names
+    k_baseline: float
+    patterns: np.ndarray                # [L, H, T, T] float16 on pattern_tokens
+    pattern_tokens: list
+    cached: bool = False
+
+    @property
+    def induction(self) -> np.ndarray:
+        """[L, H]: metrics.induction_scores (the mean over the sequences)."""
+        return self.induction_seq.mean(0)
+
+    def _best(self, scores: np.ndarray) -> tuple[float, str]:
+        flat = np.where(np.isfinite(scores), scores, -np.inf)
+        l, h = np.unravel_index(int(np.argmax(flat)), flat.shape)
+        return float(scores[l, h]), head_name(int(l), int(h))
+
+    @property
+    def best_induction(self) -> tuple[float, str]:
+        return self._best(self.induction)
+
+    def induction_interval(self) -> tuple[float, float]:
+        """95 % t-interval of the best induction head's score over the random sequences."""
+        _, name = self.best_induction
+        l, h = (int(x) for x in name[1:].split("H"))
+        vals = self.induction_seq[:, l, h].astype(np.float64)
+        if len(vals) < 2:
+            return (math.nan, math.nan)
+        half = sp_stats.t.ppf(0.5 + LEVEL / 2, len(vals) - 1) * vals.std(ddof=1) / math.sqrt(len(vals))
+        return float(vals.mean() - half), float(vals.mean() + half)
+
+    def row(self) -> dict:
+        """The checkpoint in one flat row (the CLI's JSON and the charts' frame)."""
+        ind, ind_head = self.best_induction
+        prev, prev_head = self._best(self.stats["previous-token"])
+        lo, hi = self.induction_interval()
+        return {"step": self.step, "label": self.label, "name": self.name, "folder": self.folder,
+                "tokens_seen": self.info.get("tokens_seen"), "induction": ind, "induction_head": ind_head,
+                "induction_lo": lo, "induction_hi": hi, "previous_token": prev, "previous_token_head": prev_head,
+                "first_token": self._best(self.stats["first-token"])[0],
+                "entropy": float(np.nanmean(self.stats["mean entropy"])), "icl": self.icl,
+                "icl_early": self.icl_early, "icl_late": self.icl_late, "repeat_loss": self.repeat_loss,
+                "k_composition": self.k_composition, "k_pair": list(self.k_pair), "k_baseline": self.k_baseline,
+                "val_loss": self.info.get("val_loss"), "train_loss": self.info.get("train_loss"),
+                "cached": self.cached}
+
+
+# ----------------------------------------------------------------------------- one checkpoint
+
+def _token_losses(weights, ids: torch.Tensor) -> torch.Tensor:
+    """[B, T−1] cross-entropy of each next token (nats)."""
+    logits = run(weights, ids).logits
+    return F.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1),
+                           reduction="none").view(ids.shape[0], -1)
+
+
+def icl_score(weights, ids: list[int]) -> tuple[float, float, float]:
+    """(late − early, early, late) mean losses over the text's windows (see the module docstring); NaN when the
+    text has fewer than 20 tokens."""
+    W = min(weights.config.n_ctx, ICL_MAX_T, len(ids))
+    wins = [w for w in windows(ids, W) if len(w) == W][:ICL_MAX_WINDOWS]
+    if W < 20 or not wins:
+        return math.nan, math.nan, math.nan
+    loss = _token_losses(weights, torch.tensor(wins, device=weights.device))     # target position p = 1 … W−1
+    pos = torch.arange(1, W, device=loss.device)
+    early = loss[:, (pos >= math.ceil(ICL_EARLY[0] * W)) & (pos < ICL_EARLY[1] * W)].mean()
+    late = loss[:, pos >= ICL_LATE[0] * W].mean()
+    return float(late - early), float(early), float(late)
+
+
+def _k_pair(w, stats: dict, induction: np.ndarray) -> tuple[float, tuple, float]:
+    """K-composition of the best previous-token head (earlier layer) into the best induction head (layer ≥ 1)."""
+    L, H = induction.shape
+    if L < 2:
+        return math.nan, ("", ""), math.nan
+    later = np.where(np.arange(L)[:, None] >= 1, np.nan_to_num(induction, nan=-1.0), -np.inf)
+    il, ih = np.unravel_index(int(np.argmax(later)), later.shape)
+    prev = np.where(np.arange(L)[:, None] < il, np.nan_to_num(stats["previous-token"], nan=-1.0), -np.inf)
+    pl, ph = np.unravel_index(int(np.argmax(prev)), prev.shape)
+    comp = composition(w, modes=("k",))
+    score = comp.scores["k"][pl * H + ph, il * H + ih]
+    return float(score), (head_name(int(pl), int(ph)), head_name(int(il), int(ih))), float(comp.baseline["mean"])
+
+
+@torch.no_grad()
+def checkpoint_result(loaded, member: Member, settings: Settings = Settings()) -> CheckpointResult:
+    """Every number of one checkpoint (computed, not cached)."""
+    w = loaded.weights
+    ids, _ = truncate(loaded.encode(settings.text), w.config.n_ctx)
+    pats = run(w, torch.tensor([ids], device=w.device), capture=["pattern"]).stack("pattern")[:, 0]
+    stats = {k: v.double().cpu().numpy() for k, v in metrics.head_scores(pats, ids, window=w.config.windows).items()}
+    seq, rep_ids, tr = metrics.induction_per_sequence(w, settings.induction_n, settings.induction_batch, settings.seed)
+    n = rep_ids.shape[1] // 2
+    rep_loss = F.cross_entropy(tr.logits[:, n:-1].float().reshape(-1, tr.logits.shape[-1]),
+                               rep_ids[:, n + 1:].reshape(-1))
+    icl, early, late = icl_score(w, loaded.encode(settings.text))
+    induction_seq = seq.permute(1, 0, 2).double().cpu().numpy()             # [B, L, H]
+    k, pair, base = _k_pair(w, stats, induction_seq.mean(0))
+    pn = min(settings.pattern_n, w.config.n_ctx // 2)
+    p_ids = metrics.repeated_random_tokens(pn, w.config.d_vocab, seed=settings.seed, batch=1).to(w.device)
+    p_pats = run(w, p_ids, capture=["pattern"]).stack("pattern")[:, 0].half().cpu().numpy()
+    return CheckpointResult(member.step, member.label, member.name, None if member.folder is None else
+                            str(member.folder), dict(member.info), stats, induction_seq, icl, early, late,
+                            float(rep_loss), k, pair, base, p_pats, loaded.token_texts(p_ids[0].tolist()))
+
+
+# ----------------------------------------------------------------------------- the disk cache
+
+def _cache_key(member: Member, settings: Settings, device: str) -> str | None:
+    folder = member.folder
+    if folder is None:
+        return None
+    try:
+        files = [*checkpoint.weight_files(folder), folder / "config.json"]
+        files += [folder / f for f in ("tokenizer.json", "vocab.json", "merges.txt") if (folder / f).is_file()]
+        digests = [diskcache.file_digest(f) for f in files]
+    except (OSError, checkpoint.CheckpointError):
+        return None
+    return diskcache.key_of(FORMAT, digests, settings.key(), device)
+
+
+def _cache_path(key: str) -> Path:
+    return diskcache.cache_folder("series", f"{key}.npz")
+
+
+def _save(key: str, r: CheckpointResult) -> None:
+    meta = {"icl": r.icl, "icl_early": r.icl_early, "icl_late": r.icl_late, "repeat_loss": r.repeat_loss,
+            "k_composition": r.k_composition, "k_pair": list(r.k_pair), "k_baseline": r.k_baseline,
+            "pattern_tokens": r.pattern_tokens, "stats": list(r.stats)}
+    arrays = {f"stat{i}": v for i, v in enumerate(r.stats.values())}
+    path = _cache_path(key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
+        np.savez(tmp, meta=np.array(json.dumps(meta, ensure_ascii=False)), induction_seq=r.induction_seq,
+                 patterns=r.patterns, **arrays)
+        os.replace(tmp, path)
+    except OSError:
+        pass                           # a cache that cannot be written only costs time
+
+
+def _load(key: str, member: Member) -> CheckpointResult | None:
+    try:
+        with np.load(_cache_path(key), allow_pickle=False) as z:
+            meta = json.loads(str(z["meta"]))
+            stats = {name: z[f"stat{i}"] for i, name in enumerate(meta["stats"])}
+            seq, pats = z["induction_seq"], z["patterns"]
+    except (OSError, KeyError, ValueError):
+        return None
+    return CheckpointResult(member.step, member.label, member.name, str(member.folder), dict(member.info), stats,
+                            seq, meta["icl"], meta["icl_early"], meta["icl_late"], meta["repeat_loss"],
+                            meta["k_composition"], tuple(meta["k_pair"]), meta["k_baseline"], pats,
+                            meta["pattern_tokens"], cached=True)
+
+
+# ----------------------------------------------------------------------------- the series
+
+@dataclass
+class SeriesResult:
+    name: str
+    source: str
+    checkpoints: list[CheckpointResult]
+    threshold: float = THRESHOLD
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def steps(self) -> list[int]:
+        return [c.step for c in self.checkpoints]
+
+    @property
+    def phase_change_step(self) -> int | None:
+        return phase_change(self.checkpoints, self.threshold)
+
+    @property
+    def icl_drop(self) -> tuple[int, int] | None:
+        return icl_drop(self.checkpoints)
+
+    def frame(self) -> pd.DataFrame:
+        """One row per checkpoint (:meth:`CheckpointResult.row`)."""
+        return pd.DataFrame([c.row() for c in self.checkpoints])
+
+    def head_frame(self, stat: str = "induction") -> pd.DataFrame:
+        """Long table step × head of one statistic ("induction" on random repeats, or a registered one)."""
+        rows = []
+        for c in self.checkpoints:
+            scores = c.induction if stat == "induction" else c.stats[stat]
+            rows += [{"step": c.step, "head": head_name(l, h), "layer": l, "value": float(scores[l, h])}
+                     for l in range(scores.shape[0]) for h in range(scores.shape[1])]
+        return pd.DataFrame(rows)
+
+    def default_head(self) -> str:
+        """The head to show first: the best induction head at the last checkpoint."""
+        return self.checkpoints[-1].best_induction[1]
+
+    def patterns(self, head: str, step: int, neighbours: int = 1) -> list[tuple[int, np.ndarray]]:
+        """(step, [T, T] float32 pattern of ``head``) at ``step`` and up to ``neighbours`` checkpoints each side."""
+        l, h = parse_head(head)
+        k = self.steps.index(step) if step in self.steps else None
+        if k is None:
+            raise SeriesError(f"no checkpoint at step {step}; steps are {', '.join(map(str, self.steps))}")
+        pick = self.checkpoints[max(0, k - neighbours): k + neighbours + 1]
+        return [(c.step, c.patterns[l, h].astype(np.float32)) for c in pick]
+
+    def verdict(self) -> str:
+        """The phase change in one sentence: step, score with its interval, threshold, and why."""
+        step = self.phase_change_step
+        if step is None:
+            best = max(self.checkpoints, key=lambda c: c.best_induction[0])
+            lo, hi = best.induction_interval()
+            return (f"no phase change found: no checkpoint's best induction score has its {LEVEL:.0%} interval above "
+                    f"{self.threshold} (highest: {best.best_induction[0]:.3f} [{lo:.3f}, {hi:.3f}] at step "
+                    f"{best.step}, {best.best_induction[1]})")
+        c = self.checkpoints[self.steps.index(step)]
+        lo, hi = c.induction_interval()
+        k = self.steps.index(step)
+        before = self.checkpoints[k - 1].best_induction[0] if k else math.nan
+        return (f"phase change at step {step}: {c.best_induction[1]}'s induction score is {c.best_induction[0]:.3f} "
+                f"[{lo:.3f}, {hi:.3f}] ({LEVEL:.0%} t-interval over {c.induction_seq.shape[0]} random sequences), "
+                f"the first whose interval clears {self.threshold}; it was {before:.3f} one checkpoint earlier")
+
+    def to_json(self) -> dict:
+        drop = self.icl_drop
+        return {"series": self.name, "source": self.source, "threshold": self.threshold, "level": LEVEL,
+                "checkpoints": [_jsonable(c.row()) for c in self.checkpoints],
+                "phase_change_step": self.phase_change_step, "icl_drop_steps": list(drop) if drop else None,
+                "verdict": self.verdict(), "notes": self.notes}
+
+
+def _jsonable(row: dict) -> dict:
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
+
+
+def phase_change(checkpoints: list[CheckpointResult], threshold: float = THRESHOLD) -> int | None:
+    """The first step whose best induction score's 95 % interval lies wholly above ``threshold``."""
+    for c in checkpoints:
+        lo, _ = c.induction_interval()
+        if math.isfinite(lo) and lo > threshold:
+            return c.step
+    return None
+
+
+def icl_drop(checkpoints: list[CheckpointResult]) -> tuple[int, int] | None:
+    """(step a, step b): the neighbouring checkpoints between which the ICL score falls fastest per step."""
+    best, out = 0.0, None
+    for a, b in zip(checkpoints, checkpoints[1:]):
+        if b.step > a.step and math.isfinite(a.icl) and math.isfinite(b.icl):
+            slope = (b.icl - a.icl) / (b.step - a.step)
+            if slope < best:
+                best, out = slope, (a.step, b.step)
+    return out
+
+
+def _one(member: Member, settings: Settings, device: str, use_cache: bool, shape: list) -> CheckpointResult:
+    key = _cache_key(member, settings, device) if use_cache else None
+    hit = _load(key, member) if key else None
+    if hit is not None:
+        return hit
+    loaded = loading.load(member.name, device)
+    if not shape:
+        shape.append(shape_of(loaded.config))
+    elif shape_of(loaded.config) != shape[0]:
+        raise SeriesError(f"checkpoint {member.label} has another shape than the first: "
+                          f"{dict(shape_of(loaded.config))} vs {dict(shape[0])}")
+    result = checkpoint_result(loaded, member, settings)
+    folder = member.folder or checkpoint.snapshot_folder(*loading.split_revision(member.name))
+    if result.folder is None and folder is not None:
+        result.folder = str(folder)
+    key = key or (_cache_key(Member(member.step, member.label, member.name, folder), settings, device)
+                  if use_cache and folder is not None else None)
+    if key:
+        _save(key, result)
+    return result
+
+
+def analyse(series: Series, text: str | None = None, *, device: str = "cpu", settings: Settings | None = None,
+            progress: Progress | None = None, use_cache: bool = True) -> SeriesResult:
+    """Every checkpoint's numbers (from the disk cache where they are there), in step order."""
+    check_consistent(series)
+    settings = settings or Settings(text=text if text is not None else _default_text(series))
+    steps = Steps(progress, len(series), start=True)
+    shape: list = []
+    out = [steps.after(_one(m, settings, str(device), use_cache, shape)) for m in series.members]
+    notes = [f"induction: {settings.induction_batch} sequences of {settings.induction_n} random tokens repeated "
+             f"(seed {settings.seed}); phase change: first step whose best head's {LEVEL:.0%} interval clears "
+             f"{THRESHOLD}"]
+    return SeriesResult(series.name, series.source, out, THRESHOLD, notes)
+
+
+def _default_text(series: Series) -> str:
+    """The series' own evaluation text (series.json "texts"), else the built-in paragraph."""
+    if series.texts is not None:
+        try:
+            return series.texts.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            pass
+    return SAMPLE_TEXT
