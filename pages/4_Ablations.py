@@ -117,7 +117,7 @@ def _verdict(res) -> None:
 
     st.subheader(t("Next-token loss"))
     if res.effect is None:
-        st.info(str(ablation_lib.ONE_TOKEN_NOTE), icon="ℹ️")
+        st.info(str(ablation_lib.ONE_TOKEN_NOTE), icon="ℹ️")  # internal text: the library's message
     else:
         m1, m2, m3 = st.columns([1, 1, 1.6])      # the interval is two numbers
         m1.metric(t("baseline (nats/token)"), f"{res.baseline.nats:.4f}", help=t("perplexity {p}", p=f"{res.baseline.perplexity:.2f}"))
@@ -127,7 +127,7 @@ def _verdict(res) -> None:
                   help=(t("bootstrap over {n} prompts", n=f"{res.effect.units:,}") if res.effect.over == "prompts"
                         else t("bootstrap over {n} tokens", n=f"{res.effect.units:,}")))
     for n in res.notes:
-        st.caption(str(n))  # the library's messages, rendered in the reader's language
+        st.caption(str(n))  # internal text: notes written by attnkit.ablations.measure (messages)
     if res.evidence:
         st.dataframe(ablation_charts.evidence_frame(res), hide_index=True, width="stretch")
 
@@ -174,7 +174,7 @@ with ui.guard(t("The ablation")):
         df = ablation_charts.head_map_frame(hm)
         _chart(df, ablation_charts.head_map_chart(df, t("{kind}: loss change per head", kind=ablation_lib.get_kind(mode).label)),
                f"ablation-headmap-{mode}", width="content")
-        st.caption(t("Largest increases: {heads}", heads=", ".join(f"{n} ({x:+.4f})" for n, x in hm.top(5))))
+        st.caption(t("Largest increases: {heads}", heads=", ".join(f"{n} ({x:+.4f})" for n, x in hm.top(5))))  # internal text: head names
 
     st.subheader(t("Every claim on this text"))
     st.caption(t("Each layer-level intervention on all layers, with its verdict."))

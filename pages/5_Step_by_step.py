@@ -115,7 +115,7 @@ def vectors_section(hs, e: int):
 
 def scores_section(hs, e: int, window: int | None):
     st.subheader(t("3 · scores, mask and softmax over the visible keys"))
-    st.markdown(
+    st.markdown(  # internal text: numbers and formulas
         f"s_j = q·k_j × {hs.scale:.6g}  (÷ √{e} = ÷ {math.sqrt(e):.4f}"
         + ("" if abs(hs.scale - e ** -0.5) < 1e-12 else "; " + t("this checkpoint scales differently")) + ")"
         f";  {step_charts.mask_formula(query, window)};  a_j = exp(s_j + M_j) / Σ exp(s + M).")
@@ -145,7 +145,7 @@ def scores_section(hs, e: int, window: int | None):
         t("weight"): [f"{float(hs.weights[j]):.4f}" if math.isfinite(float(hs.mask_row[j])) else t("0 (exactly)")
                    for j in around],
     }).set_index(t("key")).T, width="stretch")
-    st.caption(step_charts.mask_row_caption(query, T, window))
+    st.caption(step_charts.mask_row_caption(query, T, window))  # internal text: numbers
     st.altair_chart(step_charts.weights_chart(head_steps.key_frame(hs, [ui.show_spaces(t) for t in tokens], dims=0),
                                               query, t("softmax weights of query {query}", query=query)), width="stretch")
     m1, m2, m3 = st.columns(3)
@@ -185,7 +185,7 @@ def heads_section(hs, e: int):
 
 def one_head_tab(hs):
     e, window = cfg.d_head, cfg.window(layer)
-    st.markdown(t("Layer **{layer}**, head **{head}**, query position **{query}**", layer=layer, head=head, query=query)
+    st.markdown(t("Layer **{layer}**, head **{head}**, query position **{query}**", layer=layer, head=head, query=query)  # internal text
                 + f" · {step_charts.visible_header(query, T, window)} · d_model = {cfg.d_model}, d_head = {e}.")
     st.text(t("query token: {token}", token=repr(tokens[query])))
     vectors_section(hs, e)

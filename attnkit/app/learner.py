@@ -17,7 +17,7 @@ from ..loading import CHINESE_MODEL, SHIPPED
 from ..model import run
 from ..standard import head_name
 from .context import Context
-from .escaping import show_error
+from .escaping import plain, show_error
 from .navigation import open_page
 from .tokens import show_spaces
 
@@ -97,7 +97,7 @@ def next_token_table(ctx: Context, k: int = 5) -> list | None:
     preds = next_tokens(ctx.model.weights, ids, _decode(ctx.model), k=k)
     st.subheader(i18n.t("What the model predicts next"))
     st.caption(i18n.t("The {k} most likely next tokens after the prompt ({model}), softmax of the last position's "
-                      "logits.", k=len(preds), model=ctx.model_name))
+                      "logits.", k=len(preds), model=plain(ctx.model_name)))
     st.dataframe(next_token_frame(preds), hide_index=True, width="content")
     return preds
 
@@ -128,7 +128,7 @@ def _links() -> None:
     st.markdown("**" + i18n.t("The seeds' other claims, on Chinese text with {model}:", model=CHINESE_MODEL) + "**")
     cols = st.columns(3)
     for i, (page, label, inputs) in enumerate(_LINKS):
-        cols[i % 3].button(str(label), key=f"st_zh_link{i}", on_click=open_in_chinese,
+        cols[i % 3].button(str(label), key=f"st_zh_link{i}", on_click=open_in_chinese,  # internal text: _LINKS
                            args=(page, ZH_CAT if page == "heatmaps" else ZH_TEXT), kwargs=inputs)
 
 
@@ -149,8 +149,8 @@ def _cat_example(model, layer: int) -> None:
     pats = _patterns(model.name, str(model.device), tuple(ids), model.weights)
     st.subheader(i18n.t("{sentence}: every head of layer {layer}", sentence=ZH_CAT, layer=layer))
     st.caption(i18n.nt("{model} reads the sentence as {n} token: {tokens}.",
-                       "{model} reads the sentence as {n} tokens: {tokens}.", len(ids), model=model.name,
-                       tokens=" | ".join(tokens)))
+                       "{model} reads the sentence as {n} tokens: {tokens}.", len(ids), model=plain(model.name),
+                       tokens=plain(" | ".join(tokens))))
     labels = [f"{i} {show_spaces(tok)}" for i, tok in enumerate(tokens)]
     heads = pats[layer]
     cols = st.columns(min(4, heads.shape[0]))
@@ -162,10 +162,10 @@ def _cat_example(model, layer: int) -> None:
         q = mat[-1]
         share = [float(heads[h, q, sit].sum()) for h in range(heads.shape[0])]
         best = max(range(len(share)), key=share.__getitem__)
-        st.markdown(i18n.t("From the last token of 垫子上 (position {q}), head {head} puts {w} of its attention on "
-                           "坐 — the most of layer {layer}'s heads (the others: {others}).", q=q,
-                           head=head_name(layer, best), w=percent(share[best]), layer=layer,
-                           others=", ".join(percent(s) for h, s in enumerate(share) if h != best) or "—"))
+        st.markdown(i18n.t(  # internal text: head names and percentages
+            "From the last token of 垫子上 (position {q}), head {head} puts {w} of its attention on 坐 — the most of "
+            "layer {layer}'s heads (the others: {others}).", q=q, head=head_name(layer, best), w=percent(share[best]),
+            layer=layer, others=", ".join(percent(s) for h, s in enumerate(share) if h != best) or "—"))
 
 
 def _food_example(model) -> None:
@@ -196,7 +196,7 @@ def zh_examples(ctx: Context, layer: int = 0) -> None:
                            model=CHINESE_MODEL), icon="ℹ️")
             return
         st.info(i18n.t("The seeds' examples are Chinese sentences; {current} was not trained on Chinese. "
-                       "Load {model} with 猫坐在垫子上 to see them with its numbers.", current=ctx.model_name,
+                       "Load {model} with 猫坐在垫子上 to see them with its numbers.", current=plain(ctx.model_name),
                        model=CHINESE_MODEL), icon="🀄")
         st.button(i18n.t("Load {model} and show the Chinese examples", model=CHINESE_MODEL), key="st_zh_load",
                   on_click=open_in_chinese, args=("steps", ZH_CAT), type="primary")
