@@ -106,7 +106,7 @@ def _verdict(res) -> None:
     """The verdict, the loss change, the evidence and the per-layer charts of a :class:`ablation_lib.Result`."""
     v = res.verdict
     {ablation_lib.SUPPORTED: st.success, ablation_lib.NOT_SUPPORTED: st.error}.get(v.status, st.warning)(
-        t("Verdict: {status}. {text}", status=status_label(v.status), text=v.text))
+        t("Verdict: {status}. {measured}", status=status_label(v.status), measured=v.text))
     if v.why:
         st.markdown(t("**Why.** {why}", why=v.why))
     if v.caveat:

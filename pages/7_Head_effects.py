@@ -113,7 +113,7 @@ def one_pair():
     st.subheader(t("Which heads carry the answer? (patching each head's z)"))
     head_map(pair, direction, meta)
     st.subheader(t("Where, layer by layer? (residual stream, attention and MLP outputs per position)"))
-    tname = st.radio(t("Patched activation"), list(LP_TARGETS), key="he_lp_target", horizontal=True, format_func=str)
+    tname = st.radio(t("Patched activation"), list(LP_TARGETS), key="he_lp_target", horizontal=True, format_func=t)
     if T > PER_POSITION_MAX_T:
         st.info(t("The prompts have {T} tokens: per-position maps are computed for pairs of at most {max} tokens "
                   "({L}×{T} patched runs each would take long). The head map above covers every position; the CLI's "
@@ -266,7 +266,7 @@ def prompt_set():
     if pset is None:
         return
     c1, c2 = st.columns(2)
-    tname = c1.selectbox(t("Patched activation"), list(SET_TARGETS), key="he_set_target", format_func=str)
+    tname = c1.selectbox(t("Patched activation"), list(SET_TARGETS), key="he_set_target", format_func=t)
     direction = pair_widgets.direction_radio(c2, "he_set_direction")
     target = SET_TARGETS[tname]
     per_position = target != "z" and len({p.T for p in pset.pairs}) == 1 and st.checkbox(
@@ -293,7 +293,7 @@ st.caption(t("Run a **clean** prompt and a **corrupted** one that differ in a de
              "logit(answer) − logit(distractor) at one position. Normalised: the corrupted run is 0 and the clean run 1. "
              "The sidebar's prompt is not used here; a click on a head in the patching map opens it on the Heatmaps "
              "page with the clean prompt as the sidebar prompt."))
-if st.radio(t("Input"), SOURCES, key="he_source", horizontal=True, format_func=str) == SOURCES[0]:
+if st.radio(t("Input"), SOURCES, key="he_source", horizontal=True, format_func=t) == SOURCES[0]:
     one_pair()
 else:
     prompt_set()

@@ -56,6 +56,12 @@ def fit_example(state, first: str) -> None:
     state.fit("example", example_names(), first, what=t("Example"), because=t("not one of the choices"))
 
 
+def _example_label(name: str, checks: dict) -> str:
+    """An example's name in the reader's language (the names are catalog ids), marked when the model does not
+    solve it."""
+    return t(name) if name not in checks or checks[name].solved else t("{name} (not solved)", name=t(name))
+
+
 def _apply_example(prefix: str, more: bool) -> None:
     ex = examples.EXAMPLES.get(st.session_state.get(f"{prefix}_example"))
     if ex:
@@ -70,7 +76,7 @@ def pair_inputs(prefix: str, checks: dict, *, more: bool = False):
     column, for a page's own control beside them."""
     c0, c1 = st.columns([2.1, 3])          # the Example box holds "Indirect object, names swapped (not solved)"
     c0.selectbox(t("Example"), example_names(), key=f"{prefix}_example", on_change=_apply_example,
-                 args=(prefix, more), format_func=lambda n: str(checks[n].label() if n in checks else n),
+                 args=(prefix, more), format_func=lambda n: _example_label(n, checks),
                  help=t("Each example is checked against the loaded model: it is solved when the clean run prefers "
                         "the answer, the corrupted run does not, and the gap is at least {margin} logits. Examples "
                         "the model does not solve are marked.", margin=f"{examples.MARGIN:g}"))
