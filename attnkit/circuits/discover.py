@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ..i18n import msg
 from ..model import norm, run
 from ..patching import Pair, PatchError, logit_diffs, normalise
 from ..progress import Progress, Steps
@@ -221,12 +222,14 @@ class Circuit:
 
 
 def _notes(n_pairs: int, ablation: str, steps: int, clean: float) -> list[str]:
-    how = f"integrated over {steps} points from the clean to the ablated embedding" if steps > 1 else "at the clean run"
-    notes = [f"{n_pairs} pair(s); edges ranked by |edge attribution| (Δ = {ablation}-ablated − clean output; "
-             f"gradients {how}); faithfulness = LD(circuit) / LD(clean) with every other edge ablated"]
+    how = (msg("integrated over {steps} points from the clean to the ablated embedding", steps=steps) if steps > 1
+           else msg("at the clean run"))
+    notes = [msg("{n} pair(s); edges ranked by |edge attribution| (Δ = {ablation}-ablated − clean output; gradients "
+                 "{how}); faithfulness = LD(circuit) / LD(clean) with every other edge ablated", n=n_pairs,
+                 ablation=ablation, how=how)]
     if clean <= 0:
-        notes.append(f"the clean logit difference is {clean:+.4f} (not positive): LD(circuit) / LD(clean) is not a "
-                     "share here; read 'recovered' (0 = every edge ablated, 1 = clean) instead")
+        notes.append(msg("the clean logit difference is {ld} (not positive): LD(circuit) / LD(clean) is not a share "
+                         "here; read 'recovered' (0 = every edge ablated, 1 = clean) instead", ld=f"{clean:+.4f}"))
     return notes
 
 
@@ -313,8 +316,8 @@ def discover(weights: Weights, pairs: Pair | list[Pair], target: float = 0.8, *,
         best = hit[0]
     else:
         best = int(np.argmax(lds))
-        notes.append(f"no circuit reached {target:.0%} of the clean logit difference; the most faithful one "
-                     f"({lds[best] / clean:.1%}) is kept")
+        notes.append(msg("no circuit reached {target} of the clean logit difference; the most faithful one ({best}) "
+                         "is kept", target=f"{target:.0%}", best=f"{lds[best] / clean:.1%}"))
     fl = [(S_names[i // len(R)], R_names[i % len(R)], float(scores.ravel()[i])) for i in order]
     tick(total)
     return Circuit(fl[: ks[best]], fl, ks, [float(v / clean) if clean else float("nan") for v in lds], clean,
