@@ -62,10 +62,10 @@ def _steps(name: str, device: str, ids: tuple, layer: int, head: int, query: int
     return head_steps.head_steps(ctx.model.weights, list(ids), layer, head, query, resid_pre=_resid)
 
 
-def vec_row(name: str, t: torch.Tensor, n: int = head_steps.COMPACT_DIMS) -> pd.DataFrame:
-    t = t.detach().float().cpu()
-    return pd.DataFrame([{"vector": name, **{f"[{j}]": float(t[j]) for j in range(min(n, t.numel()))},
-                          "norm": float(t.norm()), "dims": t.numel()}])
+def vec_row(name: str, vec: torch.Tensor, n: int = head_steps.COMPACT_DIMS) -> pd.DataFrame:
+    vec = vec.detach().float().cpu()
+    return pd.DataFrame([{t("vector"): name, **{f"[{j}]": float(vec[j]) for j in range(min(n, vec.numel()))},
+                          t("norm"): float(vec.norm()), t("dims"): vec.numel()}])
 
 
 def fmt(x: float) -> str:

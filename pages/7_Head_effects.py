@@ -115,7 +115,7 @@ def one_pair():
     st.subheader(t("Where, layer by layer? (residual stream, attention and MLP outputs per position)"))
     tname = st.radio(t("Patched activation"), list(LP_TARGETS), key="he_lp_target", horizontal=True, format_func=t)
     if T > PER_POSITION_MAX_T:
-        st.info(t("The prompts have {T} tokens: per-position maps are computed for pairs of at most {max} tokens "
+        st.info(t("The prompts have {T} tokens: per-position maps are computed for pairs of at most {max} tokens "  # internal text
                   "({L}×{T} patched runs each would take long). The head map above covers every position; the CLI's "
                   "--per-position has no limit.", T=T, max=PER_POSITION_MAX_T, L=n_layers), icon="ℹ️")
     else:
@@ -212,7 +212,7 @@ def head_tokens(att: attribution.DLA, ids: list, which: str, at: str, meta: dict
     tdf = computed("vocab", ctx.model_name, ctx.device, tuple(ids), att.pos).frame(layer, head, decode)
     tch = effect_charts.head_tokens_chart(tdf, title=t("Head {name} at {at}: direct effect on each token's logit", name=name, at=at))
     st.altair_chart(tch, width="content")
-    st.caption(t("The head's output at this position through the final norm (scale held fixed) and the unembedding: "
+    st.caption(t("The head's output at this position through the final norm (scale held fixed) and the unembedding: "  # internal text
                  "the 10 tokens it pushes up most and down most ({run} run). Its effect on the answer − distractor "
                  "difference is {effect}.", run=word(which), effect=f"{att.head_map[layer, head]:+.4f}"))
     ui.download_buttons(tdf, tch, f"head_{name}_tokens", meta | {"layer": layer, "head": head}, key="he_tok")

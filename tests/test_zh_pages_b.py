@@ -111,3 +111,11 @@ def test_seed_examples_live_on_the_chinese_model():
     preds = next_tokens(model.weights, ids, lambda i: model.token_strs([i])[0], k=5)
     shown = [df.value for df in at.dataframe]
     assert any(list(df.iloc[:, 2]) == [learner.percent(x.prob) for x in preds] for df in shown if df.shape[1] == 3)
+
+
+@zh_ready
+def test_one_click_loads_the_chinese_model_with_the_seed_sentence():
+    at = zh_page("pages/5_Step_by_step.py").run()                  # attnkit-tiny, English prompt
+    button = next(b for b in at.button if b.key == "st_zh_load")
+    button.click().run()
+    assert at.session_state["ak_model"] == CHINESE_MODEL and at.session_state["ak_text"] == learner.ZH_CAT
