@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .patching import Pair, PatchError, logit_diffs, make_pair, two_token_weights
+from .i18n import join, msg
 from .model import run
 
 __all__ = ["EXAMPLES", "MARGIN", "PREFERRED", "CIRCUITS_PREFERRED", "FIELDS", "Check", "check_pair", "check_examples", "pick_default"]
@@ -23,15 +24,15 @@ FIELDS = ("clean", "corrupt", "answer", "distractor")
 MARGIN = 1.0
 
 EXAMPLES = {
-    "Indirect object, names swapped": dict(
+    msg("Indirect object, names swapped"): dict(
         clean="When Mary and John went to the store, John gave a drink to",
         corrupt="When John and Mary went to the store, Mary gave a drink to",
         answer=" Mary", distractor=" John"),
-    "The animal … too tired / too wide": dict(
+    msg("The animal … too tired / too wide"): dict(
         clean="The animal didn't cross the street because it was too tired. The tired one was the",
         corrupt="The animal didn't cross the street because it was too wide. The wide one was the",
         answer=" animal", distractor=" street"),
-    "A repeated phrase": dict(
+    msg("A repeated phrase"): dict(
         clean="Install the python package and the kernel source. Install the python package and the kernel",
         corrupt="Install the python package and the kernel binary. Install the python package and the kernel",
         answer=" source", distractor=" binary"),
@@ -39,7 +40,7 @@ EXAMPLES = {
     # what the induction heads' keys match on (the previous-token head's output) — the pair that exercises
     # the previous-token head → induction heads' keys path (in "A repeated phrase" the copied token changes
     # instead, and the previous-token head's output is the same in both prompts up to the change)
-    "A repeated phrase, match swapped": dict(
+    msg("A repeated phrase, match swapped"): dict(
         clean="Install the kernel source and the module binary. Install the kernel",
         corrupt="Install the module source and the kernel binary. Install the kernel",
         answer=" source", distractor=" binary"),
@@ -76,19 +77,20 @@ class Check:
             return self.problem
         why = []
         if self.clean_ld <= 0:
-            why.append(f"the clean run does not prefer the answer (logit difference {self.clean_ld:+.2f})")
+            why.append(msg("the clean run does not prefer the answer (logit difference {ld})", ld=f"{self.clean_ld:+.2f}"))
         if self.corrupt_ld > 0:
-            why.append(f"the corrupted run also prefers the answer ({self.corrupt_ld:+.2f})")
+            why.append(msg("the corrupted run also prefers the answer ({ld})", ld=f"{self.corrupt_ld:+.2f}"))
         if self.gap < self.margin:
-            why.append(f"the clean − corrupted gap is only {self.gap:+.2f} (under {self.margin:g} logits)")
+            why.append(msg("the clean − corrupted gap is only {gap} (under {margin} logits)", gap=f"{self.gap:+.2f}",
+                           margin=f"{self.margin:g}"))
         if not why:
             return None
-        return "The model does not solve this pair: " + "; ".join(why) + \
-            ". The normalised values below divide by that gap and are mostly noise."
+        return msg("The model does not solve this pair: {why}. The normalised values below divide by that gap and are "
+                   "mostly noise.", why=join(*why, sep="; "))
 
     def label(self) -> str:
-        """The example's name, marked when the model does not solve it."""
-        return self.name if self.solved else f"{self.name} (not solved)"
+        """The example's name, marked when the model does not solve it (a message: shown in the reader's language)."""
+        return self.name if self.solved else msg("{name} (not solved)", name=self.name)
 
 
 def check_pair(weights, pair: Pair, name: str = "", margin: float = MARGIN) -> Check:
@@ -107,7 +109,7 @@ def check_examples(model, examples: dict | None = None, margin: float = MARGIN,
         try:
             pair = make_pair(model, ex["clean"], ex["corrupt"], ex["answer"], ex["distractor"], bos=bos)
         except PatchError as e:
-            out[name] = Check(name, problem=f"This tokenizer cannot make the pair: {str(e).split(' clean: ')[0]}.",
+            out[name] = Check(name, problem=msg("This tokenizer cannot make the pair: {why}.", why=str(e).split(' clean: ')[0]),
                               margin=margin)
             continue
         out[name] = check_pair(model.weights, pair, name, margin)

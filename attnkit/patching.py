@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .i18n import msg
 from .model import run
 from .weights import Weights
 
@@ -48,6 +49,8 @@ __all__ = ["TARGETS", "DIRECTIONS", "PatchError", "Pair", "PatchResult", "resolv
 
 TARGETS = ("z", "resid", "attn", "mlp")
 DIRECTIONS = ("denoise", "noise")
+#: The roles of a token in a pair, as shown in its notes.
+_ROLES = {"answer": msg("answer"), "distractor": msg("distractor")}
 TARGET_LABELS = {"z": "head z (pattern·v)", "resid": "residual stream (resid_pre; and after the last block)",
                  "attn": "attention output (attn_out)", "mlp": "MLP output (mlp_out)"}
 #: Tokens (batch rows × positions) of one patched batch: bounds the memory of one batched run.
@@ -192,10 +195,12 @@ def resolve_token(model, word: str, role: str = "answer") -> tuple[int, str, str
         ids = model.encode(c)
         if len(ids) == 1:
             tok = model.token_strs(ids)[0]
-            how = "as given" if c == word else "with a leading space"
-            note = f"{role}: {word!r} -> token {tok!r} (id {ids[0]}, {how})"
+            note = (msg("{role}: {word} -> token {tok} (id {id}, as given)", role=_ROLES.get(role, role), word=repr(word),
+                        tok=repr(tok), id=ids[0]) if c == word else
+                    msg("{role}: {word} -> token {tok} (id {id}, with a leading space)", role=_ROLES.get(role, role),
+                        word=repr(word), tok=repr(tok), id=ids[0]))
             if c != word and len(model.encode(word)) == 1:
-                note += f"; without the space it would be {model.token_strs(model.encode(word))[0]!r}"
+                note += msg("; without the space it would be {tok}", tok=repr(model.token_strs(model.encode(word))[0]))
             return ids[0], tok, note
         tried.append((c, ids))
     pieces = "; ".join(f"{c!r} is {len(ids)} tokens: " + " + ".join(printable_token(t) for t in model.token_texts(ids))
@@ -248,7 +253,7 @@ def make_pair(model, clean: str, corrupt: str, answer: str, distractor: str, pos
     pos = pos % T
     notes = [a_note, d_note]
     if c_ids == k_ids:
-        notes.append("the clean and corrupted prompts are the same tokens: every patch changes nothing")
+        notes.append(msg("the clean and corrupted prompts are the same tokens: every patch changes nothing"))
     return Pair(c_ids, k_ids, a, d, pos, a_tok, d_tok, notes)
 
 

@@ -3,6 +3,7 @@ import pandas as pd
 import streamlit as st
 
 from attnkit import app as ui
+from attnkit.app import learner
 from attnkit.weights import attention_weight_count, param_counts
 
 
@@ -48,6 +49,7 @@ if ctx.all_selected:
 ids = ctx.ids
 st.write(f"{len(ids)} tokens (␣ marks a space, ↵ a line break).")
 ui.show_tokens(ctx, ids)
+learner.next_token_table(ctx)
 
 st.subheader("Start here")
 st.markdown(  # internal text: the page list's own words

@@ -16,6 +16,7 @@ from attnkit.circuits import attribution_patching
 from attnkit.circuits import compose
 from attnkit.circuits import discover
 from attnkit.circuits import path as path_patching
+from attnkit.i18n import t
 from attnkit.standard import parse_head
 
 MAX_T = 64                     # tokens of a pair for path patching and discovery on this page
@@ -59,11 +60,11 @@ def load_state(checks: dict) -> Inputs:
     for name, opts in (("mode", ["k", "q", "v"]), ("recv_input", list(path_patching.INPUTS)),
                        ("source", list(path_patching.SOURCES)), ("direction", list(patching.DIRECTIONS)),
                        ("ablation", list(discover.ABLATIONS))):
-        loaded.fit(name, opts, opts[0], what=name.replace("_", " ").capitalize(), because="not one of the choices")
-    has = f"the model has {n_layers} layers and {n_heads} heads per layer"
-    loaded.fit_many("rl", range(1, n_layers), [n_layers - 1] if n_layers > 1 else [], what="Receiver layers", because=has)
-    loaded.fit("recv_layer", range(1, n_layers), n_layers - 1, what="Receiver layer", because=has, basis=ctx.model_name)
-    loaded.fit("recv_head", range(n_heads), 0, what="Receiver head", because=has, basis=ctx.model_name)
+        loaded.fit(name, opts, opts[0], what=name.replace("_", " ").capitalize(), because=t("not one of the choices"))
+    has = t("the model has {L} layers and {H} heads per layer", L=n_layers, H=n_heads)
+    loaded.fit_many("rl", range(1, n_layers), [n_layers - 1] if n_layers > 1 else [], what=t("Receiver layers"), because=has)
+    loaded.fit("recv_layer", range(1, n_layers), n_layers - 1, what=t("Receiver layer"), because=has, basis=ctx.model_name)
+    loaded.fit("recv_head", range(n_heads), 0, what=t("Receiver head"), because=has, basis=ctx.model_name)
     if not 0.5 <= loaded.share <= 1.0:
         loaded.set("share", 0.8)
     return loaded
@@ -102,38 +103,38 @@ def _edge_clicked():
 
 # ============================================================================= weights
 def weights_section():
-    st.subheader("How heads compose (from the weights, no prompt)")
-    views = job("ci_weights", (), "Composition and per-head scores from the weights", compose.weight_views)
+    st.subheader(t("How heads compose (from the weights, no prompt)"))
+    views = job("ci_weights", (), t("Composition and per-head scores from the weights"), compose.weight_views)
     if views is None:
         return
     (comp, per_head), baseline = views, views[0].baseline
     c1, c2 = st.columns([1, 2])
-    mode = c1.radio("Composition", ["k", "q", "v"], key="ci_mode", horizontal=True,
-                    format_func=lambda m: {"k": "K (keys)", "q": "Q (queries)", "v": "V (values)"}[m])
-    receivers = c2.multiselect("Receiver layers", list(range(1, n_layers)), key="ci_rl")
-    st.caption(ui.plain(
-        f"Score = {compose.FORMULAS[mode]}. Random matrices of the same shapes score {baseline['mean']:.3f} on average "
-        f"(99th percentile {baseline['q99']:.3f}, {baseline['n']} seeded samples): the colour scale starts there and cells "
-        "above the 99th percentile are outlined. " + " ".join(comp.notes)))
+    mode = c1.radio(t("Composition"), ["k", "q", "v"], key="ci_mode", horizontal=True,
+                    format_func=lambda m: {"k": t("K (keys)"), "q": t("Q (queries)"), "v": t("V (values)")}[m])
+    receivers = c2.multiselect(t("Receiver layers"), list(range(1, n_layers)), key="ci_rl")
+    st.caption(ui.plain(t(
+        "Score = {formula}. Random matrices of the same shapes score {mean} on average (99th percentile {q99}, {n} seeded "
+        "samples): the colour scale starts there and cells above the 99th percentile are outlined.", formula=compose.FORMULAS[mode],
+        mean=f"{baseline['mean']:.3f}", q99=f"{baseline['q99']:.3f}", n=baseline["n"]) + " " + " ".join(map(str, comp.notes))))
     if receivers:
         st.altair_chart(circuit_charts.composition_matrix(comp, mode, receiver_layers=receivers), width="content")
     top = pd.DataFrame(comp.top(mode, 12), columns=["sender", "receiver", "score"])
     left, right = st.columns(2)
-    left.caption("Largest pairs")
-    left.dataframe(top.assign(**{"× baseline mean": top["score"] / baseline["mean"]}), hide_index=True, width="stretch")
-    right.caption("Per head: " + ui.plain(" · ".join(per_head.notes)))
+    left.caption(t("Largest pairs"))
+    left.dataframe(top.assign(**{t("× baseline mean"): top["score"] / baseline["mean"]}), hide_index=True, width="stretch")
+    right.caption(t("Per head: {notes}", notes=ui.plain(" · ".join(map(str, per_head.notes)))))
     right.dataframe(per_head.frame().drop(columns=["layer", "index"]), hide_index=True, width="stretch", height=300)
     ui.download_buttons(comp.frame(), None, f"composition_{mode}", ui.meta_for(ctx, mode=mode), key="ci_comp")
 
 
 # ============================================================================= a pair
 def pair_inputs() -> list:
-    st.subheader("On a prompt pair")
+    st.subheader(t("On a prompt pair"))
     pair_widgets.pair_inputs("ci", CHECKS, more=True)
     pairs = pair_widgets.pairs_from_inputs(ctx.model, "ci", BOS, more=True)
     if pairs[0].T > MAX_T:
-        ui.show_error(f"The prompts have {pairs[0].T} tokens; this page takes at most {MAX_T} (the CLI "
-                      "`python -m attnkit circuit` has no limit).")
+        ui.show_error(t("The prompts have {T} tokens; this page takes at most {max} (the CLI `python -m attnkit circuit` "
+                        "has no limit).", T=pairs[0].T, max=MAX_T))
         st.stop()
     pair_widgets.describe_pair(ctx.model, pairs[0])
     return pairs
@@ -141,17 +142,17 @@ def pair_inputs() -> list:
 
 # ============================================================================= path patching
 def path_section(pair: patching.Pair):
-    st.subheader("Path patching: one sender into one receiver's input")
+    st.subheader(t("Path patching: one sender into one receiver's input"))
     c1, c2, c3, c4, c5 = st.columns(5)
-    layer = c1.selectbox("Receiver layer", range(1, n_layers), key="ci_recv_layer")
-    head = c2.selectbox("Receiver head", range(n_heads), key="ci_recv_head")
-    inp = c3.radio("Input", list(path_patching.INPUTS), key="ci_recv_input", horizontal=True)
-    source = c4.radio("Sender's output from", list(path_patching.SOURCES), key="ci_source", horizontal=True,
-                      format_func=lambda s: {"pair": "the other prompt", "mean": "its mean over positions"}[s])
+    layer = c1.selectbox(t("Receiver layer"), range(1, n_layers), key="ci_recv_layer")
+    head = c2.selectbox(t("Receiver head"), range(n_heads), key="ci_recv_head")
+    inp = c3.radio(t("Input"), list(path_patching.INPUTS), key="ci_recv_input", horizontal=True)
+    source = c4.radio(t("Sender's output from"), list(path_patching.SOURCES), key="ci_source", horizontal=True,
+                      format_func=lambda s: {"pair": t("the other prompt"), "mean": t("its mean over positions")}[s])
     direction = pair_widgets.direction_radio(c5, "ci_direction")
     receiver = path_patching.node_name((inp, layer, head))
-    res = job("ci_path", (pair_widgets.pair_key(pair), receiver, direction, source), f"Patching every sender into "
-              f"{receiver}", path_patching.path_map, pair, receiver, direction, mlps=True, source=source)
+    res = job("ci_path", (pair_widgets.pair_key(pair), receiver, direction, source), t("Patching every sender into "
+              "{receiver}", receiver=receiver), path_patching.path_map, pair, receiver, direction, mlps=True, source=source)
     if res is None:
         return
     recv, direction = res.receiver, res.direction          # what was computed (a stale result says so above)
@@ -159,19 +160,19 @@ def path_section(pair: patching.Pair):
     is_head = df["sender"].str.startswith("L")
     heads = df[is_head].copy()
     heads["layer"], heads["head"] = zip(*map(parse_head, heads["sender"]))
-    st.caption(ui.plain(
-        f"Each cell: the {'corrupted' if direction == 'denoise' else 'clean'} run with one sender's output "
-        f"changed for {recv} only (every other reader sees the unchanged stream); the colour is the change of "
-        f"logit(answer) − logit(distractor). Clean {res.clean_ld:+.3f}, corrupted {res.corrupt_ld:+.3f}. "
-        + " ".join(res.notes[len(pair.notes):])))
+    st.caption(ui.plain(t(
+        "Each cell: the {run} run with one sender's output changed for {recv} only (every other reader sees the unchanged "
+        "stream); the colour is the change of logit(answer) − logit(distractor). Clean {clean}, corrupted {corrupt}.",
+        run=pair_widgets.word("corrupted" if direction == "denoise" else "clean"), recv=recv, clean=f"{res.clean_ld:+.3f}",
+        corrupt=f"{res.corrupt_ld:+.3f}") + " " + " ".join(map(str, res.notes[len(pair.notes):]))))
     pair_widgets.gap_warning(res.clean_ld, res.corrupt_ld)
-    chart = effect_charts.head_map(heads, "change", legend_title="change of LD", title=f"senders → {recv}")
+    chart = effect_charts.head_map(heads, "change", legend_title=t("change of LD"), title=t("senders → {recv}", recv=recv))
     st.altair_chart(chart, width="content")
     picked = st.session_state.get("ci_sender")
     if picked in set(df["sender"]):
         row = df[df["sender"] == picked].iloc[0]
-        st.info(ui.plain(f"{picked} → {recv}: logit difference {row['logit_diff']:+.4f} (change "
-                         f"{row['change']:+.4f}, normalised {row['normalised']:+.3f})."), icon="🔗")
+        st.info(ui.plain(t("{sender} → {recv}: logit difference {ld} (change {change}, normalised {norm}).", sender=picked, recv=recv,
+                           ld=f"{row['logit_diff']:+.4f}", change=f"{row['change']:+.4f}", norm=f"{row['normalised']:+.3f}")), icon="🔗")
     st.dataframe(df[~is_head], hide_index=True, width="content")
     ui.download_buttons(df, chart, f"path_{recv}", ui.meta_for(ctx, receiver=recv, source=source, direction=direction),
                         key="ci_path")
@@ -179,33 +180,34 @@ def path_section(pair: patching.Pair):
 
 # ============================================================================= discovery
 def discovery_section(pairs: list):
-    st.subheader("A circuit, found automatically and checked by ablation")
+    st.subheader(t("A circuit, found automatically and checked by ablation"))
     c1, c2, c3 = st.columns(3)
-    share = c1.slider("Share of the clean logit difference to recover", 0.5, 1.0, step=0.05, key="ci_share")
-    ablation = c2.radio("Edges outside the circuit", list(discover.ABLATIONS), key="ci_ablation", horizontal=True,
-                        format_func=lambda a: {"resample": "corrupted output", "mean": "mean output"}[a])
-    mlps = not c3.checkbox("Heads only (no MLP nodes)", key="ci_heads_only")
-    with st.expander("More pairs from a file (discovery then runs on every pair)"):
+    share = c1.slider(t("Share of the clean logit difference to recover"), 0.5, 1.0, step=0.05, key="ci_share")
+    ablation = c2.radio(t("Edges outside the circuit"), list(discover.ABLATIONS), key="ci_ablation", horizontal=True,
+                        format_func=lambda a: {"resample": t("corrupted output"), "mean": t("mean output")}[a])
+    mlps = not c3.checkbox(t("Heads only (no MLP nodes)"), key="ci_heads_only")
+    with st.expander(t("More pairs from a file (discovery then runs on every pair)")):
         pset = pair_widgets.prompt_set_upload("ci", ctx.model, BOS)
     if pset is not None:
         pairs = pairs + [p for p in pset.pairs if p.T <= MAX_T]
-        st.caption(f"{len(pairs) - 1} more pair(s) from {ui.plain(pset.name)}; pairs over {MAX_T} tokens are left out.")
+        st.caption(t("{n} more pair(s) from {name}; pairs over {max} tokens are left out.", n=len(pairs) - 1,
+                     name=ui.plain(pset.name), max=MAX_T))
     found = job("ci_found", (tuple(map(pair_widgets.pair_key, pairs)), share, ablation, mlps),
-                "Scoring every edge and running circuits", discover.discover, pairs, share, ablation=ablation, mlps=mlps)
+                t("Scoring every edge and running circuits"), discover.discover, pairs, share, ablation=ablation, mlps=mlps)
     if found is None:
         return
     for n in found.notes:
         st.caption(ui.plain(n))
     m1, m2, m3, m4 = st.columns(4)
-    m1.metric("Edges kept", f"{found.size} of {len(found.ranked)}")
+    m1.metric(t("Edges kept"), t("{n} of {all}", n=found.size, all=len(found.ranked)))
     m2.metric("LD(circuit) / LD(clean)", f"{found.circuit_ld / found.clean_ld:.1%}" if found.clean_ld else "—")
-    m3.metric("Clean LD", f"{found.clean_ld:+.3f}")
-    m4.metric("Every edge ablated", f"{found.empty_ld:+.3f}")
-    st.caption(ui.plain("Heads in the circuit: " + (" ".join(found.heads) or "none")))
+    m3.metric(t("Clean LD"), f"{found.clean_ld:+.3f}")
+    m4.metric(t("Every edge ablated"), f"{found.empty_ld:+.3f}")
+    st.caption(ui.plain(t("Heads in the circuit: {heads}", heads=" ".join(found.heads) or t("none"))))
     curve = circuit_charts.faithfulness_curve(found)
     st.altair_chart(curve, width="content")
     graph = circuit_charts.circuit_graph(found.edges, n_layers, n_heads, select_edge="edge", select_node="node",
-                                         title="The circuit (click an edge: its path patch above; click a head: Heatmaps)")
+                                         title=t("The circuit (click an edge: its path patch above; click a head: Heatmaps)"))
     st.altair_chart(graph, width="content", on_select=_edge_clicked, selection_mode=["edge", "node"], key="ci_graph")
     edges = pd.DataFrame(found.edges, columns=["sender", "receiver", "attribution"])
     st.dataframe(edges, hide_index=True, width="stretch", height=260)
@@ -217,22 +219,22 @@ def discovery_section(pairs: list):
 
 
 def exact_section(pair: patching.Pair):
-    st.subheader("Attribution patching beside exact patching")
-    if not st.checkbox("Run exact patching of every head × position and every edge to compare", key="ci_exact"):
-        st.caption("Attribution patching is a first-order estimate (gradient × activation difference, one "
-                   "forward and one backward pass); this runs the exact patches it stands for.")
+    st.subheader(t("Attribution patching beside exact patching"))
+    if not st.checkbox(t("Run exact patching of every head × position and every edge to compare"), key="ci_exact"):
+        st.caption(t("Attribution patching is a first-order estimate (gradient × activation difference, one "
+                     "forward and one backward pass); this runs the exact patches it stands for."))
         return
     mlps = not st.session_state.get("ci_heads_only")
     both = job("ci_exact_job", (pair_widgets.pair_key(pair), mlps),
-               "Exact patching of every head × position and every edge", attribution_patching.versus_exact, pair, mlps)
+               t("Exact patching of every head × position and every edge"), attribution_patching.versus_exact, pair, mlps)
     if both is None:
         return
     heads, edges = both
     left, right = st.columns(2)
     left.altair_chart(circuit_charts.estimate_vs_exact(
-        heads.frame(), title=f"heads × positions (denoise): Spearman {heads.spearman:.3f}"), width="content")
+        heads.frame(), title=t("heads × positions (denoise): Spearman {r}", r=f"{heads.spearman:.3f}")), width="content")
     edf = edges.frame().assign(receiving_ld=edges.receiving_ld)
-    right.altair_chart(circuit_charts.estimate_vs_exact(edf, title=f"edges (noise): Spearman {edges.spearman:.3f}"),
+    right.altair_chart(circuit_charts.estimate_vs_exact(edf, title=t("edges (noise): Spearman {r}", r=f"{edges.spearman:.3f}")),
                        width="content")
     ui.download_buttons(edf, None, "edge_attribution", ui.meta_for(ctx), key="ci_ea")
 

@@ -57,6 +57,10 @@ USER_ATTRS = {"name", "text", "prompts", "model_name", "source", "folder", "colu
 INTERNAL_METHODS = {"items", "keys", "values", "itertuples", "isfinite", "sum", "mean", "head", "sort_values"}
 
 
+#: the message catalog's functions (attnkit.i18n): a literal id is attnkit's own text; its fields are checked.
+TRANSLATE_FUNCS = {"t", "nt", "msg", "nmsg"}
+
+
 SAFE_FUNCS = {"plain", "len", "int", "float", "round", "sum", "min", "max", "abs", "range", "sqrt", "nunique"}
 
 
@@ -77,6 +81,8 @@ def _internal(node) -> bool:
         name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
         if name in SAFE_FUNCS:
             return True
+        if name in TRANSLATE_FUNCS:      # t("literal id {x}", x=…): the catalog's text, internal when its fields are
+            return all(_internal(x) for x in node.args) and all(_internal(k.value) for k in node.keywords)
         if name in INTERNAL_METHODS and isinstance(f, ast.Attribute) and _internal(f.value):
             return True
         if name == "join" and isinstance(f, ast.Attribute):       # "sep".join(internal items)

@@ -24,6 +24,7 @@ from typing import Any, Callable
 import streamlit as st
 
 from .caches import JOB_RESULTS_MB, TraceCache, sizeof
+from ..i18n import t
 from .escaping import plain
 
 __all__ = ["JOB_SLOTS", "POLL_S", "WAIT_S", "Stopped", "Job", "Shown", "job", "job_result", "one_line", "duration"]
@@ -155,13 +156,14 @@ class Job:
     def status(self) -> str:
         """One line: what the job is doing, done/total, elapsed, the estimate."""
         if self.state == "waiting":
-            return f"{self.label}: waiting for a free slot ({self.ahead + 1} in line, {JOB_SLOTS} run at once)"
+            return t("{label}: waiting for a free slot ({n} in line, {slots} run at once)", label=self.label,
+                     n=self.ahead + 1, slots=JOB_SLOTS)
         parts = [self.label]
         if self.total:
             parts.append(f"{self.done}/{self.total}")
-        parts.append(f"{duration(self.elapsed)} elapsed")
+        parts.append(t("{time} elapsed", time=duration(self.elapsed)))
         left = self.remaining
-        parts.append("estimating the time left" if left is None else f"about {duration(left)} left")
+        parts.append(t("estimating the time left") if left is None else t("about {time} left", time=duration(left)))
         return " · ".join(parts)
 
     @property
@@ -242,7 +244,7 @@ def job(slot: str, key, label: str, fn, *, auto: bool = True, button: str | None
         pressed = False
         if mine is not None or not auto:
             text = button or label
-            pressed = st.button(plain(f"Run again: {text}" if mine is not None else text), key=f"_ak_run_{slot}")
+            pressed = st.button(plain(t("Run again: {what}", what=text) if mine is not None else text), key=f"_ak_run_{slot}")
         if pressed or (auto and mine is None):
             mine = jobs[slot] = Job(key, label, fn).start()
             mine.join(_wait_s())
@@ -252,16 +254,18 @@ def job(slot: str, key, label: str, fn, *, auto: bool = True, button: str | None
         _poll(slot)
     if held is None or mine is None:
         return None
-    st.caption("Stale: the result below is the previous one, computed for other settings"
-               + ("; the new one is computing." if mine.alive else "."))
+    st.caption(t("Stale: the result below is the previous one, computed for other settings; the new one is computing.")
+               if mine.alive else t("Stale: the result below is the previous one, computed for other settings."))
     return Shown(held[1], False, held[2])
 
 
 def _ended(j: Job) -> None:
     if j.state == "failed":
-        st.error(plain(f"{j.label} failed after {duration(j.elapsed)}: {j.error}"), icon="⚠️")
+        st.error(plain(t("{label} failed after {time}: {error}", label=j.label, time=duration(j.elapsed), error=j.error)),
+                 icon="⚠️")
     else:
-        st.info(plain(f"{j.label} stopped after {duration(j.elapsed)} at {j.done}/{j.total}."), icon="⏹️")
+        st.info(plain(t("{label} stopped after {time} at {done}/{total}.", label=j.label, time=duration(j.elapsed),
+                        done=j.done, total=j.total)), icon="⏹️")
 
 
 @st.fragment(run_every=POLL_S)
@@ -272,7 +276,7 @@ def _poll(slot: str) -> None:
         st.rerun(scope="app")
         return
     st.progress(j.fraction, text=plain(j.status()))  # internal text: a number; the status line is escaped
-    if st.button("Stop", key=f"_ak_stop_{slot}", help="Stop this computation (within about 2 s)."):
+    if st.button(t("Stop"), key=f"_ak_stop_{slot}", help=t("Stop this computation (within about 2 s).")):
         j.stop(wait=2.0)
         st.rerun(scope="app")
 

@@ -15,6 +15,7 @@ import streamlit as st
 from .. import examples
 from .. import patching
 from .. import prompts
+from ..i18n import msg, t
 from .caches import cached_model
 from .escaping import plain, show_error
 from .jobs import job_result
@@ -25,7 +26,7 @@ __all__ = ["CUSTOM", "SET_LIMIT_NOTE", "PromptSet", "pair_key", "patch_job", "pa
            "example_names", "example_state", "fit_example", "direction_radio", "describe_pair", "gap_warning", "pair_inputs", "pairs_from_inputs", "pair_error",
            "prompt_set_upload"]
 
-CUSTOM = "Your own"
+CUSTOM = msg("Your own")
 SET_LIMIT_NOTE = 20            # problems of an upload shown one by one; the rest are counted
 
 
@@ -52,7 +53,13 @@ def fit_example(state, first: str) -> None:
     """Keep the state's example true to its texts (a changed text makes it :data:`CUSTOM`), and one of the
     options (else ``first``)."""
     match_choice(state, "example", examples.EXAMPLES, examples.FIELDS, CUSTOM)
-    state.fit("example", example_names(), first, what="Example", because="not one of the choices")
+    state.fit("example", example_names(), first, what=t("Example"), because=t("not one of the choices"))
+
+
+def _example_label(name: str, checks: dict) -> str:
+    """An example's name in the reader's language (the names are catalog ids), marked when the model does not
+    solve it."""
+    return t(name) if name not in checks or checks[name].solved else t("{name} (not solved)", name=t(name))
 
 
 def _apply_example(prefix: str, more: bool) -> None:
@@ -68,29 +75,38 @@ def pair_inputs(prefix: str, checks: dict, *, more: bool = False):
     (and, with ``more``, another corrupted prompt), the answer and distractor tokens. Returns the row's last
     column, for a page's own control beside them."""
     c0, c1 = st.columns([2.1, 3])          # the Example box holds "Indirect object, names swapped (not solved)"
-    c0.selectbox("Example", example_names(), key=f"{prefix}_example", on_change=_apply_example,
-                 args=(prefix, more), format_func=lambda n: checks[n].label() if n in checks else n,
-                 help=f"Each example is checked against the loaded model: it is solved when the clean run "
-                      f"prefers the answer, the corrupted run does not, and the gap is at least {examples.MARGIN:g} "
-                      "logits. Examples the model does not solve are marked.")
-    c1.text_input("Clean prompt", key=f"{prefix}_clean", max_chars=4000)
-    c1.text_input("Corrupted prompt (same number of tokens)", key=f"{prefix}_corrupt", max_chars=4000)
+    c0.selectbox(t("Example"), example_names(), key=f"{prefix}_example", on_change=_apply_example,
+                 args=(prefix, more), format_func=lambda n: _example_label(n, checks),
+                 help=t("Each example is checked against the loaded model: it is solved when the clean run prefers "
+                        "the answer, the corrupted run does not, and the gap is at least {margin} logits. Examples "
+                        "the model does not solve are marked.", margin=f"{examples.MARGIN:g}"))
+    c1.text_input(t("Clean prompt"), key=f"{prefix}_clean", max_chars=4000)
+    c1.text_input(t("Corrupted prompt (same number of tokens)"), key=f"{prefix}_corrupt", max_chars=4000)
     if more:
-        c1.text_input("Another corrupted prompt (optional: discovery then runs on both pairs)", key=f"{prefix}_more",
-                      max_chars=4000)
+        c1.text_input(t("Another corrupted prompt (optional: discovery then runs on both pairs)"),
+                      key=f"{prefix}_more", max_chars=4000)
     c2, c3, c4 = st.columns([1, 1, 2])
-    c2.text_input("Answer token", key=f"{prefix}_answer", max_chars=100,
-                  help="One token. Without a leading space, ' word' is tried first; the token used is shown.")
-    c3.text_input("Distractor token", key=f"{prefix}_distractor", max_chars=100)
+    c2.text_input(t("Answer token"), key=f"{prefix}_answer", max_chars=100,
+                  help=t("One token. Without a leading space, ' word' is tried first; the token used is shown."))
+    c3.text_input(t("Distractor token"), key=f"{prefix}_distractor", max_chars=100)
     return c4
 
 
 def direction_radio(dg, key: str) -> str:
     """The patching direction (denoise / noise), with what each means."""
-    return dg.radio("Direction", list(patching.DIRECTIONS), key=key, horizontal=True,
-                    help="denoise: run the corrupted prompt and patch one clean activation in (what restores the "
-                         "answer?). noise: run the clean prompt and patch one corrupted activation in (what breaks "
-                         "it?).")
+    return dg.radio(t("Direction"), list(patching.DIRECTIONS), key=key, horizontal=True, format_func=word,
+                    help=t("denoise: run the corrupted prompt and patch one clean activation in (what restores the "
+                           "answer?). noise: run the clean prompt and patch one corrupted activation in (what breaks "
+                           "it?)."))
+
+
+#: The identifiers of runs and directions, as shown (the values stay the identifiers).
+WORDS = {"clean": msg("clean"), "corrupted": msg("corrupted"), "denoise": msg("denoise"), "noise": msg("noise")}
+
+
+def word(name: str) -> str:
+    """A run ("clean", "corrupted") or direction ("denoise", "noise") in the reader's language."""
+    return str(WORDS.get(name, name))
 
 
 def describe_pair(model, pair: patching.Pair) -> None:
@@ -99,14 +115,15 @@ def describe_pair(model, pair: patching.Pair) -> None:
         st.caption(plain(n))
     clean, corrupt = ([show_spaces(t) for t in model.token_texts(ids)] for ids in (pair.clean, pair.corrupt))
     differ = [f"{i} ({clean[i]} → {corrupt[i]})" for i in range(pair.T) if pair.clean[i] != pair.corrupt[i]]
-    st.caption(f"{pair.T} tokens; the prompts differ at position(s) " + plain(", ".join(differ[:8]) or "none") + ".")
+    st.caption(t("{n} tokens; the prompts differ at position(s) {where}.", n=pair.T,
+                 where=plain(", ".join(differ[:8]) or t("none"))))
 
 
 def gap_warning(clean_ld: float, corrupt_ld: float) -> None:
     """A warning when the logit differences leave nothing (or too little) to normalise by."""
     if abs(clean_ld - corrupt_ld) < patching.MIN_GAP:
-        st.warning("The clean and corrupted runs give the same logit difference: nothing to normalise against "
-                   "(the maps show NaN). Pick prompts that differ in what the answer depends on.", icon="⚠️")
+        st.warning(t("The clean and corrupted runs give the same logit difference: nothing to normalise against "
+                     "(the maps show NaN). Pick prompts that differ in what the answer depends on."), icon="⚠️")
     elif (why := examples.Check("", clean_ld, corrupt_ld).warning()) is not None:
         st.warning(plain(why), icon="⚠️")
 
@@ -119,7 +136,7 @@ def pair_error(err: patching.PatchError) -> str:
 def _show_pair_error(err: patching.PatchError) -> None:
     show_error(pair_error(err))
     if err.table is not None:
-        st.caption("The two tokenizations side by side (✗ marks positions that differ):")
+        st.caption(t("The two tokenizations side by side (✗ marks positions that differ):"))
         st.dataframe(pd.DataFrame(err.table).assign(same=lambda d: np.where(d["same"], "", "✗")),
                      hide_index=True, width="stretch", height=min(420, 38 + 35 * len(err.table)))
 
@@ -162,15 +179,14 @@ def _make_pairs(model, got: prompts.PairSet, bos: int | None) -> tuple[PromptSet
 def prompt_set_upload(prefix: str, model, bos: int | None = None) -> PromptSet | None:
     """The upload of a prompt set (.csv / .jsonl with the fields of :data:`attnkit.prompts.PAIR_FIELDS`),
     kept in the session; rows left out are warned about one line each. None until a usable file is there."""
-    fields = ", ".join(prompts.PAIR_FIELDS)
-    up = st.file_uploader(f"Prompt set: .csv or .jsonl with columns {fields}", type=["csv", "jsonl"],
+    up = st.file_uploader(t("Prompt set: .csv or .jsonl with columns {fields}", fields=", ".join(prompts.PAIR_FIELDS)), type=["csv", "jsonl"],
                           key=f"{prefix}_upload")
     if up is not None:
         st.session_state[f"{prefix}_upload_data"] = (up.name, up.getvalue())
     stored = st.session_state.get(f"{prefix}_upload_data")
     if stored is None:
-        st.caption("No file yet. Each row: a clean prompt, a corrupted prompt of the same token length, an answer "
-                   f"token and a distractor token (at most {prompts.MAX_PAIRS} pairs are used).")
+        st.caption(t("No file yet. Each row: a clean prompt, a corrupted prompt of the same token length, an answer "
+                     "token and a distractor token (at most {n} pairs are used).", n=prompts.MAX_PAIRS))
         return None
     try:
         got = prompts.read_pairs(*stored)
@@ -181,9 +197,9 @@ def prompt_set_upload(prefix: str, model, bos: int | None = None) -> PromptSet |
     for p in problems[:SET_LIMIT_NOTE]:
         st.warning(plain(p), icon="⚠️")
     if len(problems) > SET_LIMIT_NOTE:
-        st.caption(f"… and {len(problems) - SET_LIMIT_NOTE} more rows skipped.")
+        st.caption(t("… and {n} more rows skipped.", n=len(problems) - SET_LIMIT_NOTE))
     if not pset.pairs:
-        show_error("No usable pairs in the file.")
+        show_error(t("No usable pairs in the file."))
         return None
     return pset
 
@@ -214,4 +230,4 @@ def patch_set_job(ctx, slot: str, pairs: list, target: str, per_position: bool, 
                                progress=lambda d, t, i=i: progress(i * t + d, len(pairs) * t))
                 for i, pr in enumerate(pairs)]
     return job_result(slot, (ctx.model_name, ctx.device, tuple(map(pair_key, pairs)), target, per_position, direction),
-                      f"Patching {len(pairs)} pairs", work)
+                      t("Patching {n} pairs", n=len(pairs)), work)

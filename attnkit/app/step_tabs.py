@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from .. import steps as head_steps
+from ..i18n import t
 from ..charts import steps as step_charts
 from .context import Context
 from .escaping import show_error
@@ -15,29 +16,31 @@ from .state import PageState
 
 def seed_examples() -> None:
     """The seeds' 4×4 causal example and the three-token demo (X used as Q, K and V)."""
-    st.subheader("The 4×4 example: every score row is [1, 2, 3, 4], plus the causal mask")
+    st.subheader(t("The 4×4 example: every score row is [1, 2, 3, 4], plus the causal mask"))
     ex = head_steps.seed_causal_4x4()
     cols = st.columns(4)
-    for col, (key, title) in zip(cols, (("scores", "scores"), ("mask", "M (causal mask)"),
-                                        ("masked", "scores + M"), ("pattern", "softmax(scores + M)"))):
+    for col, (key, title) in zip(cols, (("scores", t("scores")), ("mask", t("M (causal mask)")),
+                                        ("masked", t("scores + M")), ("pattern", "softmax(scores + M)"))):
         col.altair_chart(step_charts.matrix_chart(ex[key], title=title, digits=3), width="content")
-    st.caption("Row sums of the softmax: " + ", ".join(f"{float(s):.6f}" for s in ex["pattern"].sum(-1)) +
-               ". The seed's rounded values: 1 · 0.269 0.731 · 0.090 0.245 0.665 · 0.032 0.087 0.237 0.644.")
+    st.caption(t("Row sums of the softmax: {sums}. The seed's rounded values: {seed}.",
+                 sums=", ".join(f"{float(s):.6f}" for s in ex["pattern"].sum(-1)),
+                 seed="1 · 0.269 0.731 · 0.090 0.245 0.665 · 0.032 0.087 0.237 0.644"))
 
-    st.subheader("The three-token demo: X used directly as Q, K and V")
-    st.markdown("X's rows are the seed's '猫', '坐', '垫子上' (4 dimensions). As in the seed's code "
-                "(`scores = q·kᵀ / np.sqrt(d_k)`), the scores are divided by √d_k = √4 = 2. "
-                "The seed runs it without a mask; with the causal mask added, token 0 can only see itself.")
+    st.subheader(t("The three-token demo: X used directly as Q, K and V"))
+    st.markdown(t("X's rows are the seed's '猫', '坐', '垫子上' (4 dimensions). As in the seed's code "
+                  "(`scores = q·kᵀ / np.sqrt(d_k)`), the scores are divided by √d_k = √4 = 2. "
+                  "The seed runs it without a mask; with the causal mask added, token 0 can only see itself."))
     names = ["0 猫", "1 坐", "2 垫子上"]
     dims = [f"d{j}" for j in range(4)]
     plain, causal = head_steps.seed_three_tokens(False), head_steps.seed_three_tokens(True)
     c = st.columns(2)
     c[0].altair_chart(step_charts.matrix_chart(plain["X"], names, dims, "X (= Q = K = V)"), width="content")
     c[1].altair_chart(step_charts.matrix_chart(plain["scores"], names, names, "X·Xᵀ / √4"), width="content")
-    for label, r in (("without mask", plain), ("with the causal mask", causal)):
+    for label, r in ((t("without mask"), plain), (t("with the causal mask"), causal)):
         c = st.columns(2)
-        c[0].altair_chart(step_charts.matrix_chart(r["pattern"], names, names, f"softmax weights, {label}"), width="content")
-        c[1].altair_chart(step_charts.matrix_chart(r["output"], names, dims, f"output = weights·V, {label}"),
+        c[0].altair_chart(step_charts.matrix_chart(r["pattern"], names, names, t("softmax weights, {how}", how=label)),
+                          width="content")
+        c[1].altair_chart(step_charts.matrix_chart(r["output"], names, dims, t("output = weights·V, {how}", how=label)),
                           width="content")
 
 
@@ -45,51 +48,51 @@ def kv_cache(ctx: Context, state: PageState) -> None:
     """Greedy decoding with and without the KV cache: the same tokens, the work each saves."""
     cfg, ids = ctx.model.config, ctx.ids
     T = len(ids)
-    st.markdown("Greedy decoding with and without the KV cache. With it, each step feeds only the newest token "
-                "and reuses the keys and values of every earlier position; without it each step recomputes "
-                "the whole sequence. Both must choose the same tokens.")
+    st.markdown(t("Greedy decoding with and without the KV cache. With it, each step feeds only the newest token "
+                  "and reuses the keys and values of every earlier position; without it each step recomputes "
+                  "the whole sequence. Both must choose the same tokens."))
     room = cfg.n_ctx - 1
     k1, k2, k3 = st.columns(3)
-    state.fit("kv_n", range(1, max(1, min(32, room)) + 1), min(8, room), what="Tokens to generate",
-              because=f"1 to {max(1, min(32, room))} here")
-    n_new = k1.number_input("Tokens to generate", 1, max(1, min(32, room)), key="st_kv_n")
+    state.fit("kv_n", range(1, max(1, min(32, room)) + 1), min(8, room), what=t("Tokens to generate"),
+              because=t("1 to {n} here", n=max(1, min(32, room))))
+    n_new = k1.number_input(t("Tokens to generate"), 1, max(1, min(32, room)), key="st_kv_n")
     most = max(1, min(T, cfg.n_ctx - n_new))
-    state.fit("kv_len", range(1, most + 1), min(most, 256), what="Prompt tokens used",
-              because=f"the prompt and the new tokens fit in {most} + {n_new} positions")
-    n_prompt = k2.number_input("Prompt tokens used", 1, most, key="st_kv_len",
-                               help="Without the cache every step reruns the whole sequence: on a CPU a long "
-                                    "prompt makes that slow (which is the point, but takes a while).")
-    check = k3.checkbox("Also check the cached K/V rows against a full rerun", value=n_prompt <= 256,
+    state.fit("kv_len", range(1, most + 1), min(most, 256), what=t("Prompt tokens used"),
+              because=t("the prompt and the new tokens fit in {most} + {n} positions", most=most, n=n_new))
+    n_prompt = k2.number_input(t("Prompt tokens used"), 1, most, key="st_kv_len",
+                               help=t("Without the cache every step reruns the whole sequence: on a CPU a long "
+                                      "prompt makes that slow (which is the point, but takes a while)."))
+    check = k3.checkbox(t("Also check the cached K/V rows against a full rerun"), value=n_prompt <= 256,
                         key="st_kv_check")
     prompt = ids[: int(n_prompt)]
     if len(prompt) < len(ids):
-        st.caption(f"Using the first {len(prompt):,} of the prompt's {T:,} tokens.")
+        st.caption(t("Using the first {n} of the prompt's {total} tokens.", n=f"{len(prompt):,}", total=f"{T:,}"))
     kv_key = (ctx.model_name, ctx.device, tuple(prompt), int(n_new), bool(check))
-    if st.button("Generate both ways", key="st_kv_go", type="primary"):
-        with st.spinner(f"Generating {n_new} tokens twice …"):
+    if st.button(t("Generate both ways"), key="st_kv_go", type="primary"):
+        with st.spinner(t("Generating {n} tokens twice …", n=n_new)):
             try:
                 st.session_state["st_kv_result"] = (kv_key, head_steps.kv_cache_demo(ctx.model.weights, prompt, int(n_new),
                                                                             check_rows=bool(check)))
             except Exception as e:
-                show_error(f"Generation failed: {e.__class__.__name__}: {str(e)[:200]}")
+                show_error(t("Generation failed: {error}", error=f"{e.__class__.__name__}: {str(e)[:200]}"))
     stored = st.session_state.get("st_kv_result")
     if stored is not None and stored[0] == kv_key:
         kv = stored[1]
         if kv.tokens_match:
             rows = ("" if kv.max_kv_diff != kv.max_kv_diff else
-                    f"; cached K/V rows equal a fresh full run within {kv.max_kv_diff:.1e}")
-            st.success(f"Same {n_new} tokens with and without the cache (largest next-token logit difference "
-                       f"{kv.max_logit_diff:.1e}{rows}).", icon="✅")
+                    "; " + t("cached K/V rows equal a fresh full run within {d}", d=f"{kv.max_kv_diff:.1e}"))
+            st.success(t("Same {n} tokens with and without the cache (largest next-token logit difference {d}{rows}).",
+                         n=n_new, d=f"{kv.max_logit_diff:.1e}", rows=rows), icon="✅")
         else:
-            st.error("The tokens differ between the cached and the uncached run.", icon="❌")
-        st.text("generated (cache):    " + repr("".join(ctx.model.token_strs(kv.tokens_cached))))
-        st.text("generated (no cache): " + repr("".join(ctx.model.token_strs(kv.tokens_full))))
+            st.error(t("The tokens differ between the cached and the uncached run."), icon="❌")
+        st.text(t("generated (cache):") + "    " + repr("".join(ctx.model.token_strs(kv.tokens_cached))))
+        st.text(t("generated (no cache):") + " " + repr("".join(ctx.model.token_strs(kv.tokens_full))))
         st.dataframe(kv.summary(), hide_index=True, width="stretch",
                      column_config={"seconds": st.column_config.NumberColumn(format="%.4f"),
                                     "GFLOP": st.column_config.NumberColumn(format="%.4f")})
-        st.caption("GFLOP counts the matrix products (2 per multiply-add): projections, q·kᵀ, weights·v, MLP "
-                   "and the unembedding of every fed position. Seconds are wall-clock on a shared machine and "
-                   "include step 0, which in both modes runs the whole prompt.")
+        st.caption(t("GFLOP counts the matrix products (2 per multiply-add): projections, q·kᵀ, weights·v, MLP "
+                     "and the unembedding of every fed position. Seconds are wall-clock on a shared machine and "
+                     "include step 0, which in both modes runs the whole prompt."))
         st.altair_chart(step_charts.kv_rows_chart(kv.steps), width="stretch")
         shown = kv.steps[["step", "predicts position", "fed (cache)", "reused rows", "new rows",
                           "fed (no cache)", "GFLOP (cache)", "GFLOP (no cache)", "seconds (cache)",
@@ -98,7 +101,7 @@ def kv_cache(ctx: Context, state: PageState) -> None:
         download_buttons(kv.steps, None, stem="kv_cache_steps", meta=meta_for(ctx, n_new=int(n_new)),
                             key="kv")
     else:
-        st.info("Press the button to run both decodings.")
+        st.info(t("Press the button to run both decodings."))
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -111,32 +114,33 @@ def symmetry(ctx: Context, state: PageState, layer: int, head: int, resid, label
     """x̂·x̂ᵀ (symmetric, heavy diagonal) beside one head's q·kᵀ on this prompt."""
     ids = ctx.ids
     T = len(ids)
-    st.markdown(
+    st.markdown(t(
         "The seed's argument: scoring with the raw vectors, X·Xᵀ, gives a **symmetric** matrix (t_i·t_j = t_j·t_i, "
         "so 'A looks at B' equals 'B looks at A') with a **heavy diagonal** (a vector is most similar to itself). "
-        f"Separate W_Q and W_K break both. Here on this prompt, layer {layer}: x̂·x̂ᵀ (x̂ = ln_1 of the layer input) "
-        f"beside head {head}'s q·kᵀ (before scale and mask).")
-    with st.spinner("Computing x̂·x̂ᵀ and q·kᵀ …"):
+        "Separate W_Q and W_K break both. Here on this prompt, layer {layer}: x̂·x̂ᵀ (x̂ = ln_1 of the layer input) "
+        "beside head {head}'s q·kᵀ (before scale and mask).", layer=layer, head=head))
+    with st.spinner(t("Computing x̂·x̂ᵀ and q·kᵀ …")):
         sym = _symmetry(ctx.model_name, ctx.device, tuple(ids), layer, head, ctx.model.weights, resid)
-    table = pd.DataFrame([{"matrix": "x̂·x̂ᵀ", **sym["xx_stats"]}, {"matrix": f"q·kᵀ (head {head})",
+    table = pd.DataFrame([{"matrix": "x̂·x̂ᵀ", **sym["xx_stats"]}, {"matrix": t("q·kᵀ (head {head})", head=head),
                                                                     **sym["qk_stats"]}])
     st.dataframe(table, hide_index=True, width="stretch",
                  column_config={"asymmetry": st.column_config.NumberColumn("‖S−Sᵀ‖/‖S‖", format="%.4f"),
                                 "diagonal share": st.column_config.NumberColumn(
-                                    "queries whose top visible key is itself", format="%.3f"),
+                                    t("queries whose top visible key is itself"), format="%.3f"),
                                 "diagonal ratio": st.column_config.NumberColumn(
-                                    "mean diagonal / mean |off-diagonal|", format="%.3f")})
+                                    t("mean diagonal / mean |off-diagonal|"), format="%.3f"),
+                                "matrix": st.column_config.TextColumn(t("matrix"))})
     W = 32
     start = 0
     if T > W:
-        state.fit("sym_start", range(0, T - W + 1), 0, what="Window start", because=f"the prompt has {T} tokens")
-        start = st.slider("Window start (the matrices are drawn for 32 tokens at a time; the numbers above use "
-                          "the whole prompt)", 0, T - W, key="st_sym_start")
+        state.fit("sym_start", range(0, T - W + 1), 0, what=t("Window start"), because=t("the prompt has {n} tokens", n=T))
+        start = st.slider(t("Window start (the matrices are drawn for 32 tokens at a time; the numbers above use "
+                            "the whole prompt)"), 0, T - W, key="st_sym_start")
     win = slice(start, start + W)
     wl = labels[win]
     c = st.columns(2)
     small = min(T, W) <= 10
-    c[0].altair_chart(step_charts.matrix_chart(sym["xx"][win, win], wl, wl, "x̂·x̂ᵀ (symmetric)", digits=1, text=small,
+    c[0].altair_chart(step_charts.matrix_chart(sym["xx"][win, win], wl, wl, t("x̂·x̂ᵀ (symmetric)"), digits=1, text=small,
                                      diverging=True, size=18), width="content")
-    c[1].altair_chart(step_charts.matrix_chart(sym["qk"][win, win], wl, wl, f"q·kᵀ, head {head} (asymmetric)", digits=1,
+    c[1].altair_chart(step_charts.matrix_chart(sym["qk"][win, win], wl, wl, t("q·kᵀ, head {head} (asymmetric)", head=head), digits=1,
                                      text=small, diverging=True, size=18), width="content")

@@ -2,6 +2,7 @@
 :mod:`attnkit.ablations` (a :class:`Metric` names its series), never label strings."""
 from __future__ import annotations
 
+import json
 import math
 import textwrap
 
@@ -10,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..ablations import Unavailable
+from ..i18n import status_label, t
 
 __all__ = ["layer_metric_frame", "layer_metric_chart", "sweep_frame", "sweep_chart", "head_map_frame",
            "head_map_chart", "position_frame", "position_chart", "evidence_frame", "claims_frame"]
@@ -33,18 +35,27 @@ def layer_metric_chart(df: pd.DataFrame, metric) -> alt.Chart:
         data = data[data["value"] > 0]
     # the metric's name as the chart's title, wrapped to the narrow column (not as an axis title longer
     # than the axis, which the chart would cut off)
-    name = metric.title + (" (log scale)" if metric.log else "")
+    name = str(metric.title) + (" " + t("(log scale)") if metric.log else "")
     base = alt.Chart(data, title=alt.TitleParams(textwrap.wrap(name, 30), anchor="start"))
     mark = base.mark_point(filled=True, size=90) if metric.log else base.mark_bar()
     return mark.encode(
-        x=alt.X("layer:O", title="layer"),
+        x=alt.X("layer:O", title=t("layer")),
         xOffset=alt.XOffset("run:N", sort=_RUNS),
         y=alt.Y("value:Q", title=None,
                 scale=alt.Scale(type="log") if metric.log else alt.Undefined),
-        color=alt.Color("run:N", sort=_RUNS, scale=alt.Scale(domain=_RUNS, range=_RUN_COLOURS)),
+        color=alt.Color("run:N", sort=_RUNS, scale=alt.Scale(domain=_RUNS, range=_RUN_COLOURS), title=t("run"),
+                        legend=alt.Legend(labelExpr=_run_labels())),
         opacity=alt.condition("datum['in scope']", alt.value(1.0), alt.value(0.35)),
-        tooltip=["layer:O", "run:N", alt.Tooltip("value:Q", format=".4g"), "in scope:N"],
+        tooltip=[alt.Tooltip("layer:O", title=t("layer")), alt.Tooltip("run:N", title=t("run")),
+                 alt.Tooltip("value:Q", format=".4g", title=t("value")),
+                 alt.Tooltip("in scope:N", title=t("in scope"))],
     ).properties(height=260)
+
+
+def _run_labels() -> str:
+    """A Vega expression showing the runs (data values "baseline"/"ablated") in the reader's language."""
+    return (f"datum.label == 'baseline' ? {json.dumps(t('baseline'))} : "
+            f"datum.label == 'ablated' ? {json.dumps(t('ablated'))} : datum.label")
 
 
 def _effect_cols(e) -> dict:
@@ -61,12 +72,14 @@ def sweep_frame(sweep) -> pd.DataFrame:
 def sweep_chart(df: pd.DataFrame, title: str) -> alt.Chart:
     """Loss change (nats/token) with each layer ablated alone, and all, with 95 % intervals."""
     order = list(df["scope"])
-    base = alt.Chart(df, title=title).encode(x=alt.X("scope:N", sort=order, title=None))
+    base = alt.Chart(df, title=str(title)).encode(x=alt.X("scope:N", sort=order, title=None))
     bars = base.mark_bar().encode(
-        y=alt.Y("increase:Q", title="Δ loss (nats/token), 95 % interval"),
+        y=alt.Y("increase:Q", title=t("Δ loss (nats/token), 95 % interval")),
         color=alt.condition("datum.increase > 0", alt.value("#e45756"), alt.value("#4c78a8")),
-        tooltip=["scope:N", alt.Tooltip("nats/token:Q", format=".4f"), alt.Tooltip("increase:Q", format="+.4f"),
-                 alt.Tooltip("low:Q", format="+.4f"), alt.Tooltip("high:Q", format="+.4f")])
+        tooltip=[alt.Tooltip("scope:N", title=t("scope")), alt.Tooltip("nats/token:Q", format=".4f", title=t("nats/token")),
+                 alt.Tooltip("increase:Q", format="+.4f", title=t("increase")),
+                 alt.Tooltip("low:Q", format="+.4f", title=t("95 % low")),
+                 alt.Tooltip("high:Q", format="+.4f", title=t("95 % high"))])
     whiskers = base.mark_rule(color="black").encode(y="low:Q", y2="high:Q")
     return (bars + whiskers).properties(height=280)
 
@@ -95,17 +108,17 @@ def head_map_chart(df: pd.DataFrame, title: str) -> alt.Chart:
     m = _symmetric_limit(df["increase"].to_numpy())
     n_heads = int(df["head"].max()) + 1 if len(df) else 1
     cell_w = max(44, min(72, 900 // max(n_heads, 1)))
-    base = alt.Chart(df, title=title).encode(
-        x=alt.X("head:O", title="head", axis=alt.Axis(labelAngle=0, labelExpr="'H' + datum.value")),
-        y=alt.Y("layer:O", title="layer", axis=alt.Axis(labelExpr="'L' + datum.value")))
+    base = alt.Chart(df, title=str(title)).encode(
+        x=alt.X("head:O", title=t("head"), axis=alt.Axis(labelAngle=0, labelExpr="'H' + datum.value")),
+        y=alt.Y("layer:O", title=t("layer"), axis=alt.Axis(labelExpr="'L' + datum.value")))
     rect = base.mark_rect(stroke="white", strokeWidth=0.5).encode(
-        color=alt.Color("increase:Q", title="Δ loss (nats/token)",
+        color=alt.Color("increase:Q", title=t("Δ loss (nats/token)"),
                         scale=alt.Scale(scheme="redblue", domain=[-m, m], reverse=True, clamp=True, nice=False),
                         legend=alt.Legend(values=[-m, -m / 2, 0, m / 2, m], format="+.2~f", gradientLength=220,
                                           direction="vertical")),
-        tooltip=[alt.Tooltip("name:N", title="head"), alt.Tooltip("increase:Q", format="+.4f", title="Δ loss"),
-                 alt.Tooltip("low:Q", format="+.4f", title="95 % low"),
-                 alt.Tooltip("high:Q", format="+.4f", title="95 % high")])
+        tooltip=[alt.Tooltip("name:N", title=t("head")), alt.Tooltip("increase:Q", format="+.4f", title=t("Δ loss")),
+                 alt.Tooltip("low:Q", format="+.4f", title=t("95 % low")),
+                 alt.Tooltip("high:Q", format="+.4f", title=t("95 % high"))])
     text = base.mark_text(fontSize=11).encode(
         text=alt.Text("increase:Q", format="+.3f"),
         color=alt.condition(f"abs(datum.increase) > {m * 0.55}", alt.value("white"), alt.value("black")))
@@ -122,24 +135,27 @@ def position_frame(result, labels: list[str] | None = None) -> pd.DataFrame:
 def position_chart(df: pd.DataFrame) -> alt.Chart:
     """No mask: relative change of each position's logits once the future is visible."""
     return (
-        alt.Chart(df, title="Relative logit change per position, mask removed")
+        alt.Chart(df, title=t("Relative logit change per position, mask removed"))
         .mark_line(point=True)
         .encode(
-            x=alt.X("position:Q", title="position"),
+            x=alt.X("position:Q", title=t("position")),
             y=alt.Y("relative_change:Q", title="‖Δlogits‖ / ‖logits‖"),
-            tooltip=["position:Q", "token:N", alt.Tooltip("relative_change:Q", format=".4g"),
-                     alt.Tooltip("top1_changed:Q", format=".2f"), "texts:Q"],
+            tooltip=[alt.Tooltip("position:Q", title=t("position")), alt.Tooltip("token:N", title=t("token")),
+                     alt.Tooltip("relative_change:Q", format=".4g", title=t("relative change")),
+                     alt.Tooltip("top1_changed:Q", format=".2f", title=t("top-1 changed")),
+                     alt.Tooltip("texts:Q", title=t("texts"))],
         )
         .properties(height=240)
     )
 
 
 def evidence_frame(result) -> pd.DataFrame:
-    """The mechanism checks of a Result: what, baseline, ablated, expected, holds."""
-    return pd.DataFrame([{"check": str(e.what), "unit": str(e.unit), "baseline": e.baseline, "ablated": e.ablated,
-                          "expected": str(e.expect),
-                          "holds": {True: "yes", False: "no", None: "not measurable"}[e.holds]}
-                         for e in result.evidence], columns=["check", "unit", "baseline", "ablated", "expected", "holds"])
+    """The mechanism checks of a Result: what, unit, baseline, ablated, expected, holds (headers and words in
+    the reader's language)."""
+    cols = [t("check"), t("unit"), t("baseline"), t("ablated"), t("expected"), t("holds")]
+    holds = {True: t("yes"), False: t("no"), None: t("not measurable")}
+    return pd.DataFrame([dict(zip(cols, (str(e.what), str(e.unit), e.baseline, e.ablated, str(e.expect), holds[e.holds])))
+                         for e in result.evidence], columns=cols)
 
 
 def claims_frame(results) -> pd.DataFrame:
@@ -147,9 +163,9 @@ def claims_frame(results) -> pd.DataFrame:
     recs = []
     for r in results:
         if isinstance(r, Unavailable):
-            recs.append({"intervention": r.label, "claim": "", "verdict": "unavailable", "effect": "",
-                         "measured": r.reason})
+            recs.append({"intervention": str(r.label), "claim": "", "verdict": str(status_label("unavailable")),
+                         "effect": "", "measured": str(r.reason)})
         else:
-            recs.append({"intervention": r.label, "claim": r.claim, "verdict": r.verdict.status,
-                         "effect": str(r.effect) if r.effect else "n/a", "measured": str(r.verdict.text)})
+            recs.append({"intervention": str(r.label), "claim": str(r.claim), "verdict": str(status_label(r.verdict.status)),
+                         "effect": str(r.effect) if r.effect else t("n/a"), "measured": str(r.verdict.text)})
     return pd.DataFrame(recs, columns=["intervention", "claim", "verdict", "effect", "measured"])

@@ -7,6 +7,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from ..i18n import t
 from ..standard import parse_head
 from .heatmaps import PAD
 
@@ -34,17 +35,18 @@ def composition_matrix(comp, mode: str = "k", *, title: str | None = None,
     senders = [x for x in lab if x in set(d["sender"])]
     receivers = [x for x in lab if x in set(d["receiver"])]
     cell = max(6, min(22, 720 // max(len(receivers), 1)))
-    title = title or (f"{mode.upper()}-composition (sender → receiver); random baseline mean {b['mean']:.3f}, "
-                      f"99th percentile {b['q99']:.3f}")
-    base = alt.Chart(d, title=title).encode(
-        x=alt.X("receiver:N", sort=receivers, title="receiver head"),
-        y=alt.Y("sender:N", sort=senders, title="sender head"))
-    tips = [alt.Tooltip("sender:N"), alt.Tooltip("receiver:N"), alt.Tooltip("score:Q", format=".4f"),
-            alt.Tooltip("above_baseline:Q", format="+.4f", title="score − baseline mean"),
-            alt.Tooltip("beyond_q99:N", title="above the baseline's 99th percentile")]
+    title = title or t("{mode}-composition (sender → receiver); random baseline mean {mean}, 99th percentile {q99}",
+                       mode=mode.upper(), mean=f"{b['mean']:.3f}", q99=f"{b['q99']:.3f}")
+    base = alt.Chart(d, title=str(title)).encode(
+        x=alt.X("receiver:N", sort=receivers, title=t("receiver head")),
+        y=alt.Y("sender:N", sort=senders, title=t("sender head")))
+    tips = [alt.Tooltip("sender:N", title=t("sender")), alt.Tooltip("receiver:N", title=t("receiver")),
+            alt.Tooltip("score:Q", format=".4f", title=t("score")),
+            alt.Tooltip("above_baseline:Q", format="+.4f", title=t("score − baseline mean")),
+            alt.Tooltip("beyond_q99:N", title=t("above the baseline's 99th percentile"))]
     top = float(max(d["score"].max(), b["q99"])) if len(d) else 1.0
     rect = base.mark_rect().encode(
-        color=alt.Color("score:Q", title=f"{mode.upper()}-composition",
+        color=alt.Color("score:Q", title=t("{mode}-composition", mode=mode.upper()),
                         scale=alt.Scale(scheme="viridis", domain=[b["mean"], top], clamp=True)), tooltip=tips)
     ring = base.transform_filter("datum.beyond_q99").mark_rect(fillOpacity=0, stroke="white", strokeWidth=0.6)
     return alt.layer(rect, ring).properties(width=cell * len(receivers), height=cell * len(senders), autosize=PAD)
@@ -80,17 +82,18 @@ def circuit_graph(edges, n_layers: int, n_heads: int, *, title: str = "", width:
                           for n in names], columns=["node", "x", "y"])
     xs = alt.Scale(domain=[-0.8, n_heads + 1.3])
     ys = alt.Scale(domain=[-1.5, n_layers + 0.5])
-    lines = alt.Chart(e, title=title).mark_rule(opacity=0.7).encode(
-        x=alt.X("x:Q", scale=xs, title="head"), y=alt.Y("y:Q", scale=ys, title="layer"), x2="x2:Q", y2="y2:Q",
-        color=alt.Color("input:N", title="receiver input",
+    lines = alt.Chart(e, title=str(title)).mark_rule(opacity=0.7).encode(
+        x=alt.X("x:Q", scale=xs, title=t("head")), y=alt.Y("y:Q", scale=ys, title=t("layer")), x2="x2:Q", y2="y2:Q",
+        color=alt.Color("input:N", title=t("receiver input"),
                         scale=alt.Scale(domain=list(_INPUT_COLOURS), range=list(_INPUT_COLOURS.values()))),
         strokeWidth=alt.StrokeWidth("abs_score:Q", title="|score|", scale=alt.Scale(range=[0.5, 6])),
-        tooltip=["sender:N", "receiver:N", alt.Tooltip("score:Q", format="+.4f"), "input:N"])
+        tooltip=[alt.Tooltip("sender:N", title=t("sender")), alt.Tooltip("receiver:N", title=t("receiver")),
+                 alt.Tooltip("score:Q", format="+.4f", title=t("score")), alt.Tooltip("input:N", title=t("input"))])
     if select_edge:
         lines = lines.add_params(alt.selection_point(name=select_edge, fields=["sender", "receiver"], on="click",
                                                      clear=False))
     dots = alt.Chart(nodes).mark_circle(size=260, color="#444").encode(
-        x=alt.X("x:Q", scale=xs), y=alt.Y("y:Q", scale=ys), tooltip=["node:N"])
+        x=alt.X("x:Q", scale=xs), y=alt.Y("y:Q", scale=ys), tooltip=[alt.Tooltip("node:N", title=t("node"))])
     if select_node:
         dots = dots.add_params(alt.selection_point(name=select_node, fields=["node"], on="click", clear=False))
     text = alt.Chart(nodes).mark_text(dy=-14, fontSize=10).encode(x="x:Q", y="y:Q", text="node:N")
@@ -102,27 +105,29 @@ def faithfulness_curve(circuit, *, title: str = "") -> alt.LayerChart:
     """Share of the clean logit difference recovered against the number of edges kept (log scale)."""
     d = circuit.curve_frame()
     d = d[d["edges"] > 0]
-    line = alt.Chart(d, title=title or f"faithfulness ({circuit.ablation} ablation of every other edge)").mark_line(
+    how = {"resample": t("corrupted output"), "mean": t("mean output")}.get(circuit.ablation, circuit.ablation)
+    line = alt.Chart(d, title=str(title or t("faithfulness ({how} ablation of every other edge)", how=how))).mark_line(
         point=True).encode(
-        x=alt.X("edges:Q", scale=alt.Scale(type="log"), title="edges kept (top by |edge attribution|)"),
+        x=alt.X("edges:Q", scale=alt.Scale(type="log"), title=t("edges kept (top by |edge attribution|)")),
         y=alt.Y("faithfulness:Q", title="LD(circuit) / LD(clean)"),
-        tooltip=["edges:Q", alt.Tooltip("faithfulness:Q", format=".3f")])
+        tooltip=[alt.Tooltip("edges:Q", title=t("edges")), alt.Tooltip("faithfulness:Q", format=".3f", title=t("faithfulness"))])
     target = alt.Chart(pd.DataFrame({"y": [circuit.target]})).mark_rule(strokeDash=[4, 4], color="grey").encode(
         y="y:Q")
     empty = alt.Chart(pd.DataFrame({"y": [circuit.empty_ld / circuit.clean_ld if circuit.clean_ld else 0.0]})
                       ).mark_rule(color="#d62728", strokeDash=[2, 2]).encode(y="y:Q", tooltip=[
-                          alt.Tooltip("y:Q", title="every edge ablated", format=".3f")])
+                          alt.Tooltip("y:Q", title=t("Every edge ablated"), format=".3f")])
     pick = alt.Chart(pd.DataFrame({"edges": [max(circuit.size, 1)], "faithfulness": [
         circuit.share]})).mark_point(
         size=160, shape="diamond", filled=True, color="#ff7f0e").encode(
-        x="edges:Q", y="faithfulness:Q", tooltip=["edges:Q", alt.Tooltip("faithfulness:Q", format=".3f")])
+        x="edges:Q", y="faithfulness:Q", tooltip=[alt.Tooltip("edges:Q", title=t("edges")),
+                                                  alt.Tooltip("faithfulness:Q", format=".3f", title=t("faithfulness"))])
     return alt.layer(line, target, empty, pick).properties(width=560, height=300, autosize=PAD)
 
 
 def estimate_vs_exact(df: pd.DataFrame, label: str = "name", *, title: str = "") -> alt.Chart:
     """Attribution-patching estimate against exact patching (columns ``estimate``, ``exact``, ``label``)."""
-    return alt.Chart(df, title=title).mark_circle(size=30, opacity=0.6).encode(
-        x=alt.X("exact:Q", title="exact patching"), y=alt.Y("estimate:Q", title="attribution patching"),
+    return alt.Chart(df, title=str(title)).mark_circle(size=30, opacity=0.6).encode(
+        x=alt.X("exact:Q", title=t("exact patching")), y=alt.Y("estimate:Q", title=t("attribution patching")),
         tooltip=[c for c in df.columns if df[c].dtype == object] + [alt.Tooltip("exact:Q", format="+.4f"),
                                                                    alt.Tooltip("estimate:Q", format="+.4f")]
     ).properties(width=420, height=420, autosize=PAD)

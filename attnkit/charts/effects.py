@@ -13,6 +13,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from ..i18n import t
 from ..weights import head_name
 from .heatmaps import CELL_TEXT_PX, CONTENT_WIDTH, MIN_TEXT_CELL, PAD
 
@@ -46,8 +47,8 @@ def head_map(df: pd.DataFrame, value: str = "normalised", *, title: str = "", se
     d["cell"] = [head_name(int(l), int(h)) for l, h in zip(d["layer"], d["head"])]
     L, H = int(d["layer"].max()) + 1, int(d["head"].max()) + 1
     cell = max(18, min(46, width // max(H, 1)))
-    base = alt.Chart(d, title=title).encode(x=alt.X("head:O", title="head"), y=alt.Y("layer:O", title="layer"))
-    tips = [alt.Tooltip("cell:N", title="head"), alt.Tooltip(f"{value}:Q", format=".4f")]
+    base = alt.Chart(d, title=str(title)).encode(x=alt.X("head:O", title=t("head")), y=alt.Y("layer:O", title=t("layer")))
+    tips = [alt.Tooltip("cell:N", title=t("head")), alt.Tooltip(f"{value}:Q", format=".4f", title=str(legend_title or value))]
     tips += [alt.Tooltip(f"{c}:Q", format=".4f") for c in ("logit_diff", "std") if c in d and c != value]
     rect = base.mark_rect(stroke="white", strokeWidth=0.5).encode(
         color=_diverging(value, d[value], legend_title or value, domain), tooltip=tips)
@@ -72,11 +73,11 @@ def layer_pos_map(df: pd.DataFrame, labels: list[str], value: str = "normalised"
     cw = max(4, min(40, (CONTENT_WIDTH - 240) // max(T, 1)))     # beside the row names and the legend
     ch = max(14, min(30, 360 // max(L, 1)))
     overlap = False if cw >= 12 else "greedy"                    # narrow cells: every other label
-    base = alt.Chart(d, title=title).encode(
-        x=alt.X("label:N", sort=labels, title="position (token)", axis=alt.Axis(labelOverlap=overlap, labelAngle=-60)),
+    base = alt.Chart(d, title=str(title)).encode(
+        x=alt.X("label:N", sort=labels, title=t("position (token)"), axis=alt.Axis(labelOverlap=overlap, labelAngle=-60)),
         y=_row_axis(d))
-    tips = [alt.Tooltip("row:N" if "row" in d else "layer:O"), alt.Tooltip("label:N", title="position"),
-            alt.Tooltip(f"{value}:Q", format=".4f")]
+    tips = [alt.Tooltip("row:N" if "row" in d else "layer:O", title=t("layer")), alt.Tooltip("label:N", title=t("position")),
+            alt.Tooltip(f"{value}:Q", format=".4f", title=str(legend_title or value))]
     tips += [alt.Tooltip(f"{c}:Q", format=".4f") for c in ("logit_diff", "std") if c in d and c != value]
     rect = base.mark_rect(stroke="white", strokeWidth=0.5).encode(
         color=_diverging(value, d[value], legend_title or value, domain), tooltip=tips)
@@ -88,7 +89,7 @@ def _row_axis(d: pd.DataFrame) -> alt.Y:
     if "row" in d:
         order = list(d.sort_values("layer")["row"].drop_duplicates())
         return alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelOverlap=False, labelLimit=0))
-    return alt.Y("layer:O", title="layer")
+    return alt.Y("layer:O", title=t("layer"))
 
 
 def layer_bars(df: pd.DataFrame, *, title: str = "") -> alt.LayerChart:
@@ -99,10 +100,10 @@ def layer_bars(df: pd.DataFrame, *, title: str = "") -> alt.LayerChart:
         x = alt.X("row:N", sort=list(d.sort_values("layer")["row"].drop_duplicates()), title=None,
                   axis=alt.Axis(labelAngle=-30, labelLimit=0))
     else:
-        x = alt.X("layer:O", title="layer")
-    base = alt.Chart(d, title=title).encode(x=x)
+        x = alt.X("layer:O", title=t("layer"))
+    base = alt.Chart(d, title=str(title)).encode(x=x)
     bars = base.mark_bar(color="#d6604d").encode(
-        y=alt.Y("mean:Q", title="normalised logit difference"),
+        y=alt.Y("mean:Q", title=t("normalised logit difference")),
         tooltip=["row" if "row" in d else "layer", alt.Tooltip("mean:Q", format=".4f"),
                  alt.Tooltip("std:Q", format=".4f"), "n"])
     err = base.mark_errorbar(ticks=True).encode(y=alt.Y("lo:Q", title=""), y2="hi:Q")
@@ -112,14 +113,15 @@ def layer_bars(df: pd.DataFrame, *, title: str = "") -> alt.LayerChart:
 def attribution_bars(df: pd.DataFrame, top: int = 20, *, title: str = "", select: str | None = None) -> alt.Chart:
     """The ``top`` parts by |logit_diff| (columns part, kind, logit_diff) as horizontal bars."""
     d = df.reindex(df["logit_diff"].abs().sort_values(ascending=False).index).head(top).copy()
-    d["sign"] = np.where(d["logit_diff"] >= 0, "towards the answer", "towards the distractor")
-    bars = alt.Chart(d, title=title).mark_bar().encode(
-        x=alt.X("logit_diff:Q", title="contribution to logit(answer) − logit(distractor)"),
+    towards = [t("towards the answer"), t("towards the distractor")]
+    d["sign"] = np.where(d["logit_diff"] >= 0, *towards)
+    bars = alt.Chart(d, title=str(title)).mark_bar().encode(
+        x=alt.X("logit_diff:Q", title=t("contribution to logit(answer) − logit(distractor)")),
         y=alt.Y("part:N", sort=list(d["part"]), title=None, axis=alt.Axis(labelOverlap=False)),
-        color=alt.Color("sign:N", scale=alt.Scale(domain=["towards the answer", "towards the distractor"],
-                                                  range=["#b2182b", "#2166ac"]), title=None,
+        color=alt.Color("sign:N", scale=alt.Scale(domain=towards, range=["#b2182b", "#2166ac"]), title=None,
                         legend=alt.Legend(orient="bottom")),
-        tooltip=["part", "kind", alt.Tooltip("logit_diff:Q", format=".4f")])
+        tooltip=[alt.Tooltip("part:N", title=t("part")), alt.Tooltip("kind:N", title=t("kind")),
+                 alt.Tooltip("logit_diff:Q", format=".4f", title=t("logit difference"))])
     if select:
         bars = bars.add_params(alt.selection_point(name=select, fields=["part"], on="click", clear=False))
     return bars.properties(width=260, height=max(160, 18 * len(d)), autosize=PAD)   # half the page
@@ -147,9 +149,9 @@ def contribution_graph(nodes: pd.DataFrame, edges: pd.DataFrame, labels: list[st
     h = max(220, min(640, 46 * L))
     x = alt.X("x:Q", scale=alt.Scale(domain=[-0.5, T - 0.5], nice=False, zero=False),
               axis=alt.Axis(values=list(range(T)), labelExpr=f"{json.dumps(labels)}[datum.value]", labelAngle=-60,
-                            title="position (token)", labelOverlap=False, grid=False))
+                            title=t("position (token)"), labelOverlap=False, grid=False))
     y = alt.Y("y:Q", scale=alt.Scale(domain=[-0.3, L + 0.3], nice=False, zero=False),
-              axis=alt.Axis(values=list(range(L + 1)), title="layer (residual stream entering it)", grid=False))
+              axis=alt.Axis(values=list(range(L + 1)), title=t("layer (residual stream entering it)"), grid=False))
     e = edges.copy()
     e["x"], e["x2"] = e["from_pos"], e["to_pos"]
     e["y"], e["y2"] = e["layer"], e["layer"] + 1
@@ -159,20 +161,21 @@ def contribution_graph(nodes: pd.DataFrame, edges: pd.DataFrame, labels: list[st
     n["x"], n["y"] = n["position"], n["layer"]
     n["label"] = [labels[int(p)] for p in n["position"]]
     n["on_path"] = False if highlight is None else n["position"] == highlight
-    tips = [alt.Tooltip("kind:N"), alt.Tooltip("layer:Q"), alt.Tooltip("from:N"), alt.Tooltip("to:N"),
-            alt.Tooltip("share:Q", format=".3f"), alt.Tooltip("top_head:N", title="largest head"),
-            alt.Tooltip("top_head_share:Q", title="its share", format=".3f")]
+    tips = [alt.Tooltip("kind:N", title=t("kind")), alt.Tooltip("layer:Q", title=t("layer")),
+            alt.Tooltip("from:N", title=t("from")), alt.Tooltip("to:N", title=t("to")),
+            alt.Tooltip("share:Q", format=".3f", title=t("share")), alt.Tooltip("top_head:N", title=t("largest head")),
+            alt.Tooltip("top_head_share:Q", title=t("its share"), format=".3f")]
     lines = alt.Chart(e).mark_rule().encode(
         x=x, y=y, x2="x2:Q", y2="y2:Q",
         color=alt.Color("kind:N", scale=alt.Scale(domain=["attention", "residual"], range=["#d6604d", "#9e9e9e"]),
-                        title="edge"),
-        strokeWidth=alt.StrokeWidth("share:Q", scale=alt.Scale(domain=[0, 1], range=[0.5, 7]), title="share"),
+                        title=t("edge")),
+        strokeWidth=alt.StrokeWidth("share:Q", scale=alt.Scale(domain=[0, 1], range=[0.5, 7]), title=t("share")),
         opacity=alt.Opacity("share:Q", scale=alt.Scale(domain=[0, 1], range=[0.35, 1]), legend=None),
         tooltip=tips)
     dots = alt.Chart(n).mark_circle(size=60, stroke="black", strokeWidth=0.5).encode(
         x=x, y=y, color=alt.condition("datum.on_path", alt.value("#ffbf00"), alt.value("#4c78a8")),
-        tooltip=[alt.Tooltip("label:N", title="position"), alt.Tooltip("layer:Q")])
-    return alt.layer(lines, dots, title=title).properties(width=w, height=h, autosize=PAD)
+        tooltip=[alt.Tooltip("label:N", title=t("position")), alt.Tooltip("layer:Q", title=t("layer"))])
+    return alt.layer(lines, dots, title=str(title)).properties(width=w, height=h, autosize=PAD)
 
 
 def lens_chart(df: pd.DataFrame, labels: list[str], rows: list[str], *, answer: str | None = None,
@@ -187,17 +190,18 @@ def lens_chart(df: pd.DataFrame, labels: list[str], rows: list[str], *, answer: 
     T, R = len(labels), len(rows)
     cw = max(24, min(80, (CONTENT_WIDTH - 260) // max(T, 1)))  # ≤ LENS_MAX_T positions fit
     ch = 22
-    base = alt.Chart(d, title=title).encode(
-        x=alt.X("label:N", sort=labels, title="position (token)", axis=alt.Axis(labelOverlap=False, labelAngle=-60)),
-        y=alt.Y("row:N", sort=rows[::-1], title="residual stream"))
-    tips = [alt.Tooltip("row:N"), alt.Tooltip("label:N", title="position"), alt.Tooltip("top_token:N"),
-            alt.Tooltip("top_prob:Q", format=".3f"), alt.Tooltip("top_k:N", title="top tokens")]
+    base = alt.Chart(d, title=str(title)).encode(
+        x=alt.X("label:N", sort=labels, title=t("position (token)"), axis=alt.Axis(labelOverlap=False, labelAngle=-60)),
+        y=alt.Y("row:N", sort=rows[::-1], title=t("residual stream")))
+    tips = [alt.Tooltip("row:N"), alt.Tooltip("label:N", title=t("position")), alt.Tooltip("top_token:N", title=t("top token")),
+            alt.Tooltip("top_prob:Q", format=".3f", title=t("top token probability")), alt.Tooltip("top_k:N", title=t("top tokens"))]
     if "answer_rank" in d:
-        color = alt.Color("answer_rank:Q", title=f"rank of {answer!r}" if answer else "answer rank",
+        color = alt.Color("answer_rank:Q", title=t("rank of {answer}", answer=repr(answer)) if answer else t("answer rank"),
                           scale=alt.Scale(type="log", scheme="viridis", reverse=True, domainMin=1))
-        tips += [alt.Tooltip("answer_rank:Q"), alt.Tooltip("answer_prob:Q", format=".4f")]
+        tips += [alt.Tooltip("answer_rank:Q", title=t("answer rank")),
+                 alt.Tooltip("answer_prob:Q", format=".4f", title=t("answer probability"))]
     else:
-        color = alt.Color("top_prob:Q", title="top token probability", scale=alt.Scale(scheme="viridis"))
+        color = alt.Color("top_prob:Q", title=t("top token probability"), scale=alt.Scale(scheme="viridis"))
     rect = base.mark_rect(stroke="white", strokeWidth=0.5).encode(color=color, tooltip=tips)
     dark = "datum.answer_rank > 30" if "answer_rank" in d else "datum.top_prob < 0.5"
     text = base.mark_text(fontSize=CELL_TEXT_PX, limit=cw - 4).encode(
@@ -212,12 +216,14 @@ def head_tokens_chart(df: pd.DataFrame, *, title: str = "") -> alt.Chart:
     if d["shown"].duplicated().any():                     # two tokens that look alike: tell them apart by id
         d["shown"] = [f"'{t}' #{i}" for t, i in zip(d["token"], d["token_id"])]
     order = list(d.sort_values("logit", ascending=False)["shown"])
-    return alt.Chart(d, title=title).mark_bar().encode(
-        x=alt.X("logit:Q", title="direct effect on the token's logit"),
+    ways = {"promoted": t("promoted"), "suppressed": t("suppressed")}
+    d["way"] = d["direction"].map(lambda w: ways.get(w, w))
+    return alt.Chart(d, title=str(title)).mark_bar().encode(
+        x=alt.X("logit:Q", title=t("direct effect on the token's logit")),
         y=alt.Y("shown:N", sort=order, title=None, axis=alt.Axis(labelOverlap=False)),
-        color=alt.Color("direction:N", scale=alt.Scale(domain=["promoted", "suppressed"],
-                                                       range=["#b2182b", "#2166ac"]), title=None),
-        tooltip=["token", "token_id", "direction", alt.Tooltip("logit:Q", format=".4f")],
+        color=alt.Color("way:N", scale=alt.Scale(domain=list(ways.values()), range=["#b2182b", "#2166ac"]), title=None),
+        tooltip=[alt.Tooltip("token:N", title=t("token")), "token_id", alt.Tooltip("way:N", title=t("direction")),
+                 alt.Tooltip("logit:Q", format=".4f", title="logit")],
     ).properties(width=360, height=max(160, 16 * len(d)), autosize=PAD)
 
 
@@ -225,13 +231,14 @@ def set_average_charts(df: pd.DataFrame, dims: tuple, *, n: int, direction: str,
     """(the mean's chart, the spread's chart or None) of a prompt set's averaged maps (``df``: a
     :meth:`attnkit.patching.SetAverage.frame`, ``dims`` its axes, ``what`` the patched activation): heads → two head maps (the spread on a
     symmetric scale), layer × position → two maps, layers → bars with ± std."""
-    spread = "Spread (standard deviation)"
+    spread, mean, std = t("Spread (standard deviation)"), t("mean"), t("std")
+    way = str({"denoise": t("denoise"), "noise": t("noise")}.get(direction, direction))
     if "head" in dims:
         top = float(np.nanmax(df["std"])) if np.isfinite(df["std"]).any() else 1.0
-        return (head_map(df, "mean", legend_title="mean", title=f"Mean over {n} pairs ({direction})"),
-                head_map(df, "std", legend_title="std", title=spread, domain=[-top, top]))
+        return (head_map(df, "mean", legend_title=mean, title=t("Mean over {n} pairs ({direction})", n=n, direction=way)),
+                head_map(df, "std", legend_title=std, title=spread, domain=[-top, top]))
     if "position" in dims:
         labels = [str(i) for i in range(int(df["position"].max()) + 1)]
-        return (layer_pos_map(df, labels, "mean", legend_title="mean", title=f"Mean over {n} pairs"),
-                layer_pos_map(df, labels, "std", legend_title="std", title=spread))
-    return layer_bars(df, title=f"{what}: mean ± std over {n} pairs ({direction})"), None
+        return (layer_pos_map(df, labels, "mean", legend_title=mean, title=t("Mean over {n} pairs", n=n)),
+                layer_pos_map(df, labels, "std", legend_title=std, title=spread))
+    return layer_bars(df, title=t("{what}: mean ± std over {n} pairs ({direction})", what=what, n=n, direction=way)), None

@@ -8,6 +8,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ..i18n import t
+
 __all__ = ["matrix_frame", "matrix_chart", "weights_chart", "kv_rows_chart", "MAX_CELLS", "visible_count",
            "visible_header", "mask_formula", "mask_row_caption"]
 
@@ -56,16 +58,16 @@ def matrix_chart(M, rows: list[str] | None = None, cols: list[str] | None = None
         scale = alt.Scale(scheme="redblue", domain=[-m, m], reverse=True)
     else:
         scale = alt.Scale(scheme=scheme)
-    base = alt.Chart(df, title=title).encode(
-        x=alt.X("col:N", sort=col_order, title="key",
+    base = alt.Chart(df, title=str(title)).encode(
+        x=alt.X("col:N", sort=col_order, title=t("key"),
                 axis=alt.Axis(labelAngle=0 if max(map(len, col_order)) <= 4 else -45)),
-        y=alt.Y("row:N", sort=row_order, title="query"),
+        y=alt.Y("row:N", sort=row_order, title=t("query")),
     )
     cells = base.mark_rect().encode(
-        color=alt.condition("isValid(datum.value)", alt.Color("value:Q", scale=scale, title="value"),
+        color=alt.condition("isValid(datum.value)", alt.Color("value:Q", scale=scale, title=t("value")),
                             alt.value("#d9d9d9")),
-        tooltip=[alt.Tooltip("row:N", title="query"), alt.Tooltip("col:N", title="key"),
-                 alt.Tooltip("text:N", title="value")],
+        tooltip=[alt.Tooltip("row:N", title=t("query")), alt.Tooltip("col:N", title=t("key")),
+                 alt.Tooltip("text:N", title=t("value"))],
     )
     layers = [cells]
     if text:
@@ -83,33 +85,32 @@ def matrix_chart(M, rows: list[str] | None = None, cols: list[str] | None = None
 def weights_chart(df: pd.DataFrame, query: int, title: str = "") -> alt.Chart:
     """The softmax weight of every visible key (bars up to 256 keys, a line beyond)."""
     n = len(df)
-    tooltip = ["position:Q"] + (["token:N"] if "token" in df else []) + [
-        alt.Tooltip("weight:Q", format=".4f"), alt.Tooltip("q·k·scale:Q", format=".4f")]
-    base = alt.Chart(df[[c for c in ("position", "token", "weight", "q·k·scale") if c in df]], title=title)
-    x = alt.X("position:Q", title=f"key position (query {query})", scale=alt.Scale(domain=[-0.5, n - 0.5]),
+    tooltip = [alt.Tooltip("position:Q", title=t("position"))] + (
+        [alt.Tooltip("token:N", title=t("token"))] if "token" in df else []) + [
+        alt.Tooltip("weight:Q", format=".4f", title=t("weight")), alt.Tooltip("q·k·scale:Q", format=".4f")]
+    base = alt.Chart(df[[c for c in ("position", "token", "weight", "q·k·scale") if c in df]], title=str(title))
+    x = alt.X("position:Q", title=t("key position (query {query})", query=query), scale=alt.Scale(domain=[-0.5, n - 0.5]),
               axis=alt.Axis(tickMinStep=1, format="d"))
     mark = base.mark_bar(size=max(1, min(20, 600 // max(n, 1)))) if n <= 256 else base.mark_area(opacity=0.7)
-    return mark.encode(x=x, y=alt.Y("weight:Q", title="softmax weight"), tooltip=tooltip).properties(
+    return mark.encode(x=x, y=alt.Y("weight:Q", title=t("softmax weight")), tooltip=tooltip).properties(
         width="container", height=180, autosize=FIT_X)
 
 
 def kv_rows_chart(steps: pd.DataFrame) -> alt.Chart:
     """At each decoding step, which K/V rows the cached run reuses and which it computes."""
-    recs = []
+    recs, reused, computed = [], t("reused from the cache"), t("computed this step")
     for _, r in steps.iterrows():
         s, L, fed = int(r["step"]), int(r["predicts position"]), int(r["fed (cache)"])
         if L - fed > 0:
-            recs.append({"step": s, "from": 0, "to": L - fed, "rows": "reused from the cache",
-                         "range": f"0..{L - fed - 1}"})
-        recs.append({"step": s, "from": L - fed, "to": L, "rows": "computed this step",
-                     "range": f"{L - fed}..{L - 1}"})
+            recs.append({"step": s, "from": 0, "to": L - fed, "rows": reused, "range": f"0..{L - fed - 1}"})
+        recs.append({"step": s, "from": L - fed, "to": L, "rows": computed, "range": f"{L - fed}..{L - 1}"})
     df = pd.DataFrame(recs)
-    return alt.Chart(df, title="K/V rows per step (with the cache)").mark_bar(height=12).encode(
-        x=alt.X("from:Q", title="K/V row (position)"), x2="to:Q",
-        y=alt.Y("step:O", title="step"),
-        color=alt.Color("rows:N", scale=alt.Scale(domain=["reused from the cache", "computed this step"],
-                                                   range=["#9ecae1", "#e6550d"]), title=None),
-        tooltip=["step:O", "rows:N", "range:N"],
+    return alt.Chart(df, title=t("K/V rows per step (with the cache)")).mark_bar(height=12).encode(
+        x=alt.X("from:Q", title=t("K/V row (position)")), x2="to:Q",
+        y=alt.Y("step:O", title=t("step")),
+        color=alt.Color("rows:N", scale=alt.Scale(domain=[reused, computed], range=["#9ecae1", "#e6550d"]), title=None),
+        tooltip=[alt.Tooltip("step:O", title=t("step")), alt.Tooltip("rows:N", title=t("rows")),
+                 alt.Tooltip("range:N", title=t("range"))],
     ).properties(width="container", height=max(80, 22 * len(steps)), autosize=FIT_X)
 
 
@@ -126,10 +127,10 @@ def visible_header(query: int, T: int, window: int | None) -> str:
     n_vis = visible_count(query, window)
     future = T - query - 1
     if window is None:
-        return f"{n_vis:,} visible key(s), {future:,} future key(s) masked"
-    return (f"{n_vis:,} visible key(s) (n_vis = min(query+1, w) = min({query + 1}, {window}): this layer's local "
-            f"window is w = {window}), {future:,} future key(s) and {query + 1 - n_vis:,} key(s) outside the "
-            "window masked")
+        return t("{n} visible key(s), {future} future key(s) masked", n=f"{n_vis:,}", future=f"{future:,}")
+    return t("{n} visible key(s) (n_vis = min(query+1, w) = min({q1}, {w}): this layer's local window is w = {w}), "
+             "{future} future key(s) and {out} key(s) outside the window masked", n=f"{n_vis:,}", q1=query + 1,
+             w=window, future=f"{future:,}", out=f"{query + 1 - n_vis:,}")
 
 
 def mask_formula(query: int, window: int | None) -> str:
@@ -144,13 +145,13 @@ def mask_row_caption(query: int, T: int, window: int | None) -> str:
     """The caption under the mask row around the query."""
     n_vis = visible_count(query, window)
     lo = query + 1 - n_vis
-    text = f"The mask row around the query: 0 on keys {lo}..{query}"
     hidden = []
     if lo > 0:
-        hidden.append(f"the {lo:,} key(s) 0..{lo - 1} outside the local window of {window}")
+        hidden.append(t("the {n} key(s) 0..{last} outside the local window of {w}", n=f"{lo:,}", last=lo - 1, w=window))
     if T > query + 1:
-        hidden.append(f"the {T - query - 1:,} future key(s)")
+        hidden.append(t("the {n} future key(s)", n=f"{T - query - 1:,}"))
     if not hidden:
-        return text + "; the query is the last token, so no key lies in its future."
-    return (text + ", −∞ on " + " and ".join(hidden) + " (all in the CSV), which softmax turns into weights of "
-            "exactly 0.")
+        return t("The mask row around the query: 0 on keys {lo}..{query}; the query is the last token, so no key lies in "
+                 "its future.", lo=lo, query=query)
+    return t("The mask row around the query: 0 on keys {lo}..{query}, −∞ on {hidden} (all in the CSV), which softmax "
+             "turns into weights of exactly 0.", lo=lo, query=query, hidden=t(" and ").join(hidden))

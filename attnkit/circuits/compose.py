@@ -45,6 +45,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ..i18n import msg
 from ..progress import Progress, Steps
 from ..weights import Weights, head_name
 
@@ -181,14 +182,14 @@ def composition(w: Weights, modes=MODES, *, baseline_samples: int = 200, seed: i
             if progress:
                 progress(done, total)
         scores[m] = s
-    notes = ["ln_1's scale is folded into W_Q/W_K/W_V (exact); the norm's centring, its 1/σ (input-dependent), "
-             "its bias and the heads' biases are not folded"]
+    notes = [msg("ln_1's scale is folded into W_Q/W_K/W_V (exact); the norm's centring, its 1/σ (input-dependent), "
+                 "its bias and the heads' biases are not folded")]
     if cfg.position == "rotary":
-        notes.append("rotary positions: Q/K composition uses W_Q·W_Kᵀ without the rotation (exact at offset 0 "
-                     "and for dimensions that do not rotate)")
+        notes.append(msg("rotary positions: Q/K composition uses W_Q·W_Kᵀ without the rotation (exact at offset 0 "
+                         "and for dimensions that do not rotate)"))
     if cfg.group > 1:
-        notes.append(f"grouped-query attention: each query head uses its group's key/value head "
-                     f"({cfg.group} query heads per key/value head)")
+        notes.append(msg("grouped-query attention: each query head uses its group's key/value head ({n} query heads "
+                         "per key/value head)", n=cfg.group))
     return Composition(scores, L, H, random_baseline(cfg.d_model, cfg.d_head, baseline_samples, seed), notes)
 
 
@@ -266,11 +267,11 @@ def head_scores(w: Weights, n_pos: int = 64, progress: Progress | None = None) -
             pos.append(torch.full((H,), float("nan"), dtype=torch.float64)), off.append(torch.full((H,), -1))
         if progress:
             progress(l + 1, L)
-    notes = ["copying = Re Σλ / Σ|λ| over the eigenvalues of W_E·W_OV·W_Uᵀ (ln_1's and the final norm's scales "
-             "folded; MLPs, biases and 1/σ left out)", "qk_token: the same score for W_E·W_QK·W_Eᵀ"]
-    notes.append("qk_positional: rotary family, positions enter by rotation, not scored" if w.wpe is None else
-                 f"qk_positional: share of the within-row variance of W_pos·W_QK·W_posᵀ over the first {n_pos} "
-                 "positions explained by a function of the offset i − j")
+    notes = [msg("copying = Re Σλ / Σ|λ| over the eigenvalues of W_E·W_OV·W_Uᵀ (ln_1's and the final norm's scales "
+                 "folded; MLPs, biases and 1/σ left out)"), msg("qk_token: the same score for W_E·W_QK·W_Eᵀ")]
+    notes.append(msg("qk_positional: rotary family, positions enter by rotation, not scored") if w.wpe is None else
+                 msg("qk_positional: share of the within-row variance of W_pos·W_QK·W_posᵀ over the first {n} "
+                     "positions explained by a function of the offset i − j", n=n_pos))
     st = (lambda xs: torch.stack(xs).numpy())                           # noqa: E731
     return HeadScores(st(copy), st(tok), st(pos), st(off), n_pos, notes)
 

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ..i18n import msg
 from ..model import norm, run
 from ..patching import MIN_GAP, Pair, PatchError, gap_note, logit_diffs, normalise
 from ..progress import Progress, Steps
@@ -225,9 +226,11 @@ def solved(clean: float, empty: float) -> bool:
 
 
 def _notes(n_pairs: int, ablation: str, steps: int, clean: float, empty: float) -> list[str]:
-    how = f"integrated over {steps} points from the clean to the ablated embedding" if steps > 1 else "at the clean run"
-    notes = [f"{n_pairs} pair(s); edges ranked by |edge attribution| (Δ = {ablation}-ablated − clean output; "
-             f"gradients {how}); faithfulness = LD(circuit) / LD(clean) with every other edge ablated"]
+    how = (msg("integrated over {steps} points from the clean to the ablated embedding", steps=steps) if steps > 1
+           else msg("at the clean run"))
+    notes = [msg("{n} pair(s); edges ranked by |edge attribution| (Δ = {ablation}-ablated − clean output; gradients "
+                 "{how}); faithfulness = LD(circuit) / LD(clean) with every other edge ablated", n=n_pairs,
+                 ablation=ablation, how=how)]
     if not solved(clean, empty):
         notes.append(f"the pair is not solved (LD(clean) {clean:+.4f}, LD(every edge ablated) {empty:+.4f}: the clean "
                      "run must be positive and above the ablated one): no share of the clean logit difference is "
@@ -323,8 +326,8 @@ def discover(weights: Weights, pairs: Pair | list[Pair], target: float = 0.8, *,
         best = 0
     else:
         best = int(np.argmax(lds))
-        notes.append(f"no circuit reached {target:.0%} of the clean logit difference; the most faithful one "
-                     f"({lds[best] / clean:.1%}) is kept")
+        notes.append(msg("no circuit reached {target} of the clean logit difference; the most faithful one ({best}) "
+                         "is kept", target=f"{target:.0%}", best=f"{lds[best] / clean:.1%}"))
     fl = [(S_names[i // len(R)], R_names[i % len(R)], float(scores.ravel()[i])) for i in order]
     tick(total)
     shares = normalise(lds, clean, 0.0) if ok_gap else np.full(len(lds), np.nan)

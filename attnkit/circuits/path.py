@@ -26,6 +26,7 @@ import pandas as pd
 import torch
 
 from .. import attention
+from ..i18n import msg
 from ..model import norm, run
 from ..patching import (DIRECTIONS, MAX_BATCH_TOKENS, Pair, PatchError, average, gap_note, logit_diffs, normalise,
                         two_token_weights)
@@ -296,11 +297,11 @@ def path_map(weights: Weights, pair: Pair, receiver: str, direction: str = "deno
         else np.zeros(0)
     notes = list(pair.notes)
     if source == "mean":
-        notes.append("source = mean: each sender's output replaced (for the receiver only) by its mean over the "
-                     "receiving run's positions; the normalised scale still uses the clean/corrupted runs")
+        notes.append(msg("source = mean: each sender's output replaced (for the receiver only) by its mean over the "
+                         "receiving run's positions; the normalised scale still uses the clean/corrupted runs"))
     if cfg.group > 1 and r[0] in ("k", "v"):
-        notes.append(f"grouped-query attention: {receiver} is the key/value head shared by its group of "
-                     f"{cfg.group} query heads")
+        notes.append(msg("grouped-query attention: {receiver} is the key/value head shared by its group of {n} query "
+                         "heads", receiver=receiver, n=cfg.group))
     if gap_note(runs.clean_ld, runs.corrupt_ld):
         notes.append(gap_note(runs.clean_ld, runs.corrupt_ld))
     return PathResult(list(senders), node_name(r), direction, raw, runs.clean_ld, runs.corrupt_ld, notes)

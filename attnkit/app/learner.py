@@ -1,0 +1,210 @@
+"""What a reader of the seeds checks for themselves: the softmax calculator (type any scores an article
+gives), the next-token top 5 of the sidebar prompt (Home and Step by step), and the seeds' worked examples
+in Chinese on the Chinese model, their numbers computed live (Step by step's "Seed examples" tab).
+
+Nothing here hard-codes a model number: every weight and probability shown comes from the loaded model.
+"""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from .. import i18n
+from ..attribution import next_tokens
+from ..calculator import CalculatorError, calculate
+from ..charts import steps as step_charts
+from ..loading import CHINESE_MODEL, SHIPPED
+from ..model import run
+from ..standard import head_name
+from .context import Context
+from .escaping import plain, show_error
+from .navigation import open_page
+from .tokens import show_spaces
+
+__all__ = ["SEED_SCORES", "ZH_CAT", "ZH_FOOD", "ZH_TEXT", "percent", "calculator_frame", "softmax_calculator",
+           "next_token_frame", "next_token_table", "zh_examples", "zh_model_ready", "open_in_chinese"]
+
+#: The seed's example scores ("softmax turns 9, 3, −2 into 60 %, 30 %, 10 %" — it does not).
+SEED_SCORES = "9, 3, -2"
+#: The seeds' Chinese sentences: the three-token demo, and the 上海 example (what comes after 吃了?).
+ZH_CAT = "猫坐在垫子上"
+ZH_FOOD = "我昨天在北京吃了烤鸭，今天在上海吃了"
+#: A longer Chinese text for the claims pages (ablations, entropy): the seeds' sentences in a row.
+ZH_TEXT = ("小猫坐在垫子上，猫看着窗外。我昨天在北京吃了烤鸭，今天在上海吃了小笼包。注意力让每个词回头看看上下文："
+           "查询、键和值都由可学习的矩阵投影而来，因果掩码盖住未来的词。小猫坐在垫子上，猫看着窗外。")
+
+
+def percent(p: float) -> str:
+    """A probability as a percentage: two decimals, or one significant digit below 0.01 % (0.002 %)."""
+    x = 100 * float(p)
+    if x == 0 or x >= 0.01:
+        return f"{x:.2f} %"
+    return f"{float(f'{x:.1g}'):g} %"
+
+
+# ----------------------------------------------------------------------------- the calculator
+
+def calculator_frame(res) -> pd.DataFrame:
+    """One row per score: the score, softmax(s/T) and softmax(s/(√d·T)) as percentages (the calculator's table)."""
+    with_d = i18n.t("softmax(s / (√d·T)), d = {d}", d=res.d)
+    return pd.DataFrame([{i18n.t("score"): f"{r['score']:g}", i18n.t("softmax(s / T)"): percent(r["softmax"]),
+                          **({} if r["softmax_scaled"] is None else {with_d: percent(r["softmax_scaled"])})}
+                         for r in res.rows()])
+
+
+def softmax_calculator(key: str = "st_calc", d: int = 64):
+    """Type scores, see their softmax with and without 1/√d at a temperature (attnkit.calculator does the
+    arithmetic, in float64). Returns the :class:`attnkit.calculator.Softmax`, or None after an error line."""
+    st.subheader(i18n.t("Softmax calculator"))
+    st.caption(i18n.t("Type the scores an article gives and check its percentages: softmax turns scores s into "
+                      "weights exp(s/T) / Σ exp(s/T); attention divides the scores by √d first."))
+    c1, c2, c3 = st.columns([3, 1, 1])
+    text = c1.text_input(i18n.t("Scores (separated by commas)"), value=SEED_SCORES, key=f"{key}_scores")
+    dim = c2.number_input(i18n.t("d (the head dimension)"), 1, 1 << 16, value=int(d), key=f"{key}_d",
+                          help=i18n.t("The 1/√d column divides every score by √d before the softmax."))
+    temp = c3.number_input(i18n.t("Temperature T"), 0.01, 100.0, value=1.0, step=0.1, key=f"{key}_temp",
+                           help=i18n.t("Above 1 the weights spread out, below 1 they sharpen."))
+    try:
+        res = calculate(text, d=int(dim), temperature=float(temp))
+    except CalculatorError as e:
+        show_error(str(e))
+        return None
+    st.dataframe(calculator_frame(res), hide_index=True, width="stretch")
+    st.caption(i18n.t("The weights of each column add up to 100 %. Computed in float64 with the largest score "
+                      "subtracted first, so no score is too large."))
+    return res
+
+
+# ----------------------------------------------------------------------------- the next token
+
+def _decode(model):
+    return lambda i: model.token_strs([int(i)])[0]
+
+
+def next_token_frame(preds) -> pd.DataFrame:
+    """The top-k predictions as a table: rank, token (spaces made visible), probability."""
+    return pd.DataFrame({i18n.t("rank"): range(1, len(preds) + 1),
+                         i18n.t("next token"): [show_spaces(p.token) for p in preds],
+                         i18n.t("probability"): [percent(p.prob) for p in preds]})
+
+
+def next_token_table(ctx: Context, k: int = 5) -> list | None:
+    """The model's top ``k`` next tokens after the sidebar prompt, with their probabilities (a table);
+    returns the predictions (attnkit.attribution.next_tokens), or None when the prompt has no tokens."""
+    ids = ctx.ids
+    if not ids:
+        return None
+    preds = next_tokens(ctx.model.weights, ids, _decode(ctx.model), k=k)
+    st.subheader(i18n.t("What the model predicts next"))
+    st.caption(i18n.t("The {k} most likely next tokens after the prompt ({model}), softmax of the last position's "
+                      "logits.", k=len(preds), model=plain(ctx.model_name)))
+    st.dataframe(next_token_frame(preds), hide_index=True, width="content")
+    return preds
+
+
+# ----------------------------------------------------------------------------- the seeds in Chinese
+
+def zh_model_ready() -> bool:
+    """True when the shipped Chinese model's folder is on disk."""
+    return (SHIPPED[CHINESE_MODEL] / "config.json").is_file()
+
+
+def open_in_chinese(page: str, prompt: str, **inputs) -> None:
+    """A widget callback: load the Chinese model, type ``prompt`` in the sidebar and open ``page``."""
+    st.session_state["ak_model"] = CHINESE_MODEL
+    open_page(page, prompt=prompt, **inputs)
+
+
+#: The claims a seed makes, each opened on its page with Chinese text on the Chinese model.
+_LINKS = (("ablations", i18n.msg("V = X: is W_V needed?"), {"kind": "v=x"}),
+          ("ablations", i18n.msg("W_K = W_Q: are two projections needed?"), {"kind": "wk=wq"}),
+          ("ablations", i18n.msg("No 1/√d: is the scaling needed?"), {"kind": "no-scale"}),
+          ("ablations", i18n.msg("No mask: is the causal mask needed?"), {"kind": "no-mask"}),
+          ("entropy", i18n.msg("Does attention spread out as the context grows?"), {}),
+          ("heatmaps", i18n.msg("Multi-head: every head of a layer"), {"view": "All heads of a layer"}))
+
+
+def _links() -> None:
+    st.markdown("**" + i18n.t("The seeds' other claims, on Chinese text with {model}:", model=CHINESE_MODEL) + "**")
+    cols = st.columns(3)
+    for i, (page, label, inputs) in enumerate(_LINKS):
+        cols[i % 3].button(str(label), key=f"st_zh_link{i}", on_click=open_in_chinese,  # internal text: _LINKS
+                           args=(page, ZH_CAT if page == "heatmaps" else ZH_TEXT), kwargs=inputs)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _patterns(name: str, device: str, ids: tuple, _weights) -> list:
+    tr = run(_weights, list(ids), capture="pattern")
+    return [tr["pattern", layer][0].detach().double().cpu() for layer in range(_weights.config.n_layers)]
+
+
+def _find(tokens: list[str], text: str) -> list[int]:
+    """Positions of the tokens that hold part of ``text``."""
+    return [i for i, tok in enumerate(tokens) if tok.strip() and (tok.strip() in text or text in tok)]
+
+
+def _cat_example(model, layer: int) -> None:
+    ids = model.encode(ZH_CAT)
+    tokens = model.token_texts(ids)
+    pats = _patterns(model.name, str(model.device), tuple(ids), model.weights)
+    st.subheader(i18n.t("{sentence}: every head of layer {layer}", sentence=ZH_CAT, layer=layer))
+    st.caption(i18n.nt("{model} reads the sentence as {n} token: {tokens}.",
+                       "{model} reads the sentence as {n} tokens: {tokens}.", len(ids), model=plain(model.name),
+                       tokens=plain(" | ".join(tokens))))
+    labels = [f"{i} {show_spaces(tok)}" for i, tok in enumerate(tokens)]
+    heads = pats[layer]
+    cols = st.columns(min(4, heads.shape[0]))
+    for h in range(heads.shape[0]):
+        cols[h % len(cols)].altair_chart(step_charts.matrix_chart(heads[h], labels, labels, head_name(layer, h),
+                                                                  digits=2, size=22), width="content")
+    sit, mat = _find(tokens, "坐"), _find(tokens, "垫子上")
+    if sit and mat:
+        q = mat[-1]
+        share = [float(heads[h, q, sit].sum()) for h in range(heads.shape[0])]
+        best = max(range(len(share)), key=share.__getitem__)
+        st.markdown(i18n.t(  # internal text: head names and percentages
+            "From the last token of 垫子上 (position {q}), head {head} puts {w} of its attention on 坐 — the most of "
+            "layer {layer}'s heads (the others: {others}).", q=q, head=head_name(layer, best), w=percent(share[best]),
+            layer=layer, others=", ".join(percent(s) for h, s in enumerate(share) if h != best) or "—"))
+
+
+def _food_example(model) -> None:
+    ids = model.encode(ZH_FOOD)
+    tokens = model.token_texts(ids)
+    pats = _patterns(model.name, str(model.device), tuple(ids), model.weights)
+    st.subheader(i18n.t("{sentence} … which words does the last token look at?", sentence=ZH_FOOD))
+    rows = []
+    for word in ("昨天", "北京", "上海"):
+        where = _find(tokens, word)
+        rows.append({i18n.t("word"): word, i18n.t("positions"): ", ".join(map(str, where)) or "—",
+                     **{i18n.t("layer {layer}, mean of heads", layer=layer):
+                        percent(float(p[:, -1, where].sum(-1).mean())) if where else "—"
+                        for layer, p in enumerate(pats)}})
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    st.caption(i18n.t("The seed says 上海 matters more than 昨天 and 北京 for what comes after 吃了; the table is "
+                      "the attention of the last position on each word (the sum over its tokens), from the model."))
+    preds = next_tokens(model.weights, ids, _decode(model), k=5)
+    st.dataframe(next_token_frame(preds), hide_index=True, width="content")
+
+
+def zh_examples(ctx: Context, layer: int = 0) -> None:
+    """The seeds' examples in Chinese on the Chinese model (live), or the one click that loads it."""
+    st.divider()
+    if ctx.model_name != CHINESE_MODEL:
+        if not zh_model_ready():
+            st.info(i18n.t("The seeds' Chinese examples run on {model}, which is not installed here yet.",
+                           model=CHINESE_MODEL), icon="ℹ️")
+            return
+        st.info(i18n.t("The seeds' examples are Chinese sentences; {current} was not trained on Chinese. "
+                       "Load {model} with 猫坐在垫子上 to see them with its numbers.", current=plain(ctx.model_name),
+                       model=CHINESE_MODEL), icon="🀄")
+        st.button(i18n.t("Load {model} and show the Chinese examples", model=CHINESE_MODEL), key="st_zh_load",
+                  on_click=open_in_chinese, args=("steps", ZH_CAT), type="primary")
+        return
+    model = ctx.model
+    try:
+        _cat_example(model, min(layer, model.config.n_layers - 1))
+        _food_example(model)
+    except Exception as e:                   # never a traceback
+        show_error(i18n.t("Could not compute the Chinese examples: {error}", error=f"{e.__class__.__name__}: {e}"))
+    _links()
