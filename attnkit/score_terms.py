@@ -463,11 +463,15 @@ def layer0_split(st: ScoreTerms) -> dict[str, float]:
     return out
 
 
-def layer0_average(weights: Weights, prompts: list[list[int]], head: int, query: int = -1) -> pd.DataFrame:
+def layer0_average(weights: Weights, prompts: list[list[int]], head: int, query: int = -1,
+                   progress=None) -> pd.DataFrame:
     """:func:`layer0_split` over a prompt set: in each prompt, head L0H``head``'s score from ``query``
-    (default the last token) to the key it scores highest. Columns cell, mean, std, n (std over prompts)."""
+    (default the last token) to the key it scores highest. Columns cell, mean, std, n (std over prompts).
+    ``progress(done, total)``: called before each prompt."""
     rows = []
-    for ids in prompts:
+    for n, ids in enumerate(prompts):
+        if progress is not None:
+            progress(n, len(prompts))
         q = query % len(ids)
         row = score_terms(weights, ids, 0, head, q)
         best = int(row.keys[int(np.argmax(row.scores))])
