@@ -252,7 +252,7 @@ def layer0_section(ctx: Context, head: int, query: int) -> None:
                                                            k=key)), width="content")
     prompts = [p for p in (ctx.encode(text)[0] for text in ctx.prompts) if p]
     if len(prompts) < 2:
-        st.caption(t("Give the sidebar several prompts (one per line or a file) to see this split averaged over "
+        st.caption(t("Upload a prompt set in the sidebar (a file of prompts) to see this split averaged over "
                      "them, with its spread."))
         return
     est = seconds(cfg, max(map(len, prompts)), 0, 2 * len(prompts))
