@@ -104,3 +104,42 @@ def test_step_by_step_layer0_split_is_the_librarys_and_adds_up():
     assert f"is {sum(cells.values()):+.3f}" in sentence
     assert f"token × token {cells['token × token']:+.3f}" in sentence
     assert sum(cells.values()) == pytest.approx(float(row.scores.max()), abs=1e-4)
+
+
+def test_progress_is_reported_per_layer_and_a_raising_callback_stops_the_split():
+    from attnkit import loading
+    w = loading.load("attnkit-tiny", "cpu").weights
+    ids = loading.load("attnkit-tiny", "cpu").encode(TEXT)
+    calls = []
+    row = terms_lib.score_terms(w, ids, 3, 0, Q, progress=lambda d, n: calls.append((d, n)))
+    assert calls[0] == (0, 5) and calls[-1] == (5, 5)
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls) and len(calls) >= 5
+    assert row.key_side.sum(0) == pytest.approx(row.scores, abs=1e-4)
+
+    class Halt(BaseException):
+        pass
+
+    def halt(done, total):
+        if done >= 2:
+            raise Halt()
+    with pytest.raises(Halt):
+        terms_lib.score_terms(w, ids, 3, 0, Q, progress=halt)
+
+
+def test_cost_grows_with_T_and_layer_and_the_page_estimate_is_seconds():
+    from attnkit import loading
+    cfg = loading.load("attnkit-tiny", "cpu").config
+    assert terms_lib.cost(cfg, 64, 3) > terms_lib.cost(cfg, 32, 3) > terms_lib.cost(cfg, 32, 1)
+    assert why_view.seconds(cfg, 12, 3) < why_view.JOB_SECONDS        # the tiny model's split: no job
+
+
+def test_the_whole_row_runs_as_a_job_when_slow(monkeypatch):
+    monkeypatch.setattr(why_view, "JOB_SECONDS", -1.0)               # every split counts as slow: a job
+    at = _why(hm_why_q=Q, hm_why_k=K, hm_why_row=True).run()
+    assert not at.exception
+    assert at.metric                                                  # the key's split came from its job
+    jobs = at.session_state["_ak_results"]
+    assert {"hm_why", "hm_why_row"} <= set(jobs)
+    row = jobs["hm_why_row"][1][0]
+    assert list(row.keys) == list(range(Q + 1))
+    assert row.key_side.sum(0) == pytest.approx(row.scores, abs=1e-4)
