@@ -23,9 +23,9 @@ def test_a_clicked_cell_opens_the_why_panel(server):
         page = b.new_page(viewport={"width": 1440, "height": 1000})
         errors = []
         page.on("pageerror", lambda e: errors.append(str(e)))
-        open_page(page, server, "Heatmaps", charts=1)
+        open_page(page, server, "Heatmaps", charts=1, timeout=240_000)   # a busy 2-core machine
         main = page.locator("[data-testid='stMain']")
-        main.get_by_text("Why does this query attend to this key?").first.wait_for(timeout=30_000)
+        main.get_by_text("Why does this query attend to this key?").first.wait_for(timeout=120_000)
         assert main.get_by_text("The model's score").count() == 0
         chart = page.locator("[data-testid='stVegaLiteChart']").first
         box = chart.bounding_box()
@@ -41,5 +41,5 @@ def test_a_clicked_cell_opens_the_why_panel(server):
         page.wait_for_timeout(500)
         wait_idle(page)
         shown = main.get_by_text("The model's score").or_(main.get_by_text("comes after query"))
-        shown.first.wait_for(timeout=30_000)
+        shown.first.wait_for(timeout=120_000)
         assert not errors, errors
