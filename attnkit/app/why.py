@@ -26,7 +26,7 @@ from .exports import json_bytes
 from .jobs import job_result
 from .navigation import open_head, open_page
 
-__all__ = ["CHART_KEY", "SELECT", "Q_KEY", "K_KEY", "JOB_SECONDS", "FLOPS", "seconds", "draw_clickable",
+__all__ = ["CHART_KEY", "SELECT", "Q_KEY", "K_KEY", "JOB_SECONDS", "FLOPS", "OVERHEAD_S", "seconds", "draw_clickable",
            "panel", "layer0_section", "runner_up", "pair_inputs"]
 
 #: The one-head chart's key and its click selection (fields: the query and key labels of the cell).
@@ -35,15 +35,16 @@ CHART_KEY, SELECT = "hm_cell", "cell"
 Q_KEY, K_KEY, ROW_KEY, GROUP_KEY = "hm_why_q", "hm_why_k", "hm_why_row", "hm_why_by"
 #: Work estimated above this many seconds runs as a job (progress and Stop).
 JOB_SECONDS = 1.0
-#: Floating-point operations per second assumed by the estimate (a busy 2-core CPU, float64 parts).
-FLOPS = 2e9
+#: The estimate: seconds = OVERHEAD_S + cost / FLOPS per split, fitted on attnkit-tiny's rows at T = 100 … 780
+#: on the shared 2-core machine under a load average of ~16 (0.52 s … 3.19 s measured).
+FLOPS, OVERHEAD_S = 5e9, 0.2
 #: Heads offered as links on each side (the largest in size).
 LINKS = 4
 
 
 def seconds(cfg, T: int, layer: int, n: int = 1) -> float:
     """Estimated seconds of ``n`` splits of a head in ``layer`` at T tokens."""
-    return n * terms_lib.cost(cfg, T, layer) / FLOPS
+    return n * (OVERHEAD_S + terms_lib.cost(cfg, T, layer) / FLOPS)
 
 
 def _compute(ctx: Context, slot: str, key: tuple, label: str, fn, estimate: float):
