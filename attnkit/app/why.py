@@ -114,8 +114,12 @@ def panel(ctx: Context, ids: list[int], layer: int, head: int, scores: np.ndarra
     w = ctx.model.weights
 
     def split(progress):
-        main = terms_lib.score_terms(w, ids, layer, head, q, k, progress=progress)
-        vs = None if against is None else terms_lib.score_terms(w, ids, layer, head, q, k, against)
+        def half(first: bool):        # the key's split, then the contrast's: one bar over both
+            if progress is None:
+                return None
+            return lambda done, total: progress(done + (0 if first else total), 2 * total)
+        main = terms_lib.score_terms(w, ids, layer, head, q, k, progress=half(True))
+        vs = None if against is None else terms_lib.score_terms(w, ids, layer, head, q, k, against, half(False))
         return main, vs
 
     got = _compute(ctx, "hm_why", (tuple(ids), layer, head, q, k, against),
