@@ -240,11 +240,14 @@ def layer0_section(ctx: Context, head: int, query: int) -> None:
     ids, cfg, w = ctx.ids, ctx.model.config, ctx.model.weights
     name, tokens = head_name(0, head), ctx.tokens
     try:
-        cells = cached_result((ctx.model_name, ctx.device, "l0", tuple(ids), head, query),
-                              lambda: (_layer0(w, ids, head, query),))[0]
+        got = _compute(ctx, "st_l0", (tuple(ids), head, query), t("Splitting {head}'s score", head=name),
+                       lambda progress: (_layer0(w, ids, head, query),), seconds(cfg, len(ids), 0, 2))
     except terms_lib.ScoreTermsError as e:
         st.info(plain(str(e)), icon="ℹ️")
         return
+    if got is None:
+        return
+    cells = dict(got[0])
     key = cells.pop("key")
     score = sum(cells.values())
     big = max(terms_lib.L0_CELLS[:4], key=lambda c: abs(cells[c]))
