@@ -32,12 +32,13 @@ import torch
 
 from . import attention as A
 from .attribution import _final_scale as norm_scale
+from .i18n import Message, msg
 from .model import run
 from .standard import head_name
 from .weights import Weights
 
 __all__ = ["ScoreTermsError", "ScoreTerms", "RowTerms", "score_terms", "part_kind", "part_layer", "KINDS",
-           "grouped", "top_terms", "explain", "layer0_split", "layer0_average", "visible_keys"]
+           "grouped", "top_terms", "explain", "layer0_split", "layer0_average", "visible_keys", "refusal", "cost"]
 
 #: Kinds of parts, in the order the grouped views list them.
 KINDS = ("embeddings", "heads", "MLPs", "biases")
@@ -163,10 +164,30 @@ def _check(cfg, T: int, layer: int, head: int, query: int, keys: list[int]) -> N
         if not 0 <= j < T:
             raise ScoreTermsError(f"key position {j} is outside the prompt's {T} tokens (0 … {T - 1})")
         if j > query:
-            raise ScoreTermsError(f"key {j} comes after query {query}: a causal head cannot see it")
+            raise ScoreTermsError(msg("key {key} comes after query {query}: a causal head cannot see it",
+                                      key=j, query=query))
         if j not in seen:
-            raise ScoreTermsError(f"key {j} is outside layer {layer}'s window of {cfg.window(layer)} tokens: "
-                                  f"query {query} sees only keys {seen.start} … {seen.stop - 1}")
+            raise ScoreTermsError(msg("key {key} is outside layer {layer}'s window of {window} tokens: query {query} "
+                                      "sees only keys {first} … {last}", key=j, layer=layer, window=cfg.window(layer),
+                                      query=query, first=seen.start, last=seen.stop - 1))
+
+
+def refusal(cfg, T: int, layer: int, head: int, query: int, key: int) -> str | None:
+    """Why query ``query`` cannot be split against ``key`` (one line), or None when it can; no model run."""
+    try:
+        _check(cfg, T, layer, head, query, [key])
+    except ScoreTermsError as e:
+        return str(e)
+    return None
+
+
+def cost(cfg, T: int, layer: int) -> float:
+    """Floating-point operations of one split (a key or a whole row) of a head in ``layer`` at T tokens, roughly:
+    two runs up to the layer (projections, attention, MLP) and each part projected onto the query/key space."""
+    d, e = cfg.d_model, cfg.d_head
+    per_layer = T * (2 * (4 * d * d + 3 * d * cfg.d_mlp) + 4 * T * d)
+    parts = layer * (cfg.n_heads + 2) + 4
+    return float((2 * layer + 1) * per_layer + parts * T * d * e * 4)
 
 
 # ----------------------------------------------------------------------------- the parts
@@ -178,8 +199,10 @@ class _Parts:
     x·fold / σ(position), then rotated at its position. With ``q_total`` given (a row), each key part is
     reduced at once to ⟨q_i, K_c′(j)⟩·scale per key instead of being kept."""
 
-    def __init__(self, weights: Weights, layer: int, head: int, query: int, keys: list[int], sigma, q_total=None):
+    def __init__(self, weights: Weights, layer: int, head: int, query: int, keys: list[int], sigma, q_total=None,
+                 progress=None):
         cfg, lw = weights.config, weights.layers[layer]
+        self.progress = progress
         self.w, self.cfg, self.scale = weights, cfg, cfg.attn_scale(layer)
         self.g = head // cfg.group
         self.query, self.keys, self.q_total = query, torch.tensor(keys), q_total
@@ -254,8 +277,14 @@ class _Parts:
         def embed(t, _l, name):
             self.vectors([name], t[0][None])
 
+        def z(t, l):
+            if l < layer:
+                self.heads(l, t[0])
+                if self.progress is not None:
+                    self.progress(2 + l, layer + 2)
+
         out = {"embed": lambda t, l: embed(t, l, "embed"), "pos_embed": lambda t, l: embed(t, l, "pos_embed"),
-               "z": lambda t, l: self.heads(l, t[0]) if l < layer else None,
+               "z": z,
                "mlp_out": lambda t, l: self.vectors([f"MLP{l}"], t[0][None]) if l < layer else None}
         return out
 
@@ -289,20 +318,25 @@ def _held(weights: Weights, layer: int, x: torch.Tensor, sigma: torch.Tensor, W,
 
 
 @torch.inference_mode()
-def _collect(weights: Weights, ids: list[int], layer: int, head: int, query: int, keys: list[int], row: bool):
+def _collect(weights: Weights, ids: list[int], layer: int, head: int, query: int, keys: list[int], row: bool,
+             progress=None):
+    step = progress or (lambda done, total: None)
+    step(0, layer + 2)
     x, sigma, q, k = _first_pass(weights, ids, layer)
+    step(1, layer + 2)
     cfg, lw = weights.config, weights.layers[layer]
     g = head // cfg.group
     own = A.scores(q[head, query][None].double(), k[g, keys].double(), cfg.attn_scale(layer))[0]
     q_held = _held(weights, layer, x[[query]], sigma[[query]], lw.W_Q[head], _row(lw.b_Q, head), [query])[0]
     k_held = _held(weights, layer, x[keys], sigma[keys], lw.W_K[g], _row(lw.b_K, g), keys)
-    parts = _Parts(weights, layer, head, query, keys, sigma, q_held if row else None)
+    parts = _Parts(weights, layer, head, query, keys, sigma, q_held if row else None, progress)
     run(weights, ids, stop=layer, hooks=parts.hooks(layer))
     parts.biases(lw, head)
     Q = torch.cat(parts.q_vals)                                                   # [P, e]
     K = torch.cat(parts.k_vals)                                                   # [P, J, e] or [P, J]
     qn, Q = _drop_empty(parts.q_names, Q, B_K)
     kn, K = _drop_empty(parts.k_names, K, B_Q)
+    step(layer + 2, layer + 2)
     return dict(own=own, q_names=qn, Q=Q, k_names=kn, K=K, k_total=k_held, scale=parts.scale, g=g)
 
 
@@ -313,12 +347,14 @@ def _row(b, h):
 # ----------------------------------------------------------------------------- the entry point
 
 def score_terms(weights: Weights, ids, layer: int, head: int, query: int, key: int | None = None,
-                against: int | None = None) -> ScoreTerms | RowTerms:
+                against: int | None = None, progress=None) -> ScoreTerms | RowTerms:
     """Split head ``(layer, head)``'s score from ``query`` to ``key`` into query-part × key-part terms.
 
     ``key=None``: the whole row (a :class:`RowTerms`: every key the query sees, each side's split);
     ``against=j′``: the split of score_i,key − score_i,j′. Positions are 0-based token positions. A key the
-    query cannot see (after it, or outside a local window) raises :class:`ScoreTermsError` with the reason."""
+    query cannot see (after it, or outside a local window) raises :class:`ScoreTermsError` with the reason.
+    ``progress(done, total)``: called after the first run and after each earlier layer of the second (a
+    job's callback may raise to stop the work there)."""
     ids = [int(t) for t in (ids.flatten().tolist() if isinstance(ids, torch.Tensor) else ids)]
     cfg, T = weights.config, len(ids)
     if against is not None and key is None:
@@ -329,11 +365,11 @@ def score_terms(weights: Weights, ids, layer: int, head: int, query: int, key: i
     name = head_name(layer, head)
     if key is None:
         keys = list(visible_keys(cfg, layer, query))
-        got = _collect(weights, ids, layer, head, query, keys, row=True)
+        got = _collect(weights, ids, layer, head, query, keys, row=True, progress=progress)
         query_side = (got["Q"] @ got["k_total"].T) * got["scale"]                # [Pq, J]
         return RowTerms(name, got["g"], query, np.array(keys), got["own"].numpy(), got["q_names"],
                         got["k_names"], got["K"].numpy(), query_side.numpy())
-    got = _collect(weights, ids, layer, head, query, wanted, row=False)
+    got = _collect(weights, ids, layer, head, query, wanted, row=False, progress=progress)
     grid = torch.einsum("pe,cje->pcj", got["Q"], got["K"]) * got["scale"]       # [Pq, Pk, J]
     own = got["own"].tolist()
     values = grid[..., 0] - (grid[..., 1] if against is not None else 0)
@@ -373,35 +409,35 @@ def _side_top(series: pd.Series) -> tuple[str, float]:
     return str(name), float(series[name])
 
 
-def _carries(part: str) -> str:
+def _carries(part: str):
     kind = part_kind(part)
-    if kind == "heads":
-        return f"{part}'s output"
-    if kind == "MLPs":
-        return f"{part}'s output"
+    if kind in ("heads", "MLPs"):
+        return msg("{part}'s output", part=part)
     if part == "embed":
-        return "the token embedding"
+        return msg("the token embedding")
     if part == "pos_embed":
-        return "the position embedding"
+        return msg("the position embedding")
     return part
 
 
-def explain(st: ScoreTerms, tokens: list[str] | None = None) -> str:
+def explain(st: ScoreTerms, tokens: list[str] | None = None) -> Message:
     """One plain-text sentence from the real numbers: the key part that matters most (summed over the query
-    side), the query part reading it most, and the single largest term. Not Markdown: show it as text."""
+    side), the query part reading it most, and the single largest term. Not Markdown: show it as text. A
+    :class:`~attnkit.i18n.Message`: English as a str, shown in the session's language."""
     def tok(p):
         return f"{p} ({tokens[p]!r})" if tokens is not None else str(p)
     kpart, kval = _side_top(st.key_side)
     col = pd.Series(st.values[:, st.key_parts.index(kpart)], index=st.query_parts)
     qpart, qval = _side_top(col)
     what = (f"score_{st.query},{st.key} − score_{st.query},{st.against}" if st.against is not None
-            else "the score")
-    goes = "towards" if kval >= 0 else "away from"
-    return (f"{st.head} attends from {tok(st.query)} {goes} {tok(st.key)}"
-            + (f" rather than {tok(st.against)}" if st.against is not None else "")
-            + f" above all because its key carries {_carries(kpart)} ({kval:+.3f} of {what} {st.score:+.3f}), "
-            f"read most by the query's {_carries(qpart)} ({qval:+.3f}); the sum of all "
-            f"{st.values.size} terms is {st.total:+.4f}.")
+            else msg("the score"))
+    goes = msg("towards") if kval >= 0 else msg("away from")
+    rather = msg(" rather than {key}", key=tok(st.against)) if st.against is not None else ""
+    return msg("{head} attends from {query} {goes} {key}{rather} above all because its key carries {kpart} "
+               "({kval} of {what} {score}), read most by the query's {qpart} ({qval}); the sum of all {n} terms "
+               "is {total}.", head=st.head, query=tok(st.query), goes=goes, key=tok(st.key), rather=rather,
+               kpart=_carries(kpart), kval=f"{kval:+.3f}", what=what, score=f"{st.score:+.3f}",
+               qpart=_carries(qpart), qval=f"{qval:+.3f}", n=st.values.size, total=f"{st.total:+.4f}")
 
 
 # ----------------------------------------------------------------------------- layer 0: the seeds' X·Xᵀ
@@ -416,8 +452,8 @@ def layer0_split(st: ScoreTerms) -> dict[str, float]:
     if not st.head.startswith("L0H"):
         raise ScoreTermsError(f"{st.head} is not in layer 0: its input holds earlier heads and MLPs too")
     if "pos_embed" not in st.query_parts:
-        raise ScoreTermsError("this model has no position embedding (rotary): positions rotate every part, "
-                              "so there is no token × position split")
+        raise ScoreTermsError(msg("this model has no position embedding (rotary): positions rotate every part, "
+                                  "so there is no token × position split"))
     name = {"embed": "token", "pos_embed": "position"}
     out = dict.fromkeys(L0_CELLS, 0.0)
     for a, qn in enumerate(st.query_parts):
@@ -427,11 +463,15 @@ def layer0_split(st: ScoreTerms) -> dict[str, float]:
     return out
 
 
-def layer0_average(weights: Weights, prompts: list[list[int]], head: int, query: int = -1) -> pd.DataFrame:
+def layer0_average(weights: Weights, prompts: list[list[int]], head: int, query: int = -1,
+                   progress=None) -> pd.DataFrame:
     """:func:`layer0_split` over a prompt set: in each prompt, head L0H``head``'s score from ``query``
-    (default the last token) to the key it scores highest. Columns cell, mean, std, n (std over prompts)."""
+    (default the last token) to the key it scores highest. Columns cell, mean, std, n (std over prompts).
+    ``progress(done, total)``: called before each prompt."""
     rows = []
-    for ids in prompts:
+    for n, ids in enumerate(prompts):
+        if progress is not None:
+            progress(n, len(prompts))
         q = query % len(ids)
         row = score_terms(weights, ids, 0, head, q)
         best = int(row.keys[int(np.argmax(row.scores))])

@@ -10,6 +10,7 @@ import torch
 from attnkit import app as ui
 from attnkit import metrics
 from attnkit.app import focus
+from attnkit.app import why as why_view
 from attnkit.charts import heatmaps as heatmap_charts
 from attnkit.charts import tokens as token_charts
 from attnkit.standard import head_name, parse_head
@@ -184,8 +185,9 @@ def one_head():
         side = min(heatmap_charts.CONTENT_WIDTH - 200, max(420, 30 * T))     # room for the labels and legend
         chart = heatmap_charts.cell_chart(vals, labels, labels, masked=masked(layer), kind=kind, scale=scale,
                                           title=title, size=side, name=name, legend_length=min(300, side))
-        st.altair_chart(chart, width="content")
+        why_view.draw_clickable(chart)
         ui.download_buttons(long_table(vals, layer), chart, f"{kind}_{name}", meta(layer=layer, head=head), key="one")
+        why_view.panel(ctx, ids, layer, head, tr["scores", layer][0, head].float().cpu().numpy(), labels)
         return
     state.fit("win", range(8, heatmap_charts.MARK_LIMIT + 1, 4), min(32, heatmap_charts.MARK_LIMIT),
               what="Window size", because=f"the window is 8 to {heatmap_charts.MARK_LIMIT} tokens, in steps of 4")
@@ -194,6 +196,7 @@ def one_head():
     m = focus.Matrix(vals, masked(layer), labels, kind, scale, name, title, key)
     focus.focus_view(m, png, lambda block, q0, k0: long_table(block, layer, q0, k0), meta(layer=layer, head=head),
                      lambda: full_csv(vals))
+    why_view.panel(ctx, ids, layer, head, tr["scores", layer][0, head].float().cpu().numpy(), labels)
 
 
 def grid():

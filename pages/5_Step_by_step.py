@@ -9,6 +9,7 @@ import torch
 from attnkit import app as ui
 from attnkit import steps as head_steps
 from attnkit.app import learner, step_tabs
+from attnkit.app import why as why_view
 from attnkit.charts import steps as step_charts
 from attnkit.i18n import t
 from attnkit.standard import head_name
@@ -195,6 +196,7 @@ def one_head_tab(hs):
 
 with tab_head:
     one_head_tab(hs)
+    why_view.layer0_section(ctx, head, query)
 
 with tab_seed:
     step_tabs.seed_examples()

@@ -13,6 +13,7 @@ tokens    spaces made visible, token labels, show_tokens      exports  csv_bytes
 jobs      long work in the background: progress, stale result, Stop
 navigation  PAGES (the page list, once), open_page / open_head (the one way to open another page)
 clicks    clicked / new_click / forget_click (the one reader of a chart click)
+why       "Why does this query attend to this key?" (Heatmaps) and layer 0's token/position split (Step by step)
 """
 from .caches import TRACE_CACHE_MB, TraceCache, cached_model, cached_result, corpus_result, trace, traces_for_all
 from .context import DEFAULT_PROMPT, LOCAL, Context

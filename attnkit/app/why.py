@@ -1,0 +1,276 @@
+"""Why does this query attend to this key? Page logic for the Heatmaps panel (a cell clicked on the one-head
+chart, or query and key picked in two boxes) and Step by step's layer-0 split (the seeds' X·Xᵀ measured).
+
+The numbers are :mod:`attnkit.score_terms`'s, the same as ``python -m attnkit why`` prints for the same model,
+tokens, head, query and key (the JSON export here has the CLI's fields). Work estimated above
+:data:`JOB_SECONDS` (from the model's shape and T, :func:`attnkit.score_terms.cost`) runs as a job with
+progress and Stop; quicker work runs at once and is cached.
+"""
+from __future__ import annotations
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from .. import examples
+from .. import score_terms as terms_lib
+from ..charts import score_terms as term_charts
+from ..i18n import t
+from ..standard import head_name, parse_head
+from .caches import cached_result
+from .clicks import new_click
+from .context import Context
+from .escaping import plain
+from .exports import json_bytes
+from .jobs import job_result
+from .navigation import open_head, open_page
+
+__all__ = ["CHART_KEY", "SELECT", "Q_KEY", "K_KEY", "JOB_SECONDS", "FLOPS", "OVERHEAD_S", "seconds", "draw_clickable",
+           "panel", "layer0_section", "runner_up", "pair_inputs"]
+
+#: The one-head chart's key and its click selection (fields: the query and key labels of the cell).
+CHART_KEY, SELECT = "hm_cell", "cell"
+#: Session keys of the panel's two boxes, and of its whole-row switch and grouping.
+Q_KEY, K_KEY, ROW_KEY, GROUP_KEY = "hm_why_q", "hm_why_k", "hm_why_row", "hm_why_by"
+#: Work estimated above this many seconds runs as a job (progress and Stop).
+JOB_SECONDS = 1.0
+#: The estimate: seconds = OVERHEAD_S + cost / FLOPS per split, fitted on attnkit-tiny's rows at T = 100 … 780
+#: on the shared 2-core machine under a load average of ~16 (0.52 s … 3.19 s measured).
+FLOPS, OVERHEAD_S = 5e9, 0.2
+#: Heads offered as links on each side (the largest in size).
+LINKS = 4
+
+
+def seconds(cfg, T: int, layer: int, n: int = 1) -> float:
+    """Estimated seconds of ``n`` splits of a head in ``layer`` at T tokens."""
+    return n * (OVERHEAD_S + terms_lib.cost(cfg, T, layer) / FLOPS)
+
+
+def _compute(ctx: Context, slot: str, key: tuple, label: str, fn, estimate: float):
+    """``fn(progress)``: at once (cached for every session) when quick, else as a job; None while it runs."""
+    full = (ctx.model_name, ctx.device, slot, *key)
+    if estimate <= JOB_SECONDS:
+        return cached_result(full, lambda: fn(None))
+    return job_result(slot, full, label, fn)
+
+
+# ----------------------------------------------------------------------------- picking a cell
+
+def draw_clickable(chart: alt.Chart) -> None:
+    """The one-head heatmap with a click on a cell choosing its query and key for the panel below."""
+    pick = alt.selection_point(name=SELECT, fields=["query", "key"], on="click", clear=False)
+    st.altair_chart(chart.add_params(pick), width="content", on_select="rerun", selection_mode=SELECT,
+                    key=CHART_KEY)
+
+
+def _read_click(labels: list[str]) -> None:
+    """A new click on a cell sets the two boxes (before they are drawn in this run)."""
+    where = {label: i for i, label in enumerate(labels)}
+    for point in new_click(CHART_KEY, SELECT)[-1:]:
+        q, k = where.get(point.get("query")), where.get(point.get("key"))
+        if q is not None and k is not None:
+            st.session_state.update({Q_KEY: q, K_KEY: k})
+
+
+def pair_inputs(T: int, labels: list[str]) -> tuple[int | None, int | None]:
+    """The query and key boxes (a click on a cell fills them); (None, None) until both are picked."""
+    _read_click(labels)
+    opts = [None] + list(range(T))
+    for key in (Q_KEY, K_KEY):
+        if st.session_state.get(key) not in opts:
+            st.session_state[key] = None
+    c1, c2 = st.columns(2)
+    fmt = lambda i: t("(pick a token)") if i is None else labels[i]     # noqa: E731
+    q = c1.selectbox(t("Query token (attending)"), opts, key=Q_KEY, format_func=fmt)
+    k = c2.selectbox(t("Key token (attended to)"), opts, key=K_KEY, format_func=fmt)
+    return q, k
+
+
+def runner_up(cfg, layer: int, query: int, key: int, scores: np.ndarray) -> int | None:
+    """The key with the highest score in the query's row other than ``key`` (None when it sees no other)."""
+    seen = [j for j in terms_lib.visible_keys(cfg, layer, query) if j != key]
+    return None if not seen else int(seen[int(np.argmax(scores[query, seen]))])
+
+
+# ----------------------------------------------------------------------------- the panel
+
+def panel(ctx: Context, ids: list[int], layer: int, head: int, scores: np.ndarray, labels: list[str]) -> None:
+    """Heatmaps' "Why does this query attend to this key?" below the one-head chart. ``scores``: the head's
+    [T, T] pre-softmax scores (the runner-up key is read from them)."""
+    cfg, T, name = ctx.model.config, len(ids), head_name(layer, head)
+    st.subheader(t("Why does this query attend to this key?"))
+    q, k = pair_inputs(T, labels)
+    if q is None or k is None:
+        st.caption(t("Click a cell of the chart above, or pick a query and a key: the score is split exactly into "
+                     "what the query side and the key side are made of (embeddings, each earlier head, each MLP, "
+                     "biases), each norm's scale held at its value on this prompt."))
+        return
+    reason = terms_lib.refusal(cfg, T, layer, head, q, k)
+    if reason is not None:
+        st.info(plain(reason), icon="🚫")
+        return
+    against = runner_up(cfg, layer, q, k, scores)
+    w = ctx.model.weights
+
+    def split(progress):
+        def half(first: bool):        # the key's split, then the contrast's: one bar over both
+            if progress is None:
+                return None
+            return lambda done, total: progress(done + (0 if first else total), 2 * total)
+        main = terms_lib.score_terms(w, ids, layer, head, q, k, progress=half(True))
+        vs = None if against is None else terms_lib.score_terms(w, ids, layer, head, q, k, against, half(False))
+        return main, vs
+
+    got = _compute(ctx, "hm_why", (tuple(ids), layer, head, q, k, against),
+                   t("Splitting {head}'s score from {q} to {k}", head=name, q=q, k=k), split,
+                   seconds(cfg, T, layer, 2))
+    if got is None:
+        return
+    tokens = ctx.model.token_strs(ids)
+    main, vs = got
+    _show_split(ctx, main, tokens, ids)
+    if vs is not None:
+        _show_contrast(vs, tokens)
+    _links(ctx, main, layer, head)
+    _whole_row(ctx, ids, layer, head, q, tokens)
+
+
+def _show_split(ctx: Context, main: terms_lib.ScoreTerms, tokens: list[str], ids: list[int]) -> None:
+    m1, m2, m3 = st.columns(3)
+    m1.metric(t("The model's score"), f"{main.score:+.4f}")
+    m2.metric(t("Sum of the terms"), f"{main.total:+.4f}")
+    m3.metric(t("Terms (query part × key part)"), f"{main.values.size:,}")
+    st.text(str(terms_lib.explain(main, tokens)))
+    st.altair_chart(term_charts.terms_grid(main, title=t(
+        "{head}: score({q}, {k}) = {score}, split into query part × key part", head=main.head, q=main.query,
+        k=main.key, score=f"{main.score:+.4f}")), width="content")
+    top = terms_lib.top_terms(main, 15)
+    st.dataframe(top.rename(columns={"query": t("query part"), "key": t("key part"), "value": t("term"),
+                                     "share": t("share of the score")}),
+                 hide_index=True, width="stretch",
+                 column_config={t("term"): st.column_config.NumberColumn(format="%+.4f"),
+                                t("share of the score"): st.column_config.NumberColumn(format="%+.3f")})
+    by = st.radio(t("Group the terms by"), ["kind", "layer"], key=GROUP_KEY, horizontal=True,
+                  format_func=lambda b: t("kind (embeddings, heads, MLPs, biases)") if b == "kind" else t("layer"))
+    table = terms_lib.grouped(main, by).pivot_table(index="query_group", columns="key_group", values="value",
+                                                    sort=False, aggfunc="sum")
+    st.caption(t("Rows: the query side's groups; columns: the key side's. Every cell is a sum of terms."))
+    st.dataframe(table.style.format("{:+.4f}"), width="stretch")
+    out = {"model": ctx.model_name, "tokens": tokens, "ids": list(ids), **main.to_json()}
+    st.download_button(t("Every term (JSON, as the CLI's --json)"), json_bytes(out),
+                       file_name=f"why_{main.head}_q{main.query}_k{main.key}.json", mime="application/json",
+                       key="hm_why_json", on_click="ignore")
+
+
+def _show_contrast(vs: terms_lib.ScoreTerms, tokens: list[str]) -> None:
+    st.markdown("**" + t("Against the row's runner-up key") + "**")
+    st.caption(t("What a softmax reads is the difference of two scores: here the chosen key against the other "
+                 "key this query scores highest, split the same way."))
+    st.text(str(terms_lib.explain(vs, tokens)))
+    st.altair_chart(term_charts.side_bars(vs, "key"), width="content")
+
+
+# ----------------------------------------------------------------------------- links to other pages
+
+def _heads(series: pd.Series) -> list[str]:
+    order = series.abs().sort_values(ascending=False).index
+    return [p for p in order if terms_lib.part_kind(p) == "heads"][:LINKS]
+
+
+def _circuits_pair(text: str) -> dict:
+    """Circuits' example whose clean prompt is this prompt (its pair then comes along), else nothing."""
+    for name, ex in examples.EXAMPLES.items():
+        if ex["clean"] == text:
+            return {"example": name, **ex}
+    return {}
+
+
+def _links(ctx: Context, main: terms_lib.ScoreTerms, layer: int, head: int) -> None:
+    """Each large head term's pattern (Heatmaps), and each key-side head's path patch into this head's key
+    (Circuits): the prompt-level term beside the causal check."""
+    key_heads, query_heads = _heads(main.key_side), _heads(main.query_side)
+    if not key_heads and not query_heads:
+        return
+    st.markdown("**" + t("The heads behind the largest terms") + "**")
+    pair = _circuits_pair(ctx.text)
+    receiver = f"{head_name(layer, head)}.k"
+    for side, heads in ((t("key side"), key_heads), (t("query side"), query_heads)):
+        cols = st.columns(1 + LINKS)
+        cols[0].caption(side)
+        for col, part in zip(cols[1:], heads):
+            pl, ph = parse_head(part)
+            value = (main.key_side if heads is key_heads else main.query_side)[part]
+            col.button(t("{head} ({value}): its pattern", head=part, value=f"{value:+.3f}"),
+                       key=f"hm_why_open_{side}_{part}", on_click=open_head, args=(pl, ph))
+            if heads is key_heads:
+                col.button(t("Path patch {sender} → {receiver}", sender=part, receiver=receiver),
+                           key=f"hm_why_path_{part}", on_click=open_page, args=("circuits",),
+                           kwargs=dict(recv_layer=layer, recv_head=head, recv_input="k", sender=part, **pair))
+    st.caption(t("Path patching runs on Circuits' prompt pair (a clean and a corrupted prompt): ")
+               + (t("this prompt is the clean prompt of its example, which comes along.") if pair else
+                  t("this prompt is none of its examples' clean prompts, so Circuits keeps its own pair.")))
+
+
+def _whole_row(ctx: Context, ids: list[int], layer: int, head: int, q: int, tokens: list[str]) -> None:
+    if not st.checkbox(t("Split the whole row: every key query {q} sees, by kind of part", q=q), key=ROW_KEY):
+        return
+    w, cfg = ctx.model.weights, ctx.model.config
+    row = _compute(ctx, "hm_why_row", (tuple(ids), layer, head, q),
+                   t("Splitting {head}'s row {q}", head=head_name(layer, head), q=q),
+                   lambda progress: (terms_lib.score_terms(w, ids, layer, head, q, progress=progress),),
+                   seconds(cfg, len(ids), layer))
+    if row is not None:
+        st.altair_chart(term_charts.row_by_kind(row[0], tokens), width="content")
+        st.caption(t("Bars: each key's score split by the kind of part its key carries; tick: the model's score."))
+
+
+# ----------------------------------------------------------------------------- Step by step: layer 0
+
+def _layer0(w, ids: list[int], head: int, query: int) -> dict:
+    row = terms_lib.score_terms(w, ids, 0, head, query)
+    best = int(row.keys[int(np.argmax(row.scores))])
+    return terms_lib.layer0_split(terms_lib.score_terms(w, ids, 0, head, query, best)) | {"key": best}
+
+
+def layer0_section(ctx: Context, head: int, query: int) -> None:
+    """Layer 0's score split into token × token, token × position, position × token, position × position —
+    the seeds' X·Xᵀ argument measured — on this prompt and averaged over the sidebar's prompts."""
+    st.subheader(t("Layer 0: the seeds' X·Xᵀ, measured"))
+    ids, cfg, w = ctx.ids, ctx.model.config, ctx.model.weights
+    name, tokens = head_name(0, head), ctx.tokens
+    try:
+        got = _compute(ctx, "st_l0", (tuple(ids), head, query), t("Splitting {head}'s score", head=name),
+                       lambda progress: (_layer0(w, ids, head, query),), seconds(cfg, len(ids), 0, 2))
+    except terms_lib.ScoreTermsError as e:
+        st.info(plain(str(e)), icon="ℹ️")
+        return
+    if got is None:
+        return
+    cells = dict(got[0])
+    key = cells.pop("key")
+    score = sum(cells.values())
+    big = max(terms_lib.L0_CELLS[:4], key=lambda c: abs(cells[c]))
+    st.text(t("In layer 0 a head reads only X = token embedding + position embedding, so its score is X·Xᵀ seen "
+              "through W_Q·W_Kᵀ, in four blocks. {head}'s score from {q} ({qt!r}) to the key it scores highest, "
+              "{k} ({kt!r}), is {score}: {big} gives {value} of it, token × token {tt}.", head=name, q=query,
+              qt=tokens[query], k=key, kt=tokens[key], score=f"{score:+.3f}", big=big, value=f"{cells[big]:+.3f}",
+              tt=f"{cells['token × token']:+.3f}"))
+    st.altair_chart(term_charts.layer0_bars(cells, title=t("{head}: query {q} → key {k}", head=name, q=query,
+                                                           k=key)), width="content")
+    prompts = [p for p in (ctx.encode(text)[0] for text in ctx.prompts) if p]
+    if len(prompts) < 2:
+        st.caption(t("Upload a prompt set in the sidebar (a file of prompts) to see this split averaged over "
+                     "them, with its spread."))
+        return
+    est = seconds(cfg, max(map(len, prompts)), 0, 2 * len(prompts))
+    avg = _compute(ctx, "st_l0_avg", (tuple(map(tuple, prompts)), head),
+                   t("Layer 0's split over {n} prompts", n=len(prompts)),
+                   lambda progress: (terms_lib.layer0_average(w, prompts, head, progress=progress),), est)
+    if avg is None:
+        return
+    df = avg[0]
+    st.altair_chart(term_charts.layer0_bars(df, title=t(
+        "{head}: mean ± std over {n} prompts (each: its last token → the key it scores highest)", head=name,
+        n=len(prompts))), width="content")
+    st.dataframe(df, hide_index=True, width="stretch")
