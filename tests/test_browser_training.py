@@ -26,7 +26,7 @@ def test_training_page_curves_slider_and_one_click_to_heatmaps(tmp_path, monkeyp
         assert main.locator("[data-testid='stVegaLiteChart']").count() >= 2
         screenshot(page, "training")
         assert f"step={s.steps[-1]}" in page.url, page.url                 # the slider's step, kept in the link
-        thumb = main.locator("[role='slider']").first
+        thumb = main.get_by_role("slider").first
         thumb.focus()
         act(page, lambda: page.keyboard.press("ArrowLeft"), timeout=120_000)
         wait_idle(page, 120_000)

@@ -76,11 +76,3 @@ def test_a_bad_series_is_one_line_and_nothing_runs(tmp_path):
     assert not at.exception and len(at.error) == 1 and "series folder not found" in at.error[0].value
     assert not at.get("vega_lite_chart")
 
-
-def test_the_page_speaks_chinese(shipped):
-    at = apptest(PAGE, timeout=300, ak_lang="zh").run()
-    assert not at.exception, at.exception
-    texts = [x.value for x in at.text]
-    assert any(v.startswith(f"相变发生在第 {shipped.phase_change_step} 步") for v in texts), texts
-    assert "最佳归纳得分（重复的随机词元）" in json.dumps(_charts(at)[0], ensure_ascii=False)
-    assert [s.label for s in at.select_slider] == ["步"]

@@ -90,7 +90,8 @@ def open_buttons(res: training.SeriesResult, step: int, head: str) -> None:
     on ``head``)."""
     c = res.checkpoints[res.steps.index(step)]
     st.caption(t("Open the checkpoint of step {step} ({name}) on another page:", step=step, name=plain(c.label)))
-    cols = st.columns(len(OPEN_ON))
+    per_row = 4                                   # labels stay whole in a normal-width main column
+    cols = [c for i in range(0, len(OPEN_ON), per_row) for c in st.columns(per_row)]
     layer, h = parse_head(head)
     for col, key in zip(cols, OPEN_ON):
         spec = next(p for p in PAGES if p.key == key)
