@@ -72,6 +72,8 @@ class Series:
     members: list[Member]
     about: str = ""
     texts: Path | None = None          # evaluation text shipped with the series (series.json "texts")
+    train_block: int | None = None     # the window length it was trained on (series.json "train_block"), when
+                                       # shorter than the context: the ICL score's positions stay inside it
 
     def __len__(self) -> int:
         return len(self.members)
@@ -109,7 +111,9 @@ def _folder_series(name: str, root: Path) -> Series:
     members.sort(key=lambda m: m.step)
     texts = index.get("texts")
     text_path = (root / texts) if isinstance(texts, str) and (root / texts).is_file() else None
-    return Series(name, str(root.resolve()), members, str(index.get("about", "")), text_path)
+    block = index.get("train_block")
+    block = block if isinstance(block, int) and not isinstance(block, bool) and block >= 20 else None
+    return Series(name, str(root.resolve()), members, str(index.get("about", "")), text_path, block)
 
 
 def _read_index(root: Path) -> dict:

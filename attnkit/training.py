@@ -6,9 +6,12 @@ Per checkpoint (:func:`checkpoint_result`, on a model loaded by :func:`attnkit.l
 - the registered head statistics of :mod:`attnkit.metrics` on the text's first context (as ``heads``);
 - induction on repeated random tokens (:func:`attnkit.metrics.induction_scores`: n = 50, 4 sequences, seed 0,
   as ``heads``), per sequence too, so the best head's score carries a 95 % t-interval over the sequences;
-- the in-context-learning score: on the text cut into windows of W = min(n_ctx, 1024) tokens, the mean loss
-  at tokens in the last tenth of a window minus the mean loss at tokens 5–15 % into it (Olsson et al.'s
-  "loss at token 500 minus loss at token 50", scaled to W); negative when later tokens are predicted better;
+- the in-context-learning score (Olsson et al.'s "loss at token 500 minus loss at token 50"): on the text cut into
+  windows of W tokens, W the window the checkpoints were trained on (series.json ``train_block``, else the
+  context; at most 1024), the mean loss at positions in the last tenth of a window (late) minus the mean loss at
+  positions 5–15 % into it (early, ≈ W/10), with its standard error over the windows; negative when later
+  tokens are predicted better. Positions past the trained window are never used: a model trained on shorter
+  windows than its context loses more there for want of training, not of context;
 - the loss on the second half of the repeated random tokens (a model that copies drives it to 0);
 - the K-composition (:func:`attnkit.circuits.compose.composition`) of the strongest pair: the best
   induction head of layers ≥ 1 and the best previous-token head of an earlier layer, with the random baseline;
@@ -17,7 +20,8 @@ Per checkpoint (:func:`checkpoint_result`, on a model loaded by :func:`attnkit.l
 
 Phase change (:func:`phase_change`): the first step whose best induction score's 95 % interval lies wholly
 above :data:`THRESHOLD`; the ICL drop (:func:`icl_drop`): the pair of neighbouring checkpoints between which
-the ICL score falls fastest per step.
+the ICL score falls fastest per step, among the falls larger than their noise (1.96 × the standard error of the
+difference); None when no fall is.
 
 Each checkpoint's result is kept on disk (:func:`attnkit.diskcache.cache_folder` ``/series``), keyed by the
 SHA-256 of its weights, config and tokenizer files and the settings, so a series computed once is read back
@@ -41,6 +45,7 @@ from scipy import stats as sp_stats
 
 from . import checkpoint, diskcache, loading, metrics
 from .circuits.compose import composition
+from .i18n import Message, msg
 from .model import run
 from .progress import Progress, Steps
 from .prompts import SAMPLE_TEXT, truncate, windows
@@ -56,10 +61,15 @@ LEVEL = 0.95
 ICL_EARLY = (0.05, 0.15)          # fractions of a window: "token 50 of 500"
 ICL_LATE = (0.9, 1.0)             # "token 500 of 500"
 ICL_MAX_T = 1024
-ICL_MAX_WINDOWS = 16
+ICL_MIN_T = 20
+#: The ICL score reads at most this many tokens of the text (and at least 16 windows where the text has them).
+ICL_TOKENS = 16384
+ICL_MIN_WINDOWS = 16
+#: A fall of the ICL score counts when it exceeds this many standard errors of the difference.
+ICL_Z = 1.96
 PATTERN_N = 16
 #: Bump when what is cached changes meaning.
-FORMAT = 1
+FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -69,10 +79,12 @@ class Settings:
     induction_batch: int = 4
     seed: int = 0
     pattern_n: int = PATTERN_N
+    icl_window: int | None = None       # the trained window (series.json train_block); None: the context
 
     def key(self) -> dict:
         return {"text": hashlib.sha256(self.text.encode("utf-8", "surrogatepass")).hexdigest(),
-                "n": self.induction_n, "batch": self.induction_batch, "seed": self.seed, "pattern_n": self.pattern_n}
+                "n": self.induction_n, "batch": self.induction_batch, "seed": self.seed, "pattern_n": self.pattern_n,
+                "icl_window": self.icl_window}
 
 
 @dataclass
@@ -87,6 +99,8 @@ class CheckpointResult:
     icl: float
     icl_early: float
     icl_late: float
+    icl_se: float                       # standard error of the ICL score over the windows
+    icl_positions: dict                 # {"window", "early": [first, last], "late": [first, last], "windows"}
     repeat_loss: float
     k_composition: float
     k_pair: tuple                       # (previous-token head, induction head), names
@@ -129,7 +143,9 @@ class CheckpointResult:
                 "induction_lo": lo, "induction_hi": hi, "previous_token": prev, "previous_token_head": prev_head,
                 "first_token": self._best(self.stats["first-token"])[0],
                 "entropy": float(np.nanmean(self.stats["mean entropy"])), "icl": self.icl,
-                "icl_early": self.icl_early, "icl_late": self.icl_late, "repeat_loss": self.repeat_loss,
+                "icl_early": self.icl_early, "icl_late": self.icl_late, "icl_se": self.icl_se,
+                "icl_window": self.icl_positions.get("window"), "icl_early_positions": self.icl_positions.get("early"),
+                "icl_late_positions": self.icl_positions.get("late"), "repeat_loss": self.repeat_loss,
                 "k_composition": self.k_composition, "k_pair": list(self.k_pair), "k_baseline": self.k_baseline,
                 "val_loss": self.info.get("val_loss"), "train_loss": self.info.get("train_loss"),
                 "cached": self.cached}
@@ -144,18 +160,29 @@ def _token_losses(weights, ids: torch.Tensor) -> torch.Tensor:
                            reduction="none").view(ids.shape[0], -1)
 
 
-def icl_score(weights, ids: list[int]) -> tuple[float, float, float]:
-    """(late − early, early, late) mean losses over the text's windows (see the module docstring); NaN when the
-    text has fewer than 20 tokens."""
-    W = min(weights.config.n_ctx, ICL_MAX_T, len(ids))
-    wins = [w for w in windows(ids, W) if len(w) == W][:ICL_MAX_WINDOWS]
-    if W < 20 or not wins:
-        return math.nan, math.nan, math.nan
-    loss = _token_losses(weights, torch.tensor(wins, device=weights.device))     # target position p = 1 … W−1
-    pos = torch.arange(1, W, device=loss.device)
-    early = loss[:, (pos >= math.ceil(ICL_EARLY[0] * W)) & (pos < ICL_EARLY[1] * W)].mean()
-    late = loss[:, pos >= ICL_LATE[0] * W].mean()
-    return float(late - early), float(early), float(late)
+def icl_positions(window: int) -> tuple[range, range]:
+    """(early, late) target positions of a window of ``window`` tokens: 5–15 % into it, and its last tenth."""
+    return (range(math.ceil(ICL_EARLY[0] * window), math.ceil(ICL_EARLY[1] * window)),
+            range(math.ceil(ICL_LATE[0] * window), window))
+
+
+def icl_score(weights, ids: list[int], window: int | None = None) -> tuple[float, float, float, float, dict]:
+    """(late − early, early, late, standard error of late − early over the windows, the positions used) of the
+    mean losses over the text's windows of min(``window`` or the context, n_ctx, 1024) tokens (see the module
+    docstring); NaNs when the text has fewer than 20 tokens."""
+    W = min(window or weights.config.n_ctx, weights.config.n_ctx, ICL_MAX_T, len(ids))
+    wins = [w for w in windows(ids, W) if len(w) == W][:max(ICL_MIN_WINDOWS, ICL_TOKENS // max(W, 1))]
+    if W < ICL_MIN_T or not wins:
+        return math.nan, math.nan, math.nan, math.nan, {}
+    early_pos, late_pos = icl_positions(W)
+    loss = _token_losses(weights, torch.tensor(wins, device=weights.device)).double()   # column p−1: position p
+    early = loss[:, early_pos.start - 1: early_pos.stop - 1].mean(1)
+    late = loss[:, late_pos.start - 1: late_pos.stop - 1].mean(1)
+    diff = late - early
+    se = float(diff.std(unbiased=True) / math.sqrt(len(wins))) if len(wins) > 1 else math.nan
+    where = {"window": W, "early": [early_pos.start, early_pos.stop - 1], "late": [late_pos.start, late_pos.stop - 1],
+             "windows": len(wins)}
+    return float(diff.mean()), float(early.mean()), float(late.mean()), se, where
 
 
 def _k_pair(w, stats: dict, induction: np.ndarray) -> tuple[float, tuple, float]:
@@ -183,15 +210,15 @@ def checkpoint_result(loaded, member: Member, settings: Settings = Settings()) -
     n = rep_ids.shape[1] // 2
     rep_loss = F.cross_entropy(tr.logits[:, n:-1].float().reshape(-1, tr.logits.shape[-1]),
                                rep_ids[:, n + 1:].reshape(-1))
-    icl, early, late = icl_score(w, loaded.encode(settings.text))
+    icl, early, late, icl_se, where = icl_score(w, loaded.encode(settings.text), settings.icl_window)
     induction_seq = seq.permute(1, 0, 2).double().cpu().numpy()             # [B, L, H]
     k, pair, base = _k_pair(w, stats, induction_seq.mean(0))
     pn = min(settings.pattern_n, w.config.n_ctx // 2)
     p_ids = metrics.repeated_random_tokens(pn, w.config.d_vocab, seed=settings.seed, batch=1).to(w.device)
     p_pats = run(w, p_ids, capture=["pattern"]).stack("pattern")[:, 0].half().cpu().numpy()
     return CheckpointResult(member.step, member.label, member.name, None if member.folder is None else
-                            str(member.folder), dict(member.info), stats, induction_seq, icl, early, late,
-                            float(rep_loss), k, pair, base, p_pats, loaded.token_texts(p_ids[0].tolist()))
+                            str(member.folder), dict(member.info), stats, induction_seq, icl, early, late, icl_se,
+                            where, float(rep_loss), k, pair, base, p_pats, loaded.token_texts(p_ids[0].tolist()))
 
 
 # ----------------------------------------------------------------------------- the disk cache
@@ -214,7 +241,8 @@ def _cache_path(key: str) -> Path:
 
 
 def _save(key: str, r: CheckpointResult) -> None:
-    meta = {"icl": r.icl, "icl_early": r.icl_early, "icl_late": r.icl_late, "repeat_loss": r.repeat_loss,
+    meta = {"icl": r.icl, "icl_early": r.icl_early, "icl_late": r.icl_late, "icl_se": r.icl_se,
+            "icl_positions": r.icl_positions, "repeat_loss": r.repeat_loss,
             "k_composition": r.k_composition, "k_pair": list(r.k_pair), "k_baseline": r.k_baseline,
             "pattern_tokens": r.pattern_tokens, "stats": list(r.stats)}
     arrays = {f"stat{i}": v for i, v in enumerate(r.stats.values())}
@@ -238,7 +266,8 @@ def _load(key: str, member: Member) -> CheckpointResult | None:
     except (OSError, KeyError, ValueError):
         return None
     return CheckpointResult(member.step, member.label, member.name, str(member.folder), dict(member.info), stats,
-                            seq, meta["icl"], meta["icl_early"], meta["icl_late"], meta["repeat_loss"],
+                            seq, meta["icl"], meta["icl_early"], meta["icl_late"], meta["icl_se"],
+                            meta["icl_positions"], meta["repeat_loss"],
                             meta["k_composition"], tuple(meta["k_pair"]), meta["k_baseline"], pats,
                             meta["pattern_tokens"], cached=True)
 
@@ -291,29 +320,56 @@ class SeriesResult:
         pick = self.checkpoints[max(0, k - neighbours): k + neighbours + 1]
         return [(c.step, c.patterns[l, h].astype(np.float32)) for c in pick]
 
-    def verdict(self) -> str:
-        """The phase change in one sentence: step, score with its interval, threshold, and why."""
+    def verdict(self) -> Message:
+        """The phase change in one sentence: step, score with its interval, threshold, and why (a catalog message:
+        English as a str, shown in the reader's language)."""
         step = self.phase_change_step
         if step is None:
             best = max(self.checkpoints, key=lambda c: c.best_induction[0])
             lo, hi = best.induction_interval()
-            return (f"no phase change found: no checkpoint's best induction score has its {LEVEL:.0%} interval above "
-                    f"{self.threshold} (highest: {best.best_induction[0]:.3f} [{lo:.3f}, {hi:.3f}] at step "
-                    f"{best.step}, {best.best_induction[1]})")
+            return msg("no phase change found: no checkpoint's best induction score has its {level} interval above "
+                       "{threshold} (highest: {score} [{lo}, {hi}] at step {step}, {head})", level=f"{LEVEL:.0%}",
+                       threshold=self.threshold, score=f"{best.best_induction[0]:.3f}", lo=f"{lo:.3f}",
+                       hi=f"{hi:.3f}", step=best.step, head=best.best_induction[1])
         c = self.checkpoints[self.steps.index(step)]
         lo, hi = c.induction_interval()
         k = self.steps.index(step)
         before = self.checkpoints[k - 1].best_induction[0] if k else math.nan
-        return (f"phase change at step {step}: {c.best_induction[1]}'s induction score is {c.best_induction[0]:.3f} "
-                f"[{lo:.3f}, {hi:.3f}] ({LEVEL:.0%} t-interval over {c.induction_seq.shape[0]} random sequences), "
-                f"the first whose interval clears {self.threshold}; it was {before:.3f} one checkpoint earlier")
+        return msg("phase change at step {step}: {head}'s induction score is {score} [{lo}, {hi}] ({level} t-interval "
+                   "over {n} random sequences), the first whose interval clears {threshold}; it was {before} one "
+                   "checkpoint earlier", step=step, head=c.best_induction[1], score=f"{c.best_induction[0]:.3f}",
+                   lo=f"{lo:.3f}", hi=f"{hi:.3f}", level=f"{LEVEL:.0%}", n=c.induction_seq.shape[0],
+                   threshold=self.threshold, before=f"{before:.3f}")
+
+    @property
+    def icl_positions(self) -> dict:
+        """The ICL score's window and positions ({"window", "early": [first, last], "late": …, "windows"}) as the
+        first checkpoint used them ({} without a text long enough)."""
+        return dict(self.checkpoints[0].icl_positions) if self.checkpoints else {}
+
+    def icl_note(self) -> Message:
+        """Which positions the ICL score compares, and what its steepest drop is (or that none exceeds its noise)."""
+        where = self.icl_positions
+        if not where:
+            return msg("no ICL score: the text has fewer than {n} tokens", n=ICL_MIN_T)
+        args = dict(late=f"{where['late'][0]}–{where['late'][1]}", early=f"{where['early'][0]}–{where['early'][1]}",
+                    windows=where["windows"], window=where["window"], z=ICL_Z)
+        drop = self.icl_drop
+        if drop is None:
+            return msg("ICL score: mean loss at positions {late} minus at positions {early} of {windows} windows of "
+                       "{window} tokens; no fall between neighbouring checkpoints exceeds {z} standard errors "
+                       "(noise)", **args)
+        return msg("ICL score: mean loss at positions {late} minus at positions {early} of {windows} windows of "
+                   "{window} tokens; it falls fastest between steps {a} and {b} (beyond {z} standard errors)",
+                   a=drop[0], b=drop[1], **args)
 
     def to_json(self) -> dict:
         drop = self.icl_drop
         return {"series": self.name, "source": self.source, "threshold": self.threshold, "level": LEVEL,
                 "checkpoints": [_jsonable(c.row()) for c in self.checkpoints],
                 "phase_change_step": self.phase_change_step, "icl_drop_steps": list(drop) if drop else None,
-                "verdict": self.verdict(), "notes": self.notes}
+                "icl_positions": self.icl_positions, "icl_note": str.__str__(self.icl_note()),
+                "verdict": str.__str__(self.verdict()), "notes": self.notes}
 
 
 def _jsonable(row: dict) -> dict:
@@ -329,13 +385,15 @@ def phase_change(checkpoints: list[CheckpointResult], threshold: float = THRESHO
     return None
 
 
-def icl_drop(checkpoints: list[CheckpointResult]) -> tuple[int, int] | None:
-    """(step a, step b): the neighbouring checkpoints between which the ICL score falls fastest per step."""
+def icl_drop(checkpoints: list[CheckpointResult], z: float = ICL_Z) -> tuple[int, int] | None:
+    """(step a, step b): the neighbouring checkpoints between which the ICL score falls fastest per step, among the
+    falls larger than ``z`` standard errors of the difference (the windows' noise); None when no fall is."""
     best, out = 0.0, None
     for a, b in zip(checkpoints, checkpoints[1:]):
         if b.step > a.step and math.isfinite(a.icl) and math.isfinite(b.icl):
+            noise = z * math.hypot(a.icl_se, b.icl_se) if math.isfinite(a.icl_se) and math.isfinite(b.icl_se) else 0.0
             slope = (b.icl - a.icl) / (b.step - a.step)
-            if slope < best:
+            if a.icl - b.icl > noise and slope < best:
                 best, out = slope, (a.step, b.step)
     return out
 
@@ -366,7 +424,8 @@ def analyse(series: Series, text: str | None = None, *, device: str = "cpu", set
             progress: Progress | None = None, use_cache: bool = True) -> SeriesResult:
     """Every checkpoint's numbers (from the disk cache where they are there), in step order."""
     check_consistent(series)
-    settings = settings or Settings(text=text if text is not None else _default_text(series))
+    settings = settings or Settings(text=text if text is not None else _default_text(series),
+                                    icl_window=series.train_block)
     steps = Steps(progress, len(series), start=True)
     shape: list = []
     out = [steps.after(_one(m, settings, str(device), use_cache, shape)) for m in series.members]

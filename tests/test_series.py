@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -118,12 +119,12 @@ def test_pick_along_curve_on_a_hand_made_curve():
     assert pick_along_curve(curve[:4], 9) == [0, 1, 2, 3]
 
 
-def _hand_made(step: int, seq: list[float], icl: float) -> training.CheckpointResult:
+def _hand_made(step: int, seq: list[float], icl: float, icl_se: float = 0.0) -> training.CheckpointResult:
     induction_seq = np.zeros((len(seq), 2, 2))
     induction_seq[:, 1, 0] = seq
     stats = {"previous-token": np.zeros((2, 2)), "first-token": np.zeros((2, 2)), "mean entropy": np.ones((2, 2))}
     return training.CheckpointResult(step, f"s{step}", f"s{step}", None, {}, stats, induction_seq, icl, 0.0, 0.0,
-                                     0.0, 0.0, ("L0H0", "L1H0"), 0.0, np.zeros((2, 2, 4, 4), np.float16), list("abcd"))
+                                     icl_se, {"window": 4, "early": [1, 1], "late": [3, 3], "windows": 2}, 0.0, 0.0, ("L0H0", "L1H0"), 0.0, np.zeros((2, 2, 4, 4), np.float16), list("abcd"))
 
 
 def test_phase_change_is_the_first_step_whose_interval_clears_the_threshold():
@@ -178,12 +179,17 @@ def test_shipped_series_loads_by_name_and_its_card_numbers_come_from_its_weights
     assert len(s) >= 8 and s.texts is not None and s.members[0].val_loss is not None
     assert sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) <= 30 * 2**20
     card = (folder / "MODEL_CARD.md").read_text(encoding="utf-8")
-    ends = series_mod.Series(s.name, s.source, [s.members[0], s.members[-1]], texts=s.texts)
+    ends = series_mod.Series(s.name, s.source, [s.members[0], s.members[-1]], texts=s.texts,
+                             train_block=s.train_block)
     for c in training.analyse(ends).checkpoints:                        # measured again here, on the same text
         line = next(l for l in card.splitlines() if l.startswith(f"| {c.step:,} |"))
         r = c.row()
         assert f"| {r['induction']:.3f} [{r['induction_lo']:.3f}, {r['induction_hi']:.3f}] | {r['induction_head']} |" \
-            in line and f"| {r['icl']:+.3f} |" in line
+            in line and f"| {r['icl']:+.3f} ± {r['icl_se']:.3f} |" in line
+        # the ICL score reads only the 128-token window the model was trained on (series.json train_block)
+        assert (r["icl_window"], r["icl_early_positions"], r["icl_late_positions"]) == (128, [7, 19], [116, 127])
+    last = training.analyse(ends).checkpoints[-1]                       # from the disk cache now
+    assert last.cached and last.icl + 1.96 * last.icl_se < 0            # after the phase change: later is better
 
 
 def test_corpus_series_runs_the_head_statistics_per_checkpoint(folder_series, tmp_path):
@@ -200,3 +206,36 @@ def test_corpus_series_runs_the_head_statistics_per_checkpoint(folder_series, tm
     assert mine.equals(alone.reset_index(drop=True))
     with pytest.raises(corpus.CorpusError, match="no step folders"):
         corpus.run_series(str(doc), tmp_path / "out2", str(tmp_path), "heads")
+
+
+def test_icl_drop_names_no_fall_within_its_noise():
+    """ICL 0.0, −0.1, −0.9 with standard errors 0.05, 0.05, 0.3: the first fall (0.1) is under 1.96·hypot(0.05,
+    0.05) = 0.139; the second (0.8) is over 1.96·hypot(0.05, 0.3) = 0.596. With 0.45 at the end it is under
+    1.96·hypot(0.05, 0.45) = 0.887: no drop is claimed. z = 1.5 and 1 put the first fall's noise at 0.106 and 0.071."""
+    cps = [_hand_made(0, [0.1] * 4, 0.0, 0.05), _hand_made(10, [0.1] * 4, -0.1, 0.05),
+           _hand_made(20, [0.1] * 4, -0.9, 0.3)]
+    assert training.icl_drop(cps) == (10, 20)
+    cps[2] = _hand_made(20, [0.1] * 4, -0.9, 0.45)
+    assert training.icl_drop(cps) is None
+    res = training.SeriesResult("hand", "hand", cps)
+    note = res.icl_note()
+    assert res.to_json()["icl_drop_steps"] is None and "no fall" in note and "positions 3–3" in note
+    assert training.icl_drop(cps[:2], z=1.5) is None and training.icl_drop(cps[:2], z=1.0) == (0, 10)
+
+
+def test_icl_positions_stay_inside_the_trained_window(folder_series, tmp_path):
+    """A series.json train_block of 20 on models whose context is longer: the ICL score reads windows of 20 tokens,
+    early positions ceil(1)…ceil(3)−1 = 1–2, late positions 18–19; the positions are in the JSON."""
+    assert training.icl_positions(128) == (range(7, 20), range(116, 128))
+    folder = tmp_path / "steps"
+    shutil.copytree(folder_series, folder)
+    index = folder / series_mod.SERIES_FILE
+    data = json.loads(index.read_text(encoding="utf-8")) if index.is_file() else {"checkpoints": []}
+    index.write_text(json.dumps({**data, "train_block": 20}), encoding="utf-8")
+    s = series_mod.resolve(str(folder))
+    assert s.train_block == 20
+    res = training.analyse(s, "the cat sat on the mat and the dog sat on the log " * 12, use_cache=False)
+    where = res.icl_positions
+    assert where == {"window": 20, "early": [1, 2], "late": [18, 19], "windows": where["windows"]}
+    assert where["windows"] >= 2 and all(math.isfinite(c.icl_se) for c in res.checkpoints)
+    assert res.to_json()["checkpoints"][0]["icl_late_positions"] == [18, 19]

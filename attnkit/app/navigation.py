@@ -15,6 +15,7 @@ import streamlit as st
 from ..standard import head_name
 from .escaping import plain
 from .state import WIDGETS
+from .url import choose_model
 
 #: The repository root (pages/ and app.py live there).
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,6 +74,9 @@ PAGES: tuple[PageSpec, ...] = (
         "one head's formula with its real numbers, the seeds' worked examples, the KV cache.")),
     PageSpec("verify", "pages/6_Verify.py", "Verify", "✅", "vf", summary=(
         "attnkit against HuggingFace, layer by layer — why the numbers on the other pages can be trusted.")),
+    PageSpec("training", "pages/10_Training.py", "Training", "🌱", "tr", "Watching attention learn", summary=(
+        "a series of training checkpoints: head scores and the ICL score over steps, the induction phase change, "
+        "a head's pattern step by step, any checkpoint opened on the other pages.")),
 )
 
 
@@ -121,6 +125,13 @@ def open_page(page: str, prompt: str | None = None, **inputs) -> None:
     if prompt is not None:
         ss.update(ak_source="Type", ak_text=prompt)
     ss[GOTO] = (spec.key, dict(inputs))
+
+
+def open_checkpoint(page: str, model: str, **inputs) -> None:
+    """Open ``page`` with the sidebar's model set to ``model`` (a checkpoint's name: a folder or NAME@REVISION),
+    as :func:`open_page` does (call it from a widget callback)."""
+    choose_model(model)
+    open_page(page, **inputs)
 
 
 def open_head(layer: int, head: int, prompt: str | None = None) -> None:

@@ -112,6 +112,18 @@ def confirm_folder(path: str) -> None:
     st.session_state.pop(PENDING, None)
 
 
+def choose_model(name: str) -> None:
+    """The sidebar's model becomes ``name`` by the user's own click (a choice of the list, a hub id with its
+    revision, or a local folder: confirmed, since the user picked it), e.g. a checkpoint of a series."""
+    if name in MODEL_CHOICES:
+        st.session_state["ak_model"] = name
+    else:
+        if is_local(name):
+            st.session_state.setdefault(CONFIRMED, set()).add(name)
+        st.session_state.update(ak_model=LOCAL, ak_folder=name)
+    st.session_state.pop(PENDING, None)
+
+
 def _link_model(params: dict) -> None:
     model, folder = params.get("model"), params.get("folder")
     name = folder if (model == LOCAL or model is None) and folder else model

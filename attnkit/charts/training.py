@@ -13,6 +13,8 @@ __all__ = ["CURVES", "curves_frame", "curves_chart", "head_curves_chart", "patte
 CURVES = {
     "induction": "best induction score (random repeats)",
     "previous_token": "best previous-token score",
+    "first_token": "best first-token score",
+    "entropy": "mean attention entropy (normalised)",
     "icl": "ICL score (late − early loss, nats)",
     "repeat_loss": "loss on the repeat (nats)",
     "k_composition": "K-composition prev → induction",
@@ -21,39 +23,41 @@ CURVES = {
 PAD = alt.AutoSizeParams(type="pad", contains="padding")
 
 
-def curves_frame(result: SeriesResult, columns=None) -> pd.DataFrame:
+def curves_frame(result: SeriesResult, columns=None, titles: dict | None = None) -> pd.DataFrame:
     """Long table step, curve, value (and the induction interval) of the columns asked for."""
     df = result.frame()
     cols = [c for c in (columns or CURVES) if c in df.columns and df[c].notna().any()]
     long = df.melt(id_vars=["step", "induction_lo", "induction_hi"], value_vars=cols, var_name="curve",
                    value_name="value")
-    long["title"] = long["curve"].map(lambda c: CURVES.get(c, c))
+    names = {**CURVES, **(titles or {})}
+    long["title"] = long["curve"].map(lambda c: names.get(c, c))
     return long.dropna(subset=["value"])
 
 
-def _marks(result: SeriesResult) -> list:
+def _marks(result: SeriesResult, titles: dict) -> list:
     """Vertical rules: the phase change (solid) and the steepest ICL drop (dashed), each labelled."""
     rows = []
     if result.phase_change_step is not None:
-        rows.append({"step": result.phase_change_step, "what": "phase change (induction clears "
-                     f"{result.threshold} at {LEVEL:.0%})"})
+        rows.append({"step": result.phase_change_step, "what": titles.get(
+            "phase_change", f"phase change (induction clears {result.threshold} at {LEVEL:.0%})")})
     if result.icl_drop is not None:
-        rows.append({"step": result.icl_drop[1], "what": "steepest ICL drop (ends)"})
+        rows.append({"step": result.icl_drop[1], "what": titles.get("icl_drop", "steepest ICL drop (ends)")})
     return rows
 
 
-def _one_curve(result: SeriesResult, data: pd.DataFrame, curve: str, width: int, height: int) -> alt.Chart:
+def _one_curve(result: SeriesResult, data: pd.DataFrame, curve: str, width: int, height: int,
+               titles: dict) -> alt.Chart:
     part = data[data["curve"] == curve]
     base = alt.Chart(part).encode(x=alt.X("step:Q", title="step"))
     line = base.mark_line(point=True).encode(
-        y=alt.Y("value:Q", title=CURVES.get(curve, curve), scale=alt.Scale(zero=False)),
+        y=alt.Y("value:Q", title=titles.get(curve, CURVES.get(curve, curve)), scale=alt.Scale(zero=False)),
         tooltip=[alt.Tooltip("step:Q"), alt.Tooltip("value:Q", format=".3f")])
     layers = [line]
     if curve == "induction":
         layers.insert(0, base.mark_area(opacity=0.25).encode(y="induction_lo:Q", y2="induction_hi:Q"))
         layers.append(alt.Chart(pd.DataFrame({"y": [result.threshold]})).mark_rule(strokeDash=[2, 2], color="gray")
                       .encode(y="y:Q"))
-    marks = _marks(result)
+    marks = _marks(result, titles)
     if marks:
         layers.append(alt.Chart(pd.DataFrame(marks)).mark_rule(color="firebrick").encode(
             x="step:Q", strokeDash=alt.StrokeDash("what:N", legend=alt.Legend(title=None, orient="bottom")),
@@ -61,11 +65,14 @@ def _one_curve(result: SeriesResult, data: pd.DataFrame, curve: str, width: int,
     return alt.layer(*layers).properties(width=width, height=height)
 
 
-def curves_chart(result: SeriesResult, columns=None, width: int = 320, height: int = 160, per_row: int = 2):
+def curves_chart(result: SeriesResult, columns=None, width: int = 320, height: int = 160, per_row: int = 2,
+                 titles: dict | None = None):
     """One small chart per curve (shared step axis), the induction interval shaded, the threshold dotted, the
-    phase change and the steepest ICL drop marked by vertical rules."""
-    data = curves_frame(result, columns)
-    charts = [_one_curve(result, data, c, width, height) for c in dict.fromkeys(data["curve"])]
+    phase change and the steepest ICL drop marked by vertical rules. ``titles``: a curve's axis title (and
+    "phase_change", "icl_drop": the rules' labels) in the reader's language."""
+    titles = titles or {}
+    data = curves_frame(result, columns, titles)
+    charts = [_one_curve(result, data, c, width, height, titles) for c in dict.fromkeys(data["curve"])]
     rows = [alt.hconcat(*charts[i:i + per_row]) for i in range(0, len(charts), per_row)]
     return alt.vconcat(*rows).properties(autosize=PAD) if rows else alt.Chart(pd.DataFrame()).mark_point()
 
@@ -92,7 +99,8 @@ def pattern_frame(result: SeriesResult, head: str, step: int, neighbours: int = 
     return pd.DataFrame(rows)
 
 
-def pattern_strip(result: SeriesResult, head: str, step: int, neighbours: int = 1, size: int = 220):
+def pattern_strip(result: SeriesResult, head: str, step: int, neighbours: int = 1, size: int = 220,
+                  title: str | None = None):
     """``head``'s attention pattern on the repeated random tokens at ``step`` (centre) and at up to
     ``neighbours`` checkpoints each side: one heatmap per step, same colour scale."""
     df = pattern_frame(result, head, step, neighbours)
@@ -103,5 +111,6 @@ def pattern_strip(result: SeriesResult, head: str, step: int, neighbours: int = 
         color=alt.Color("weight:Q", scale=alt.Scale(domain=[0, 1], scheme="blues")),
         tooltip=["step:Q", "query:N", "key:N", alt.Tooltip("weight:Q", format=".3f")],
     ).properties(width=size, height=size)
-    return chart.facet(column=alt.Column("step:O", title=f"{head} at step {step} and its neighbours")).properties(
+    title = title or f"{head} at step {step} and its neighbours"
+    return chart.facet(column=alt.Column("step:O", title=title)).properties(
         autosize=PAD)

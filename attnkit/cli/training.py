@@ -39,7 +39,8 @@ def _parser() -> cli_args.Parser:
 def _bench(a) -> int:
     res = series_bench(a.series, a.device)
     for r in res["rows"]:
-        print(f"{r['label']}: {r['seconds']:.2f} s (target ≤ {r['target']:g} s) {'ok' if r['ok'] else 'SLOW'}")
+        print(f"{r['label']}: {r['seconds']:.2f} s wall, {r['cpu_seconds']:.2f} s CPU (target ≤ {r['target']:g} s) "
+              f"{'ok' if r['ok'] else 'SLOW'}")
     if a.json_out:
         Path(a.json_out).write_text(json.dumps(res, indent=1), encoding="utf-8")
     return 0
@@ -63,9 +64,7 @@ def cli(argv=None) -> int:
     print(f"series {a.series}: {len(df)} checkpoints ({s.source})")
     print(df[COLUMNS].to_string(index=False, float_format="%.3f"))
     print(res.verdict())
-    drop = res.icl_drop
-    if drop:
-        print(f"the ICL score falls fastest between steps {drop[0]} and {drop[1]}")
+    print(res.icl_note())
     if a.json_out:
         Path(a.json_out).write_text(json.dumps(res.to_json(), indent=1, ensure_ascii=False), encoding="utf-8")
     return 0

@@ -531,7 +531,8 @@ def _train_into(o: Options, out: Path, argv: list[str], log) -> dict:
             pr.history.append({"step": pr.step, "train_loss": info["final_train_loss"],
                                "val_loss": info["final_val_loss"], "best_prev": max(max(r) for r in scores[0]),
                                "best_induction": max(max(r) for r in scores[1])})
-        info["series"] = write_series(pool, out, pr.history, o.snapshots, o.batch * short, log)
+        info["series"] = write_series(pool, out, pr.history, o.snapshots, o.batch * short, log,
+                                      short if short < block else None)
     finish_card(out, info, log)
     log(f"finished in {time.time() - t_start:.0f}s")
     return info

@@ -49,14 +49,13 @@ def _table(res: training.SeriesResult) -> str:
         val = "" if r["val_loss"] is None else f"{r['val_loss']:.3f}"
         lines.append(f"| {r['step']:,} | {r['tokens_seen'] or 0:,} | {val} | {r['induction']:.3f} "
                      f"[{r['induction_lo']:.3f}, {r['induction_hi']:.3f}] | {r['induction_head']} | "
-                     f"{r['previous_token']:.3f} | {r['icl']:+.3f} | {r['repeat_loss']:.3f} | "
+                     f"{r['previous_token']:.3f} | {r['icl']:+.3f} ± {r['icl_se']:.3f} | {r['repeat_loss']:.3f} | "
                      f"{r['k_composition']:.3f} ({'→'.join(r['k_pair'])}) |")
     return "\n".join(lines)
 
 
 def write_card(dest: Path, run_out: Path, command: str, res: training.SeriesResult) -> None:
     cfg = json.loads((dest / res.checkpoints[0].label / "config.json").read_text(encoding="utf-8"))
-    drop = res.icl_drop
     card = f"""# {dest.name}
 
 A *series*: {len(res.checkpoints)} snapshots (float16) of one small GPT-2-architecture model taken while it was
@@ -83,16 +82,16 @@ same shuffle and hold-out as training), the default text for the ICL score. Ship
 Every number below is computed by `attnkit.training.analyse` on the shipped float16 weights themselves
 (loaded as float32), not copied from the training log: best induction score on 4 sequences of 50 random
 tokens repeated (its 95 % t-interval over the sequences), best previous-token score and the heads' statistics
-on `{EVAL_FILE}`'s first context, the ICL score (mean loss in the last tenth of each {min(cfg.get("n_positions") or 1024, 1024)}-token window minus
-that at 5–15 % into it, nats), the loss on the repeated half, and the K-composition of the strongest
-previous-token → induction pair (random baseline ≈ {res.checkpoints[0].k_baseline:.3f}). Training mostly used
-shorter windows than the context, so late positions are less trained: a positive ICL score here says the loss
-probably rises at the less-trained late positions, not that context hurts.
+on `{EVAL_FILE}`'s first context, the ICL score (Olsson et al.: mean loss late in a window minus early in it,
+nats, ± its standard error over the windows; the windows are as long as the one the model was trained on,
+{res.icl_positions.get("window")} tokens, so no position it was not trained at is read), the loss on the repeated
+half, and the K-composition of the strongest previous-token → induction pair (random baseline ≈
+{res.checkpoints[0].k_baseline:.3f}).
 
 {_table(res)}
 
 {res.verdict()}.
-{f"The ICL score falls fastest between steps {drop[0]:,} and {drop[1]:,}." if drop else ""}
+{res.icl_note()}.
 
 {_corpus_section(run_out / "MODEL_CARD.md")}
 ## Licence

@@ -52,9 +52,11 @@ def pick_along_curve(points: list[tuple[int, float]], n: int) -> list[int]:
     return sorted(picked[:n])
 
 
-def write_series(pool: Path, out: Path, history: list[dict], n: int, tokens_per_step: int, log) -> dict:
+def write_series(pool: Path, out: Path, history: list[dict], n: int, tokens_per_step: int, log,
+                 train_block: int | None = None) -> dict:
     """Choose ``n`` of the snapshots in ``pool`` (one per entry of ``history`` with a folder there),
-    move them into ``out/steps/`` with the tokenizer beside each, and write ``series.json``."""
+    move them into ``out/steps/`` with the tokenizer beside each, and write ``series.json`` (with
+    ``train_block``, the training window when it was shorter than the context: the ICL score stays in it)."""
     have = [h for h in history if (pool / STEP_DIR.format(h["step"])).is_dir()]
     if not have:
         return {}
@@ -73,6 +75,8 @@ def write_series(pool: Path, out: Path, history: list[dict], n: int, tokens_per_
                      "best_induction": h.get("best_induction"), "best_prev": h.get("best_prev")})
     series = {"about": "snapshots of one training run (float16), chosen along the induction-score curve",
               "checkpoints": rows}
+    if train_block:
+        series["train_block"] = int(train_block)
     (steps_dir / SERIES_FILE).write_text(json.dumps(series, indent=1), encoding="utf-8")
     shutil.rmtree(pool, ignore_errors=True)
     log(f"series: {len(rows)} snapshots in {steps_dir} (steps {', '.join(str(r['step']) for r in rows)})")

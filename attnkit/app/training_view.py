@@ -1,0 +1,100 @@
+"""The Training page's logic (out of ``pages/10_Training.py``): the series box's series, the analysis as a job
+(progress, Stop; each checkpoint cached on disk by :mod:`attnkit.training`), the curves with their titles in the
+reader's language, the pattern slider, and "open this checkpoint" on every other page."""
+from __future__ import annotations
+
+import streamlit as st
+
+from .. import series as series_mod
+from .. import training
+from ..charts import training as training_charts
+from ..i18n import t
+from ..loading import LoadError
+from ..standard import parse_head
+from .context import Context
+from .escaping import plain
+from .jobs import job_result
+from .navigation import PAGES, open_checkpoint
+
+__all__ = ["SLOT", "resolve", "analysis", "curve_titles", "curves", "pattern_view", "open_buttons", "OPEN_ON"]
+
+#: The page's job slot.
+SLOT = "tr_analysis"
+#: The pages a checkpoint opens on (every page but Home and this one).
+OPEN_ON = tuple(p.key for p in PAGES if p.key not in ("home", "training"))
+
+
+def resolve(spec: str) -> tuple[series_mod.Series | None, str | None]:
+    """(the series, None) or (None, the one-line reason it cannot be formed)."""
+    spec = (spec or "").strip()
+    if not spec:
+        return None, t("Type a series: {name}, a folder of step folders, or NAME@REV,REV…",
+                       name=series_mod.SHIPPED_SERIES_NAME)
+    try:
+        s = series_mod.resolve(spec)
+        series_mod.check_consistent(s)
+    except (LoadError, OSError) as e:
+        return None, str(e)
+    return s, None
+
+
+def analysis(ctx: Context, s: series_mod.Series) -> training.SeriesResult | None:
+    """Every checkpoint's numbers, as a job (progress per checkpoint, Stop); None until the first result."""
+    key = (s.name, s.source, tuple(m.name for m in s.members), ctx.device)
+    device = ctx.device
+
+    def work(progress):
+        return training.analyse(s, device=device, progress=progress)
+
+    label = t("Analysing {n} checkpoints of {series}", n=len(s), series=s.name)
+    return job_result(SLOT, key, label, work)
+
+
+def curve_titles(res: training.SeriesResult) -> dict:
+    """The curves' axis titles and the rules' labels, translated."""
+    return {"induction": t("best induction score (random repeats)"),
+            "previous_token": t("best previous-token score"), "first_token": t("best first-token score"),
+            "entropy": t("mean attention entropy (normalised)"), "icl": t("ICL score (late − early loss, nats)"),
+            "repeat_loss": t("loss on the repeat (nats)"), "k_composition": t("K-composition prev → induction"),
+            "val_loss": t("validation loss (series.json)"),
+            "phase_change": t("phase change (induction clears {threshold} at {level})", threshold=res.threshold,
+                              level=f"{training.LEVEL:.0%}"),
+            "icl_drop": t("steepest ICL drop (ends)")}
+
+
+def curves(res: training.SeriesResult):
+    """The curves over steps (the phase change marked), the verdict and the ICL note as plain text."""
+    chart = training_charts.curves_chart(res, titles=curve_titles(res))
+    st.altair_chart(chart, width="stretch")
+    st.caption(t("Shaded: the best induction head's 95 % interval over the random sequences; dotted: the "
+                 "threshold; vertical rules: the phase change and the end of the steepest ICL drop."))
+    st.subheader(t("Verdict"))
+    st.text(str(res.verdict()))
+    st.text(str(res.icl_note()))
+    return chart
+
+
+def pattern_view(res: training.SeriesResult, step: int, head: str, neighbours: int):
+    """``head``'s pattern on repeated random tokens at ``step`` beside its neighbouring checkpoints."""
+    title = t("{head} at step {step} and its neighbours", head=head, step=step)
+    chart = training_charts.pattern_strip(res, head, step, neighbours, title=title)
+    st.altair_chart(chart)
+    st.caption(t("Attention on {n} random tokens repeated once: an induction head attends from each token of the "
+                 "repeat to the token after its first occurrence (the diagonal stripe below the main diagonal).",
+                 n=len(res.checkpoints[0].pattern_tokens) // 2))
+    return chart
+
+
+def open_buttons(res: training.SeriesResult, step: int, head: str) -> None:
+    """One button per page: the checkpoint at ``step`` becomes the sidebar's model, and that page opens (Heatmaps
+    on ``head``)."""
+    c = res.checkpoints[res.steps.index(step)]
+    st.caption(t("Open the checkpoint of step {step} ({name}) on another page:", step=step, name=plain(c.label)))
+    per_row = 4                                   # labels stay whole in a normal-width main column
+    cols = [c for i in range(0, len(OPEN_ON), per_row) for c in st.columns(per_row)]
+    layer, h = parse_head(head)
+    for col, key in zip(cols, OPEN_ON):
+        spec = next(p for p in PAGES if p.key == key)
+        inputs = {"view": "One head", "layer": layer, "head": h} if key == "heatmaps" else {}
+        col.button(t("Open on {page}", page=spec.title), icon=spec.icon, key=f"tr_open_{key}",
+                   on_click=open_checkpoint, args=(key, c.name), kwargs=inputs, width="stretch")
