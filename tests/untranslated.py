@@ -73,14 +73,16 @@ def apptest_texts(at) -> list[str]:
         children = getattr(node, "children", None)
         if isinstance(children, dict):
             stack.extend(children.values())
+        opts = getattr(node, "options", None)
         for attr in _ATTRS:
+            if attr == "value" and isinstance(opts, (list, tuple)):
+                continue                # a choice widget's value is the program's value; its options are shown
             try:
                 v = getattr(node, attr, None)
             except Exception:          # a widget whose value needs a session (AppTest raises)
                 continue
             if isinstance(v, str) and v:
                 out.append(v)
-        opts = getattr(node, "options", None)
         if isinstance(opts, (list, tuple)):
             out += [o for o in opts if isinstance(o, str)]
     return out
