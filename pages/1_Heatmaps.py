@@ -10,6 +10,7 @@ import torch
 from attnkit import app as ui
 from attnkit import metrics
 from attnkit.app import focus
+from attnkit.app.labels import SCALE_NAMES, shown
 from attnkit.charts import heatmaps as heatmap_charts
 from attnkit.charts import tokens as token_charts
 from attnkit.i18n import msg, t
@@ -19,17 +20,11 @@ CAPTURE = ("pattern", "scores")        # the same capture as the Compare page: o
 VIEWS = ["One head", "All heads of a layer", "One head through all layers", "Tokens"]
 VIEW_NAMES = dict(zip(VIEWS, (msg("One head"), msg("All heads of a layer"), msg("One head through all layers"),
                                 msg("Tokens"))))
-SCALE_NAMES = {"linear": msg("linear"), "sqrt": msg("square root"), "log": msg("log (3 decades)")}
 TOKEN_HEADS = {"one": msg("the chosen head"), "mean": msg("mean of the layer's heads"),
                "max": msg("max of the layer's heads")}
 TOKEN_DIRS = {"to": msg("what the chosen token attends to"), "from": msg("what attends to the chosen token")}
 KINDS = {"pattern (after softmax)": "pattern", "scores (before softmax)": "scores"}
 KIND_NAMES = dict(zip(KINDS, (msg("pattern (after softmax)"), msg("scores (before softmax)"))))
-
-
-def shown(names: dict):
-    """A radio's format_func: the option's message, rendered in this run's language."""
-    return lambda o: str(names.get(o, o))
 
 
 @dataclass

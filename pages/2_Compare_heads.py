@@ -11,24 +11,13 @@ from attnkit import app as ui
 from attnkit import compare, metrics
 from attnkit.standard import parse_head
 from attnkit.charts import heatmaps as hm
-from attnkit.i18n import msg, t
+from attnkit.i18n import t
 
 CAPTURE = ("pattern", "scores")        # the same capture as the Heatmaps page: one cached run serves both
-RANDOM_INDUCTION = "induction (repeated random tokens)"
-STATS = {**metrics.HEAD_STATS,
-         RANDOM_INDUCTION: msg("on 4 sequences of 50 random tokens repeated once: mean attention from a token in the "
-                               "second copy to the token that followed it in the first copy (independent of the "
-                               "prompt)")}
-#: What the statistics' and scopes' choices show (the values stay the library's names).
-NAMES = {"mean entropy": msg("mean entropy"), "previous-token": msg("previous-token"), "first-token": msg("first-token"),
-         "self": msg("self"), "mean distance": msg("mean distance"), "duplicate-token": msg("duplicate-token"),
-         "induction": msg("induction"), RANDOM_INDUCTION: msg("induction (repeated random tokens)"),
-         "all heads": msg("all heads"), "the heads of one layer": msg("the heads of one layer")}
+RANDOM_INDUCTION = ui.labels.RANDOM_INDUCTION
+STATS = {**metrics.HEAD_STATS, RANDOM_INDUCTION: ui.labels.RANDOM_INDUCTION_HELP}
 SCOPES = ["all heads", "the heads of one layer"]
-
-
-def shown(option) -> str:
-    return str(NAMES.get(option, option))
+shown = ui.labels.shown(ui.labels.COMPARE_NAMES)
 
 
 @dataclass
@@ -54,8 +43,7 @@ T = len(ids)
 toks = ctx.model.token_texts(ids)
 labels = ui.token_labels(toks)
 state = Inputs.load(scale=hm.default_scale(T), scope=SCOPES[0] if L * H <= 64 else SCOPES[1])
-state.fit("stat", list(STATS), next(iter(STATS)), what=t("Statistic"), because=t("not one of this page's statistics"),
-          fmt=shown)
+state.fit("stat", list(STATS), next(iter(STATS)), what=t("Statistic"), because=t("not one of this page's statistics"), fmt=shown)
 state.fit("scale", list(hm.SCALES), hm.default_scale(T), what=t("Colour scale"), because=t("not one of the scales"))
 state.fit("scope", SCOPES, SCOPES[0] if L * H <= 64 else SCOPES[1], what=t("Compare"),
           because=t("not one of the choices"), fmt=shown)
@@ -162,9 +150,8 @@ def beside_corpus(stat: str, df_stat):
                 here = df_stat.set_index("head")[stat]
                 table = (df_c.assign(**{"this prompt": [float(here.get(h, np.nan)) for h in df_c["head"]]})
                          .sort_values(stat, ascending=False)[["head", stat, "lo", "hi", "windows", "this prompt"]]
-                         .rename(columns={stat: t("corpus mean"), "lo": t("95 % low"), "hi": t("95 % high"),
-                                          "this prompt": t("this prompt"), "head": t("head"),
-                                          "windows": t("windows")}))
+                         .rename(columns={stat: t("corpus mean"), "lo": t("95 % low"), "hi": t("95 % high"), "head": t("head"),
+                                          "this prompt": t("this prompt"), "windows": t("windows")}))
                 c_chart = hm.head_overview_chart(df_c, stat)
                 left, right = st.columns([1, 1])
                 left.altair_chart(c_chart, width="content")
@@ -183,9 +170,7 @@ def side_by_side(stat: str, all_heads: list, ranked: list):
     if ctx.all_selected:
         st.caption(t("Heatmaps use the first prompt; pick a single prompt in the sidebar for another."))
     side_scale = st.radio(t("Colour scale"), hm.SCALES, key="cmp_scale", horizontal=True,
-                          format_func=lambda o: {"linear": t("linear"), "sqrt": t("square root"),
-                                                 "log": t("log (3 decades)")}.get(o, o),
-                          help=t("The same choice as on the Heatmaps page."))
+                          format_func=ui.labels.shown(ui.labels.SCALE_NAMES), help=t("The same choice as on the Heatmaps page."))
     st.caption(hm.scale_note(side_scale))  # internal text: a sentence from the chart module
     if picked:
         tr = ui.trace(ctx, capture=CAPTURE, ids=ids)
@@ -200,12 +185,11 @@ def side_by_side(stat: str, all_heads: list, ranked: list):
             masked = hm.masked_cells(T, window=cfg.window(l))                # the layer's window included
             with col:
                 if T <= hm.MARK_LIMIT:
-                    ch = hm.cell_chart(vals, labels, labels, masked=masked, title=t("head {name}", name=name),
-                                       scale=side_scale,
+                    ch = hm.cell_chart(vals, labels, labels, masked=masked, title=name, scale=side_scale,
                                        size=max(160, min(640, room - (100 if len(picked) <= 2 else 12))),
                                        axes=len(picked) <= 2, legend=False)
                 else:
-                    ch = hm.image_chart(vals, masked=masked, title=t("head {name}", name=name), scale=side_scale,
+                    ch = hm.image_chart(vals, masked=masked, title=name, scale=side_scale,
                                         size=max(160, min(620, room - 12)),
                                         legend=False)
                 st.altair_chart(ch, width="content")
@@ -251,8 +235,7 @@ def token_pair():
         tr = ui.trace(ctx, capture=CAPTURE, ids=ids)
         q_rows = torch.stack([tr["pattern", l][0, :, q : q + 1, :].cpu() for l in range(L)])   # [L, H, 1, T]: row q
         table = compare.rank_heads_for_pair(q_rows, 0, k)
-        bars = hm.rank_chart(table, title=t("Weight from {q} to {k}, top {top} of {n} heads", q=labels[q], k=labels[k],
-                                            top=min(15, L * H), n=L * H))
+        bars = hm.rank_chart(table, title=t("Weight from {q} to {k}, top {top} of {n} heads", q=labels[q], k=labels[k], top=min(15, L * H), n=L * H))
         left, right = st.columns([1, 1])
         left.altair_chart(bars, width="content")
         shown = table.head(20).assign(top_key=[labels[j] for j in table.head(20)["top_key"]])
@@ -268,9 +251,8 @@ def similarity_section():
     """Which heads attend alike: 1 − Jensen–Shannon distance, in clustering order."""
     st.subheader(t("Which heads attend alike?"))
     st.caption(t("Similarity = 1 − Jensen–Shannon distance between two heads' patterns (base 2: 1 = identical rows, "
-                 "0 = disjoint), averaged over query rows 1…T−1 (row 0 sees only itself in every head). As on the "
-                 "heatmaps, bright (yellow) means more. Heads are ordered by average-linkage clustering so similar "
-                 "heads sit together."))
+                 "0 = disjoint), averaged over query rows 1…T−1 (row 0 sees only itself in every head). As on the heatmaps, "
+                 "bright (yellow) means more. Heads are ordered by average-linkage clustering so similar heads sit together."))
     if T < 2:
         st.info(t("The prompt needs at least two tokens."))
     else:

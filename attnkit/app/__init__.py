@@ -14,6 +14,7 @@ jobs      long work in the background: progress, stale result, Stop
 navigation  PAGES (the page list, once), open_page / open_head (the one way to open another page)
 clicks    clicked / new_click / forget_click (the one reader of a chart click)
 """
+from . import labels
 from .caches import TRACE_CACHE_MB, TraceCache, cached_model, cached_result, corpus_result, trace, traces_for_all
 from .context import DEFAULT_PROMPT, LOCAL, Context
 from .escaping import plain, show_error
@@ -28,6 +29,7 @@ from .state import PageState, from_link, match_choice, notice, param, select
 from .url import URL_KEYS, URL_PROMPT_MAX, prompt_folder, store_prompt, stored_prompt, url_restore, url_save
 
 __all__ = [
+    "labels",
     "TRACE_CACHE_MB", "TraceCache", "cached_model", "cached_result", "corpus_result", "trace", "traces_for_all", "DEFAULT_PROMPT",
     "LOCAL", "Context", "plain", "show_error", "FORMULA_START", "csv_bytes", "download_buttons", "json_bytes",
     "meta_for", "neutralise", "tensor_csv", "Job", "Stopped", "job", "job_result", "guard", "page", "run_frame", "setup_page", "sidebar", "show_spaces",

@@ -71,8 +71,7 @@ def _offline_notice(notice: str):
 
 def _read_prompts() -> tuple[list[str] | None, int | None, list[str]]:
     """(prompts, chosen index or None for all, warnings); prompts None when there is nothing valid."""
-    source = st.radio(t("Prompt"), ["Type", "Upload"], key="ak_source", horizontal=True,
-                      format_func=lambda o: str(_SOURCES[o]))
+    source = st.radio(t("Prompt"), list(_SOURCES), key="ak_source", horizontal=True, format_func=lambda o: str(_SOURCES[o]))
     if source == "Type":
         if "ak_text" not in st.session_state:
             st.session_state["ak_text"] = DEFAULT_PROMPT
@@ -85,10 +84,9 @@ def _read_prompts() -> tuple[list[str] | None, int | None, list[str]]:
         with st.form("ak_prompt_form", border=False):
             text = st.text_area(t("Text"), key="ak_text", height=160, label_visibility="collapsed")
             st.form_submit_button(t("Run"), type="primary", help=t("Run the model on this prompt (Ctrl+Enter also runs it)"))
-        st.caption(t("Up to {n} characters are used; longer text is cut, with a notice.",
-                     n=f"{prompt_lib.MAX_PROMPT_CHARS:,}"))
+        st.caption(t("Up to {n} characters are used; longer text is cut, with a notice.", n=f"{prompt_lib.MAX_PROMPT_CHARS:,}"))
         try:
-            text, warnings = prompt_lib.cut_text(prompt_lib.check_text(text), "The typed text")
+            text, warnings = prompt_lib.cut_text(prompt_lib.check_text(text), t("The typed text"))
             return [text], 0, ([note] if note else []) + warnings
         except prompt_lib.PromptError as e:
             show_error(e)
