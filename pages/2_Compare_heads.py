@@ -131,7 +131,7 @@ def overview(stat: str, note: str, df_stat, undefined: bool):
         st.info(t("“{stat}” is undefined on this prompt (e.g. no token occurs twice), so there is nothing to draw; "
                   "pick another statistic or a longer prompt.", stat=shown(stat)))
     else:
-        chart = hm.head_overview_chart(df_stat, stat, selected=picked, select="pick")
+        chart = hm.head_overview_chart(df_stat, stat, selected=picked, select="pick", label=shown(stat))
         st.altair_chart(chart, width="content", on_select="rerun", selection_mode="pick", key="cmp_overview")
         st.caption(note + t(" Click a cell to open that head below; outlined: the heads opened."))
         ui.download_buttons(df_stat, chart, f"head_{stat.replace(' ', '_')}", meta(statistic=stat), key="overview")
@@ -152,7 +152,7 @@ def beside_corpus(stat: str, df_stat):
                          .sort_values(stat, ascending=False)[["head", stat, "lo", "hi", "windows", "this prompt"]]
                          .rename(columns={stat: t("corpus mean"), "lo": t("95 % low"), "hi": t("95 % high"), "head": t("head"),
                                           "this prompt": t("this prompt"), "windows": t("windows")}))
-                c_chart = hm.head_overview_chart(df_c, stat)
+                c_chart = hm.head_overview_chart(df_c, stat, label=shown(stat))
                 left, right = st.columns([1, 1])
                 left.altair_chart(c_chart, width="content")
                 right.dataframe(table, hide_index=True, width="stretch", height=360)

@@ -504,7 +504,7 @@ def grid_chart(mats: list[np.ndarray], titles: list[str], labels: list[str], *, 
 # ----------------------------------------------------------------------------- compare-heads charts
 
 def head_overview_chart(df: pd.DataFrame, stat: str, *, text: bool = True, selected: list[str] | None = None,
-                        select: str | None = None) -> alt.LayerChart:
+                        select: str | None = None, label: str | None = None) -> alt.LayerChart:
     """Layer × head grid coloured by ``df[stat]`` (columns head, layer, head_index, stat); selected heads outlined.
 
     ``select``: the name of a click selection on the cells (field ``head``), for Streamlit's ``on_select``.
@@ -517,8 +517,8 @@ def head_overview_chart(df: pd.DataFrame, stat: str, *, text: bool = True, selec
     base = alt.Chart(d).encode(
         x=alt.X("head_index:O", title=t("head")), y=alt.Y("layer:O", title=t("layer")))
     rect = base.mark_rect().encode(
-        color=alt.Color(f"{stat}:Q", scale=alt.Scale(scheme="viridis"), title=stat),
-        tooltip=[alt.Tooltip("head:N", title=t("head")), alt.Tooltip(f"{stat}:Q", format=".4f")])
+        color=alt.Color(f"{stat}:Q", scale=alt.Scale(scheme="viridis"), title=label or stat),
+        tooltip=[alt.Tooltip("head:N", title=t("head")), alt.Tooltip(f"{stat}:Q", format=".4f", title=label or stat)])
     if select:
         rect = rect.add_params(alt.selection_point(name=select, fields=["head"], on="click", clear=False))
     outline = base.transform_filter("datum.picked").mark_rect(fill=None, stroke="#ff2d55", strokeWidth=2.5)
