@@ -41,7 +41,7 @@ INTERNAL = {
     "base", "change", "which", "ranked", "names", "order", "res", "lo", "r", "row", "ex", "hs", "cfg", "kv",
     "mode", "view", "per_layer", "max_docs", "top", "scale", "domain", "S", "V", "A", "C", "hm", "LABELS",
     "STATS", "MARK_LIMIT", "COMPACT_DIMS", "spec", "stem", "fmt", "counts", "total", "d_model",
-    "head_i", "tail", "rows", "df", "np", "devices", "n_rows", "n_all",
+    "head_i", "tail", "rows", "df", "np", "devices", "n_rows", "n_all", "how",
 }
 
 
@@ -57,7 +57,7 @@ USER_ATTRS = {"name", "text", "prompts", "model_name", "source", "folder", "colu
 INTERNAL_METHODS = {"items", "keys", "values", "itertuples", "isfinite", "sum", "mean", "head", "sort_values"}
 
 
-SAFE_FUNCS = {"plain", "len", "int", "float", "round", "sum", "min", "max", "abs", "range", "sqrt", "nunique"}
+SAFE_FUNCS = {"plain", "shown", "status_label", "len", "int", "float", "round", "sum", "min", "max", "abs", "range", "sqrt", "nunique"}
 
 
 def _internal(node) -> bool:
@@ -77,6 +77,10 @@ def _internal(node) -> bool:
         name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
         if name in SAFE_FUNCS:
             return True
+        if name in ("t", "nt") and node.args and all(isinstance(a, ast.Constant) for a in node.args[:2 if name == "nt" else 1]):
+            return all(_internal(a) for a in node.args) and all(_internal(k.value) for k in node.keywords)
+        if name == "str" and len(node.args) == 1:
+            return _internal(node.args[0])
         if name in INTERNAL_METHODS and isinstance(f, ast.Attribute) and _internal(f.value):
             return True
         if name == "join" and isinstance(f, ast.Attribute):       # "sep".join(internal items)

@@ -74,7 +74,7 @@ PAGES: tuple[PageSpec, ...] = (
         "one head's formula with its real numbers, the seeds' worked examples, the KV cache.")),
     PageSpec("verify", "pages/6_Verify.py", msg("Verify"), "✅", "vf", summary=msg(
         "attnkit against HuggingFace, layer by layer — why the numbers on the other pages can be trusted.")),
-    PageSpec("glossary", "pages/9_Glossary.py", msg("Glossary"), "📖", "gl", summary=msg(
+    PageSpec("glossary", "pages/9_Glossary.py", msg("Glossary"), "📖", summary=msg(
         "the terms these pages use, in English and in the seeds' Chinese (注意力, 查询/键/值, 掩码 …).")),
 )
 
