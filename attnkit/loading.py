@@ -31,6 +31,7 @@ from . import checkpoint
 from .families import FAMILIES, UnsupportedModel, checks, family_for
 from .pieces import Group, char_groups, token_texts
 from .weights import Weights, extract
+from .i18n import join, msg
 
 __all__ = [
     "LoadError",
@@ -215,20 +216,19 @@ def default_model(timeout: float = 3.0) -> tuple[str, str | None]:
     repo = HUB_NAMES[DEFAULT_HUB_MODEL]
     if _cached(repo) or hub_available(repo, timeout):
         return DEFAULT_HUB_MODEL, None
-    why = "HF_HUB_OFFLINE is set" if _offline() else "the HuggingFace hub cannot be reached"
-    return SHIPPED_MODEL, (
-        f"Using the shipped model '{SHIPPED_MODEL}' (small, trained offline; not OpenAI's weights): "
-        f"'{DEFAULT_HUB_MODEL}' is not cached and {why}. " + how_to_get(repo)
-    )
+    why = msg("HF_HUB_OFFLINE is set") if _offline() else msg("the HuggingFace hub cannot be reached")
+    return SHIPPED_MODEL, join(
+        msg("Using the shipped model '{model}' (small, trained offline; not OpenAI's weights): '{hub}' is not cached "
+            "and {why}. ", model=SHIPPED_MODEL, hub=DEFAULT_HUB_MODEL, why=why), how_to_get(repo))
 
 
 def how_to_get(repo: str) -> str:
     """One sentence: how to make a hub model available on a machine that cannot reach the hub."""
     folder = repo.split("/")[-1]
-    return ("To use it, on a connected machine run: python -c \"from transformers import AutoModelForCausalLM as M, "
-            f"AutoTokenizer as T; [C.from_pretrained('{repo}').save_pretrained('{folder}') for C in (M, T)]\" — then "
-            "copy that folder here and choose it as a local folder, or point HF_HOME at a HuggingFace cache that "
-            "holds the model.")
+    code = ("python -c \"from transformers import AutoModelForCausalLM as M, AutoTokenizer as T; "
+            f"[C.from_pretrained('{repo}').save_pretrained('{folder}') for C in (M, T)]\"")
+    return msg("To use it, on a connected machine run: `{code}` — then copy that folder here and choose it as a local "
+               "folder, or point HF_HOME at a HuggingFace cache that holds the model.", code=code)
 
 
 def load_for_cli(name: str | None, device: str, prog: str) -> Loaded | None:

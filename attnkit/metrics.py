@@ -18,6 +18,7 @@ import pandas as pd
 import torch
 
 from .attention import visible_keys
+from .i18n import msg
 from .model import run
 
 __all__ = [
@@ -149,8 +150,8 @@ def register(cls: type[HeadStatistic]) -> type[HeadStatistic]:
 @register
 class MeanEntropy(HeadStatistic):
     name = "mean entropy"
-    description = ("mean over query positions i ≥ 1 of −Σ_j a_ij·ln a_ij divided by ln n_i, n_i = visible keys "
-                   "(i+1, or min(i+1, w) under a sliding window w; 1 = uniform)")
+    description = msg("mean over query positions i ≥ 1 of −Σ_j a_ij·ln a_ij divided by ln n_i, n_i = visible keys "
+                      "(i+1, or min(i+1, w) under a sliding window w; 1 = uniform)")
     ranked = False
 
     def full(self, p, ids, visible):
@@ -163,7 +164,7 @@ class MeanEntropy(HeadStatistic):
 @register
 class PreviousToken(HeadStatistic):
     name = "previous-token"
-    description = "mean attention of position i on i−1"
+    description = msg("mean attention of position i on i−1")
 
     def full(self, p, ids, visible):
         return diagonal_mass(p, -1).mean(-1)
@@ -175,7 +176,7 @@ class PreviousToken(HeadStatistic):
 @register
 class FirstToken(HeadStatistic):
     name = "first-token"
-    description = "mean attention on position 0 (the sink), over i ≥ 1"
+    description = msg("mean attention on position 0 (the sink), over i ≥ 1")
 
     def full(self, p, ids, visible):
         return first_token_mass(p)[..., 1:].mean(-1)
@@ -187,7 +188,7 @@ class FirstToken(HeadStatistic):
 @register
 class SelfMass(HeadStatistic):
     name = "self"
-    description = "mean attention of position i on itself, over i ≥ 1"
+    description = msg("mean attention of position i on itself, over i ≥ 1")
 
     def full(self, p, ids, visible):
         return diagonal_mass(p, 0)[..., 1:].mean(-1)
@@ -199,7 +200,7 @@ class SelfMass(HeadStatistic):
 @register
 class MeanDistance(HeadStatistic):
     name = "mean distance"
-    description = "mean over i of Σ_j a_ij·(i−j), in tokens"
+    description = msg("mean over i of Σ_j a_ij·(i−j), in tokens")
     ranked = False
 
     def full(self, p, ids, visible):
@@ -214,7 +215,7 @@ class MeanDistance(HeadStatistic):
 @register
 class DuplicateToken(HeadStatistic):
     name = "duplicate-token"
-    description = "mean attention on earlier copies of the current token (positions that have one)"
+    description = msg("mean attention on earlier copies of the current token (positions that have one)")
     needs_ids = True
 
     def full(self, p, ids, visible):
@@ -225,7 +226,7 @@ class DuplicateToken(HeadStatistic):
 @register
 class Induction(HeadStatistic):
     name = "induction"
-    description = "mean attention on the token after an earlier copy of the current token (A B … A → B)"
+    description = msg("mean attention on the token after an earlier copy of the current token (A B … A → B)")
     needs_ids = True
 
     def full(self, p, ids, visible):

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import math
 
+from .i18n import msg
+
 __all__ = ["FACTOR", "FLOOR", "TOL_F64", "TOL_F64_MIXED", "F64_MIXED_FAMILIES", "f64_tolerance", "RULE", "verdict", "allowed", "TOL_PATTERN", "TOL_LOGITS",
            "TOL_HIDDEN_REL", "TOL_CACHE_REL", "ZERO_ATOL", "CORPUS_ATOL", "TOL_SCORE_REL"]
 
@@ -53,9 +55,10 @@ def f64_tolerance(family: str) -> float:
     """The float64-vs-float64 bound for a family (see TOL_F64, TOL_F64_MIXED)."""
     return TOL_F64_MIXED if family in F64_MIXED_FAMILIES else TOL_F64
 
-RULE = (f"attnkit's float32 error ≤ {FACTOR:g} × HuggingFace's own float32 error + {FLOOR:g}, both measured "
-        f"against HuggingFace in float64; and attnkit in float64 within {TOL_F64:g} of HuggingFace in float64 "
-        f"({TOL_F64_MIXED:g} for families whose HF code computes some steps in float32)")
+RULE = msg("attnkit's float32 error ≤ {factor} × HuggingFace's own float32 error + {floor}, both measured against "
+           "HuggingFace in float64; and attnkit in float64 within {f64} of HuggingFace in float64 ({mixed} for "
+           "families whose HF code computes some steps in float32)", factor=f"{FACTOR:g}", floor=f"{FLOOR:g}",
+           f64=f"{TOL_F64:g}", mixed=f"{TOL_F64_MIXED:g}")
 
 
 def allowed(err_hf: float, factor: float | None = None, floor: float | None = None) -> float:

@@ -11,16 +11,21 @@ from attnkit import app as ui
 from attnkit import metrics
 from attnkit.app import focus
 from attnkit.app import why as why_view
+from attnkit.app.labels import SCALE_NAMES, shown
 from attnkit.charts import heatmaps as heatmap_charts
 from attnkit.charts import tokens as token_charts
+from attnkit.i18n import msg, t
 from attnkit.standard import head_name, parse_head
 
 CAPTURE = ("pattern", "scores")        # the same capture as the Compare page: one cached run serves both
 VIEWS = ["One head", "All heads of a layer", "One head through all layers", "Tokens"]
-SCALE_NAMES = {"linear": "linear", "sqrt": "square root", "log": "log (3 decades)"}
-TOKEN_HEADS = {"one": "the chosen head", "mean": "mean of the layer's heads", "max": "max of the layer's heads"}
-TOKEN_DIRS = {"to": "what the chosen token attends to", "from": "what attends to the chosen token"}
+VIEW_NAMES = dict(zip(VIEWS, (msg("One head"), msg("All heads of a layer"), msg("One head through all layers"),
+                                msg("Tokens"))))
+TOKEN_HEADS = {"one": msg("the chosen head"), "mean": msg("mean of the layer's heads"),
+               "max": msg("max of the layer's heads")}
+TOKEN_DIRS = {"to": msg("what the chosen token attends to"), "from": msg("what attends to the chosen token")}
 KINDS = {"pattern (after softmax)": "pattern", "scores (before softmax)": "scores"}
+KIND_NAMES = dict(zip(KINDS, (msg("pattern (after softmax)"), msg("scores (before softmax)"))))
 
 
 @dataclass
@@ -46,22 +51,24 @@ ctx = ui.page("heatmaps")
 
 cfg = ctx.model.config
 if ctx.all_selected:
-    st.info(f"Heatmaps show one prompt at a time: this is prompt 1 of {len(ctx.prompts)}. "
-            "Pick a prompt in the sidebar to see another; the Compare page averages over all of them.", icon="ℹ️")
+    st.info(t("Heatmaps show one prompt at a time: this is prompt 1 of {n}. Pick a prompt in the sidebar to see "
+              "another; the Compare page averages over all of them.", n=len(ctx.prompts)), icon="ℹ️")
 ids = ctx.ids
 T = len(ids)
 labels = ui.token_labels(ctx.model.token_texts(ids))
-with st.spinner("Running the model (once per prompt; switching layer or head reuses the run) …"):
+with st.spinner(t("Running the model (once per prompt; switching layer or head reuses the run) …")):
     tr = ui.trace(ctx, capture=CAPTURE)
 state = Inputs.load(scale=heatmap_charts.default_scale(T))
-for field, opts, why in (("view", VIEWS, "not a view of this page"), ("values", list(KINDS), "not a kind of values"),
-                         ("tok_dir", list(TOKEN_DIRS), "not a choice"), ("tok_heads", list(TOKEN_HEADS), "not a choice"),
-                         ("tok_follow", ["click", "hover"], "not a choice")):
-    state.fit(field, opts, opts[0], what=field.replace("_", " ").capitalize(), because=why)
-state.fit("layer", range(cfg.n_layers), 0, what="Layer", because=f"the model has {cfg.n_layers} layers",
+for field, opts, what, why in (("view", VIEWS, t("View"), t("not a view of this page")),
+                               ("values", list(KINDS), t("Values"), t("not a kind of values")),
+                               ("tok_dir", list(TOKEN_DIRS), t("Colour the other tokens by"), t("not a choice")),
+                               ("tok_heads", list(TOKEN_HEADS), t("Weights of"), t("not a choice")),
+                               ("tok_follow", ["click", "hover"], t("Choose the token by"), t("not a choice"))):
+    state.fit(field, opts, opts[0], what=what, because=why)
+state.fit("layer", range(cfg.n_layers), 0, what=t("Layer"), because=t("the model has {n} layers", n=cfg.n_layers),
           basis=ctx.model_name)
-state.fit("head", range(cfg.n_heads), 0, what="Head", because=f"the model has {cfg.n_heads} heads per layer",
-          basis=ctx.model_name)
+state.fit("head", range(cfg.n_heads), 0, what=t("Head"),
+          because=t("the model has {n} heads per layer", n=cfg.n_heads), basis=ctx.model_name)
 
 # A click on a grid panel (in the previous run) opens that head in the single-head view.
 picked = ui.new_click("hm_grid", "open", "head")
@@ -84,20 +91,22 @@ st.session_state["hm_scale_auto"] = auto_scale
 def choices() -> tuple[str, str, int, int, str]:
     """The row of inputs: (view, kind, layer, head, scale)."""
     c1, c2, c3, c4, c5 = st.columns([2.2, 2, 0.9, 1.3, 1.5])
-    view = c1.radio("View", VIEWS, key="hm_view")
-    kind = KINDS[c2.radio("Values", list(KINDS), key="hm_values", disabled=view == VIEWS[3],
-                          help="Scores are q·k/√d before the mask; the mask replaces a grey cell's score by −∞, so "
-                               "its weight after softmax is exactly 0 and no number is shown for it. "
-                               "The Tokens view shows weights.")]
+    view = c1.radio(t("View"), VIEWS, key="hm_view", format_func=shown(VIEW_NAMES))
+    kind = KINDS[c2.radio(t("Values"), list(KINDS), key="hm_values", disabled=view == VIEWS[3],
+                          format_func=shown(KIND_NAMES),
+                          help=t("Scores are q·k/√d before the mask; the mask replaces a grey cell's score by −∞, so "
+                                 "its weight after softmax is exactly 0 and no number is shown for it. "
+                                 "The Tokens view shows weights."))]
     kind = "pattern" if view == VIEWS[3] else kind
-    layer = c3.selectbox("Layer", range(cfg.n_layers), key="hm_layer", disabled=view == VIEWS[2])
-    head = ui.select(c4, "Head", range(cfg.n_heads), state, "head", lambda h: f"{h} ({head_name(layer, h)})",
-                     disabled=view == VIEWS[1], help="The head's number in its layer, with its name L{layer}H{head}.")
-    scale = c5.radio("Colour scale", list(heatmap_charts.SCALES), key="hm_scale", disabled=kind != "pattern",
-                     format_func=SCALE_NAMES.get,
-                     help=f"Patterns only. Above {heatmap_charts.MARK_LIMIT} tokens most weights are tiny and a "
-                          "linear scale draws them all dark, so the page starts on the log scale there (linear "
-                          "below). Square root is in between.")
+    layer = c3.selectbox(t("Layer"), range(cfg.n_layers), key="hm_layer", disabled=view == VIEWS[2])
+    head = ui.select(c4, t("Head"), range(cfg.n_heads), state, "head", lambda h: f"{h} ({head_name(layer, h)})",
+                     disabled=view == VIEWS[1],
+                     help=t("The head's number in its layer, with its name {name}.", name="L{layer}H{head}"))
+    scale = c5.radio(t("Colour scale"), list(heatmap_charts.SCALES), key="hm_scale", disabled=kind != "pattern",
+                     format_func=shown(SCALE_NAMES),
+                     help=t("Patterns only. Above {n} tokens most weights are tiny and a linear scale draws them all "
+                            "dark, so the page starts on the log scale there (linear below). Square root is in "
+                            "between.", n=heatmap_charts.MARK_LIMIT))
     return view, kind, layer, head, scale if kind == "pattern" else "linear"
 
 
@@ -146,31 +155,34 @@ def full_csv(values: np.ndarray) -> bytes:
 
 def token_view():
     """The prompt as text; the chosen token's attention colours the others."""
-    st.caption("The prompt as text. **Click a token** to choose it (the red one); every other token is coloured by "
-               "the chosen token's attention, and hovering a token shows its weight. Greyed tokens are hidden from "
-               "the chosen one by the mask.")
+    st.caption(t("The prompt as text. **Click a token** to choose it (the red one); every other token is coloured "
+                 "by the chosen token's attention, and hovering a token shows its weight. Greyed tokens are hidden "
+                 "from the chosen one by the mask."))
     if T > token_charts.TOKEN_LIMIT:
-        st.info(f"{T} tokens: the token view is for prompts of up to {token_charts.TOKEN_LIMIT} tokens (it sends "
-                "every weight to the browser). Use *One head* for the whole matrix.", icon="ℹ️")
+        st.info(t("{T} tokens: the token view is for prompts of up to {n} tokens (it sends every weight to the "
+                  "browser). Use *One head* for the whole matrix.", T=T, n=token_charts.TOKEN_LIMIT), icon="ℹ️")
         return
     a1, a2, a3 = st.columns([1.6, 1.4, 1.2])
-    direction = a1.radio("Colour the other tokens by", list(TOKEN_DIRS), key="hm_tok_dir", format_func=TOKEN_DIRS.get)
-    heads = a2.radio("Weights of", list(TOKEN_HEADS), key="hm_tok_heads", format_func=TOKEN_HEADS.get,
-                     help="One head (Layer and Head above), or every head of the layer combined: their mean "
-                          "(the average pattern) or their max (any head attending strongly).")
-    follow = a3.radio("Choose the token by", ["click", "hover"], key="hm_tok_follow",
-                      format_func={"click": "clicking it", "hover": "pointing at it"}.get,
-                      help="Pointing: the colours follow the mouse and return to the clicked token when it leaves the text.")
+    direction = a1.radio(t("Colour the other tokens by"), list(TOKEN_DIRS), key="hm_tok_dir",
+                         format_func=shown(TOKEN_DIRS))
+    heads = a2.radio(t("Weights of"), list(TOKEN_HEADS), key="hm_tok_heads", format_func=shown(TOKEN_HEADS),
+                     help=t("One head (Layer and Head above), or every head of the layer combined: their mean "
+                            "(the average pattern) or their max (any head attending strongly)."))
+    follow = a3.radio(t("Choose the token by"), ["click", "hover"], key="hm_tok_follow",
+                      format_func=shown({"click": msg("clicking it"), "hover": msg("pointing at it")}),
+                      help=t("Pointing: the colours follow the mouse and return to the clicked token when it leaves "
+                             "the text."))
     layer_p = tr["pattern", layer][0].float().cpu().numpy()           # [H, T, T], read only
-    weights, which = {"one": (layer_p[head], f"head {name}"),
-                      "mean": (layer_p.mean(0), f"mean of layer {layer}'s {cfg.n_heads} heads"),
-                      "max": (layer_p.max(0), f"max of layer {layer}'s {cfg.n_heads} heads")}[heads]
+    weights, which = {"one": (layer_p[head], t("head {name}", name=name)),
+                      "mean": (layer_p.mean(0), t("mean of layer {l}'s {n} heads", l=layer, n=cfg.n_heads)),
+                      "max": (layer_p.max(0), t("max of layer {l}'s {n} heads", l=layer, n=cfg.n_heads))}[heads]
     chart = token_charts.token_chart(weights, ctx.model.token_strs(ids), direction=direction, follow=follow,
                                      scale=scale, title=f"{which}: {TOKEN_DIRS[direction]}",
                                      groups=ctx.model.token_groups(ids), ids=ids)
     st.altair_chart(chart, width="content", key="hm_tokens")
-    st.caption(ui.plain(token_charts.scale_caption(scale)) + " The last token is the one chosen at first; a character "
-               "split over several byte-level tokens is drawn once across them (its tooltip lists the pieces).")
+    st.caption(ui.plain(token_charts.scale_caption(scale)) + t(" The last token is the one chosen at first; a "
+               "character split over several byte-level tokens is drawn once across them (its tooltip lists the "
+               "pieces)."))
     tbl = pd.DataFrame(weights, columns=[f"k{j}" for j in range(T)])
     tbl.insert(0, "query_token", ctx.model.token_strs(ids))
     tbl.insert(0, "query_pos", range(T))
@@ -180,7 +192,8 @@ def token_view():
 
 def one_head():
     vals = matrix(layer, head)
-    title = f"{name} (layer {layer}, head {head}): {kind}"
+    title = t("{name} (layer {l}, head {h}): {kind}", name=name, l=layer, h=head,
+              kind=t("pattern") if kind == "pattern" else t("scores"))
     if T <= heatmap_charts.MARK_LIMIT:
         side = min(heatmap_charts.CONTENT_WIDTH - 200, max(420, 30 * T))     # room for the labels and legend
         chart = heatmap_charts.cell_chart(vals, labels, labels, masked=masked(layer), kind=kind, scale=scale,
@@ -190,7 +203,8 @@ def one_head():
         why_view.panel(ctx, ids, layer, head, tr["scores", layer][0, head].float().cpu().numpy(), labels)
         return
     state.fit("win", range(8, heatmap_charts.MARK_LIMIT + 1, 4), min(32, heatmap_charts.MARK_LIMIT),
-              what="Window size", because=f"the window is 8 to {heatmap_charts.MARK_LIMIT} tokens, in steps of 4")
+              what=t("Window size"),
+              because=t("the window is 8 to {n} tokens, in steps of 4", n=heatmap_charts.MARK_LIMIT))
     key = (ctx.model_name, ctx.device, tuple(ids), layer, head, kind)
     png = head_png(key + (scale,), vals, kind, scale, cfg.window(layer))
     m = focus.Matrix(vals, masked(layer), labels, kind, scale, name, title, key)
@@ -202,25 +216,27 @@ def one_head():
 def grid():
     if view == VIEWS[1]:
         panels = [(layer, h) for h in range(cfg.n_heads)]
-        stem, what_grid = f"{kind}_L{layer}_all_heads", f"the {cfg.n_heads} heads of layer {layer}"
+        stem, what_grid = f"{kind}_L{layer}_all_heads", t("the {n} heads of layer {l}", n=cfg.n_heads, l=layer)
     else:
         panels = [(layer_, head) for layer_ in range(cfg.n_layers)]
-        stem, what_grid = f"{kind}_H{head}_all_layers", f"head {head} in each of the {cfg.n_layers} layers"
-    shared = st.checkbox("One colour range for all panels", key="hm_shared",
-                         help="Off: each panel spans its own range (shapes stand out). On: colours are comparable, "
-                              "with one legend.")
+        stem, what_grid = f"{kind}_H{head}_all_layers", t("head {h} in each of the {n} layers", h=head,
+                                                            n=cfg.n_layers)
+    shared = st.checkbox(t("One colour range for all panels"), key="hm_shared",
+                         help=t("Off: each panel spans its own range (shapes stand out). On: colours are comparable, "
+                                "with one legend."))
     mats = [matrix(l_, h) for l_, h in panels]
     masks = [masked(l_) for l_, _ in panels]
     columns = 3 if len(mats) in (3, 6, 9) else min(4, len(mats))
     chart, k = heatmap_charts.grid_chart(mats, [head_name(l_, h) for l_, h in panels], labels, masked=masks,
                                          kind=kind, scale=scale, columns=columns, shared=shared, select="open")
-    note = f"Showing {what_grid}. Click a panel to open that head on its own; hover for values."
+    note = t("Showing {what}. Click a panel to open that head on its own; hover for values.", what=what_grid)
     if not shared:
-        note += " Each panel has its own colour range (no legend): tick the box above for one shared range."
+        note += t(" Each panel has its own colour range (no legend): tick the box above for one shared range.")
     if T > heatmap_charts.GRID_MARK_LIMIT:
-        note += (f" {T} tokens: each panel is an image" +
-                 (f" where one pixel is the maximum over a {k}×{k} block of cells" if k > 1 else ", one pixel per cell") +
-                 "; its tooltips name the strongest cell of each block.")
+        note += (t(" {T} tokens: each panel is an image where one pixel is the maximum over a {k}×{k} block of "
+                   "cells; its tooltips name the strongest cell of each block.", T=T, k=k) if k > 1 else
+                 t(" {T} tokens: each panel is an image, one pixel per cell; its tooltips name the strongest cell "
+                   "of each block.", T=T))
     st.caption(note)
     st.altair_chart(chart, width="content", on_select="rerun", selection_mode="open", key="hm_grid")
     ui.download_buttons(grid_table(mats, masks, panels), chart, stem, meta(), key="grid")
@@ -240,8 +256,8 @@ def grid_table(mats: list, masks: list, panels: list) -> pd.DataFrame:
         else:
             row.update({"max score": float(m[~hidden].max()), "min score": float(m[~hidden].min())})
         rows.append(row)
-    st.caption("CSV: one row of statistics per panel (the full matrices are too large; export a single head "
-               "from *One head*).")
+    st.caption(t("CSV: one row of statistics per panel (the full matrices are too large; export a single head "
+                 "from *One head*)."))
     return pd.DataFrame(rows)
 
 

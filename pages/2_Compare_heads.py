@@ -11,13 +11,13 @@ from attnkit import app as ui
 from attnkit import compare, metrics
 from attnkit.standard import parse_head
 from attnkit.charts import heatmaps as hm
+from attnkit.i18n import t
 
 CAPTURE = ("pattern", "scores")        # the same capture as the Heatmaps page: one cached run serves both
-RANDOM_INDUCTION = "induction (repeated random tokens)"
-STATS = {**metrics.HEAD_STATS,
-         RANDOM_INDUCTION: "on 4 sequences of 50 random tokens repeated once: mean attention from a token in the "
-                           "second copy to the token that followed it in the first copy (independent of the prompt)"}
+RANDOM_INDUCTION = ui.labels.RANDOM_INDUCTION
+STATS = {**metrics.HEAD_STATS, RANDOM_INDUCTION: ui.labels.RANDOM_INDUCTION_HELP}
 SCOPES = ["all heads", "the heads of one layer"]
+shown = ui.labels.shown(ui.labels.COMPARE_NAMES)
 
 
 @dataclass
@@ -43,11 +43,11 @@ T = len(ids)
 toks = ctx.model.token_texts(ids)
 labels = ui.token_labels(toks)
 state = Inputs.load(scale=hm.default_scale(T), scope=SCOPES[0] if L * H <= 64 else SCOPES[1])
-state.fit("stat", list(STATS), next(iter(STATS)), what="Statistic", because="not one of this page's statistics")
-state.fit("scale", list(hm.SCALES), hm.default_scale(T), what="Colour scale", because="not one of the scales")
-state.fit("scope", SCOPES, SCOPES[0] if L * H <= 64 else SCOPES[1], what="Compare",
-          because="not one of the choices")
-state.fit("sim_layer", range(L), 0, what="Layer", because=f"the model has {L} layers", basis=ctx.model_name)
+state.fit("stat", list(STATS), next(iter(STATS)), what=t("Statistic"), because=t("not one of this page's statistics"), fmt=shown)
+state.fit("scale", list(hm.SCALES), hm.default_scale(T), what=t("Colour scale"), because=t("not one of the scales"))
+state.fit("scope", SCOPES, SCOPES[0] if L * H <= 64 else SCOPES[1], what=t("Compare"),
+          because=t("not one of the choices"), fmt=shown)
+state.fit("sim_layer", range(L), 0, what=t("Layer"), because=t("the model has {n} layers", n=L), basis=ctx.model_name)
 if ui.from_link("cmp_open") and "cmp_open_for" not in st.session_state:
     st.session_state["cmp_open_for"] = state.stat          # the heads the link opened, not the statistic's top two
 
@@ -81,26 +81,26 @@ def meta(**extra) -> dict:
 def statistic_values():
     """The chosen statistic of every head: (statistic, values [L, H], a note on what they average)."""
     c1, c2 = st.columns([1, 2])
-    stat = c1.selectbox("Statistic", list(STATS), key="cmp_stat")
-    c2.caption(STATS[stat])
+    stat = c1.selectbox(t("Statistic"), list(STATS), key="cmp_stat", format_func=shown)
+    c2.caption(str(STATS[stat]))
     if stat == RANDOM_INDUCTION:
-        with st.spinner("Running the repeated-random-token test …"):
+        with st.spinner(t("Running the repeated-random-token test …")):
             values = random_induction(ctx.model_name, ctx.device, ctx.model.weights)
-        note = "Computed once per model on repeated random tokens (not on your prompt)."
+        note = t("Computed once per model on repeated random tokens (not on your prompt).")
     elif ctx.all_selected:
         per = ui.traces_for_all(ctx, lambda i: prompt_scores(ctx.model_name, ctx.device, tuple(i), ("pattern",), ctx),
-                                "Head statistics over the prompts")
+                                t("Head statistics over the prompts"))
         if not per:
-            ui.show_error("None of the prompts has at least 2 tokens: nothing to average.")
+            ui.show_error(t("None of the prompts has at least 2 tokens: nothing to average."))
             st.stop()
         means, counts = compare.mean_scores([{k: torch.from_numpy(v) for k, v in d.items()} for d in per])
         values = means[stat].numpy()
         n_used = int(counts[stat].max())
-        note = f"Mean over {n_used} of the {len(ctx.prompts)} prompts (a prompt where the statistic is undefined — e.g. " \
-               "no repeated token for duplicate-token — is left out of that mean)."
+        note = t("Mean over {n} of the {total} prompts (a prompt where the statistic is undefined — e.g. no repeated "
+                 "token for duplicate-token — is left out of that mean).", n=n_used, total=len(ctx.prompts))
     else:
         values = prompt_scores(ctx.model_name, ctx.device, tuple(ids), CAPTURE, ctx)[stat]
-        note = f"On the chosen prompt ({T} tokens)."
+        note = t("On the chosen prompt ({n} tokens).", n=T)
     return stat, values, note
 
 
@@ -111,7 +111,7 @@ def opened_heads(stat: str, values):
     all_heads = list(df_stat["head"])
     ranked = list(df_stat.sort_values(stat, ascending=False, na_position="last")["head"])
     # the heads opened below follow the chosen statistic: its top two, until the user opens others
-    state.fit_many("open", all_heads, [], what="Opened heads", because=f"the model has {L}×{H} heads")
+    state.fit_many("open", all_heads, [], what=t("Opened heads"), because=t("the model has {n} heads", n=f"{L}×{H}"))
     if (st.session_state.get("cmp_open_for") != stat or "cmp_open" not in st.session_state
             or any(h not in all_heads for h in st.session_state["cmp_open"])):
         st.session_state["cmp_open"] = [] if undefined else ranked[:2]
@@ -128,18 +128,18 @@ def overview(stat: str, note: str, df_stat, undefined: bool):
     """The overview chart: every head coloured by the statistic; a click opens a head below."""
     picked = st.session_state["cmp_open"]
     if undefined:
-        st.info(f"“{stat}” is undefined on this prompt (e.g. no token occurs twice), so there is nothing to draw; "
-                "pick another statistic or a longer prompt.")
+        st.info(t("“{stat}” is undefined on this prompt (e.g. no token occurs twice), so there is nothing to draw; "
+                  "pick another statistic or a longer prompt.", stat=shown(stat)))
     else:
-        chart = hm.head_overview_chart(df_stat, stat, selected=picked, select="pick")
+        chart = hm.head_overview_chart(df_stat, stat, selected=picked, select="pick", label=shown(stat))
         st.altair_chart(chart, width="content", on_select="rerun", selection_mode="pick", key="cmp_overview")
-        st.caption(note + " Click a cell to open that head below; outlined: the heads opened.")
+        st.caption(note + t(" Click a cell to open that head below; outlined: the heads opened."))
         ui.download_buttons(df_stat, chart, f"head_{stat.replace(' ', '_')}", meta(statistic=stat), key="overview")
 
 
 def beside_corpus(stat: str, df_stat):
     """The same statistic over a corpus, with intervals, beside this prompt's values."""
-    with st.expander("Beside a corpus: the same statistic over many documents, with intervals"):
+    with st.expander(t("Beside a corpus: the same statistic over many documents, with intervals")):
         corpus = ui.corpus_result("cmp_corpus")
         if corpus is not None:
             try:
@@ -150,32 +150,33 @@ def beside_corpus(stat: str, df_stat):
                 here = df_stat.set_index("head")[stat]
                 table = (df_c.assign(**{"this prompt": [float(here.get(h, np.nan)) for h in df_c["head"]]})
                          .sort_values(stat, ascending=False)[["head", stat, "lo", "hi", "windows", "this prompt"]]
-                         .rename(columns={stat: "corpus mean", "lo": "95 % low", "hi": "95 % high"}))
-                c_chart = hm.head_overview_chart(df_c, stat)
+                         .rename(columns={stat: t("corpus mean"), "lo": t("95 % low"), "hi": t("95 % high"), "head": t("head"),
+                                          "this prompt": t("this prompt"), "windows": t("windows")}))
+                c_chart = hm.head_overview_chart(df_c, stat, label=shown(stat))
                 left, right = st.columns([1, 1])
                 left.altair_chart(c_chart, width="content")
                 right.dataframe(table, hide_index=True, width="stretch", height=360)
-                st.caption(f"Corpus: {len(corpus.documents):,} documents; intervals: bootstrap over documents. "
-                           "A head whose prompt value lies outside its corpus interval behaves unusually here.")
+                st.caption(t("Corpus: {n} documents; intervals: bootstrap over documents. A head whose prompt value "
+                             "lies outside its corpus interval behaves unusually here.", n=f"{len(corpus.documents):,}"))
                 ui.download_buttons(table, c_chart, f"corpus_head_{stat.replace(' ', '_')}", meta(statistic=stat),
                                     key="corpus")
 
 
 def side_by_side(stat: str, all_heads: list, ranked: list):
     """The opened heads' patterns side by side, each with its statistics and downloads."""
-    st.subheader("Heads side by side")
-    picked = st.multiselect("Open heads (up to 4)", all_heads, key="cmp_open", max_selections=4,
-                            help=f"Sorted list by “{stat}”: " + ", ".join(ranked[:5]) + " …")
+    st.subheader(t("Heads side by side"))
+    picked = st.multiselect(t("Open heads (up to 4)"), all_heads, key="cmp_open", max_selections=4,
+                            help=t("Sorted list by “{stat}”: {heads} …", stat=shown(stat), heads=", ".join(ranked[:5])))
     if ctx.all_selected:
-        st.caption("Heatmaps use the first prompt; pick a single prompt in the sidebar for another.")
-    side_scale = st.radio("Colour scale", hm.SCALES, key="cmp_scale", horizontal=True,
-                          help="The same choice as on the Heatmaps page.")
+        st.caption(t("Heatmaps use the first prompt; pick a single prompt in the sidebar for another."))
+    side_scale = st.radio(t("Colour scale"), hm.SCALES, key="cmp_scale", horizontal=True,
+                          format_func=ui.labels.shown(ui.labels.SCALE_NAMES), help=t("The same choice as on the Heatmaps page."))
     st.caption(hm.scale_note(side_scale))  # internal text: a sentence from the chart module
     if picked:
         tr = ui.trace(ctx, capture=CAPTURE, ids=ids)
         if T > hm.MARK_LIMIT:
-            st.caption(f"{T} tokens: each head is drawn as an image (one pixel per cell, no tooltips); the Heatmaps page "
-                       "has a focus window with tokens and tooltips.")
+            st.caption(t("{n} tokens: each head is drawn as an image (one pixel per cell, no tooltips); the Heatmaps "
+                         "page has a focus window with tokens and tooltips.", n=T))
         cols = st.columns(len(picked))
         room = (hm.CONTENT_WIDTH - 16 * (len(picked) - 1)) // len(picked)     # one column's width
         for col, name in zip(cols, picked):
@@ -184,17 +185,17 @@ def side_by_side(stat: str, all_heads: list, ranked: list):
             masked = hm.masked_cells(T, window=cfg.window(l))                # the layer's window included
             with col:
                 if T <= hm.MARK_LIMIT:
-                    ch = hm.cell_chart(vals, labels, labels, masked=masked, title=f"head {name}", scale=side_scale,
+                    ch = hm.cell_chart(vals, labels, labels, masked=masked, title=name, scale=side_scale,
                                        size=max(160, min(640, room - (100 if len(picked) <= 2 else 12))),
                                        axes=len(picked) <= 2, legend=False)
                 else:
-                    ch = hm.image_chart(vals, masked=masked, title=f"head {name}", scale=side_scale,
+                    ch = hm.image_chart(vals, masked=masked, title=name, scale=side_scale,
                                         size=max(160, min(620, room - 12)),
                                         legend=False)
                 st.altair_chart(ch, width="content")
                 row = {s: float(v[l, h]) for s, v in prompt_scores(ctx.model_name, ctx.device, tuple(ids), CAPTURE,
                                                                    ctx).items()}
-                st.caption(" · ".join(f"{s} {v:.2f}" for s, v in row.items() if np.isfinite(v)))
+                st.caption(" · ".join(f"{shown(s)} {v:.2f}" for s, v in row.items() if np.isfinite(v)))
                 if T <= hm.MARK_LIMIT:
                     cells = hm.cells_frame(vals, labels, labels, masked)
                     cells = cells.assign(query_token=[toks[i] for i in cells["query_pos"]],
@@ -204,64 +205,64 @@ def side_by_side(stat: str, all_heads: list, ranked: list):
                 else:                             # a million cells: the statistics now, the matrix only on request
                     ui.download_buttons(pd.DataFrame([{"layer": l, "head": h, **row}]), ch, f"pattern_{name}",
                             meta(layer=l, head=h), key=f"side{name}")
-                    st.download_button(f"Matrix as CSV ({T}×{T})", lambda v=vals, l=l, h=h: matrix_csv(v, l, h),
+                    st.download_button(t("Matrix as CSV ({T}×{T})", T=T), lambda v=vals, l=l, h=h: matrix_csv(v, l, h),
                                        file_name=f"pattern_{name}_matrix.csv", mime="text/csv",
                                        key=f"side-matrix-{name}", on_click="ignore")
 
 
 def token_pair():
     """Which heads link a query token to a key token."""
-    st.subheader("Which heads link these two tokens?")
+    st.subheader(t("Which heads link these two tokens?"))
     if ctx.all_selected:
-        st.caption("On the first prompt.")
+        st.caption(t("On the first prompt."))
     if T < 2:
-        st.info("The prompt needs at least two tokens.")
+        st.info(t("The prompt needs at least two tokens."))
     else:
         q_default = compare.find_token(toks, "it")
         q_default = q_default if q_default else T - 1
         k_default = compare.find_token(toks, "animal", before=q_default + 1)
         k_default = 0 if k_default is None else k_default
-        because = "the prompt changed and that position holds another token"
-        state.fit("q", range(1, T), q_default if q_default >= 1 else T - 1, what="Query token", basis=tuple(ids),
+        because = t("the prompt changed and that position holds another token")
+        state.fit("q", range(1, T), q_default if q_default >= 1 else T - 1, what=t("Query token"), basis=tuple(ids),
                   meaning=ids.__getitem__, fmt=labels.__getitem__, because=because)
         c1, c2 = st.columns(2)
-        q = ui.select(c1, "Query token (attending)", range(1, T), state, "q", labels.__getitem__)
-        state.fit("k", range(0, q + 1), k_default if k_default <= q else 0, what="Key token", basis=tuple(ids),
+        q = ui.select(c1, t("Query token (attending)"), range(1, T), state, "q", labels.__getitem__)
+        state.fit("k", range(0, q + 1), k_default if k_default <= q else 0, what=t("Key token"), basis=tuple(ids),
                   meaning=ids.__getitem__, fmt=labels.__getitem__,
-                  because=because if state.k is not None and state.k <= q else "it must be at or before the query")
-        k = ui.select(c2, "Key token (attended to, at or before the query)", range(0, q + 1), state, "k",
+                  because=because if state.k is not None and state.k <= q else t("it must be at or before the query"))
+        k = ui.select(c2, t("Key token (attended to, at or before the query)"), range(0, q + 1), state, "k",
                       labels.__getitem__)
         tr = ui.trace(ctx, capture=CAPTURE, ids=ids)
         q_rows = torch.stack([tr["pattern", l][0, :, q : q + 1, :].cpu() for l in range(L)])   # [L, H, 1, T]: row q
         table = compare.rank_heads_for_pair(q_rows, 0, k)
-        bars = hm.rank_chart(table, title=f"Weight from {labels[q]} to {labels[k]}, top {min(15, L * H)} of {L * H} heads")
+        bars = hm.rank_chart(table, title=t("Weight from {q} to {k}, top {top} of {n} heads", q=labels[q], k=labels[k], top=min(15, L * H), n=L * H))
         left, right = st.columns([1, 1])
         left.altair_chart(bars, width="content")
         shown = table.head(20).assign(top_key=[labels[j] for j in table.head(20)["top_key"]])
         right.dataframe(shown, hide_index=True, width="stretch",
                         column_config={"rank_in_row": st.column_config.NumberColumn(
-                            "rank in row", help="1 = this key gets the most attention from this query in that head"),
-                            "top_key": st.column_config.TextColumn("most attended key")})
+                            t("rank in row"), help=t("1 = this key gets the most attention from this query in that head")),
+                            "top_key": st.column_config.TextColumn(t("most attended key"))})
         ui.download_buttons(table.assign(query_pos=q, query_token=toks[q], key_pos=k, key_token=toks[k]), bars,
                             f"heads_linking_{q}_{k}", meta(), key="pair")
 
 
 def similarity_section():
     """Which heads attend alike: 1 − Jensen–Shannon distance, in clustering order."""
-    st.subheader("Which heads attend alike?")
-    st.caption("Similarity = 1 − Jensen–Shannon distance between two heads' patterns (base 2: 1 = identical rows, "
-               "0 = disjoint), averaged over query rows 1…T−1 (row 0 sees only itself in every head). As on the heatmaps, "
-               "bright (yellow) means more. Heads are ordered by average-linkage clustering so similar heads sit together.")
+    st.subheader(t("Which heads attend alike?"))
+    st.caption(t("Similarity = 1 − Jensen–Shannon distance between two heads' patterns (base 2: 1 = identical rows, "
+                 "0 = disjoint), averaged over query rows 1…T−1 (row 0 sees only itself in every head). As on the heatmaps, "
+                 "bright (yellow) means more. Heads are ordered by average-linkage clustering so similar heads sit together."))
     if T < 2:
-        st.info("The prompt needs at least two tokens.")
+        st.info(t("The prompt needs at least two tokens."))
     else:
         scopes = SCOPES
         c1, c2 = st.columns([2, 1])
-        scope = c1.radio("Compare", scopes, key="cmp_scope", horizontal=True)
-        sim_layer = c2.selectbox("Layer", range(L), key="cmp_sim_layer", disabled=scope == scopes[0])
+        scope = c1.radio(t("Compare"), scopes, key="cmp_scope", horizontal=True, format_func=shown)
+        sim_layer = c2.selectbox(t("Layer"), range(L), key="cmp_sim_layer", disabled=scope == scopes[0])
         heads = [(l, h) for l in range(L) for h in range(H)] if scope == scopes[0] else [(sim_layer, h) for h in range(H)]
 
-        @st.cache_data(show_spinner="Comparing every pair of heads …", max_entries=16)
+        @st.cache_data(show_spinner=t("Comparing every pair of heads …"), max_entries=16)
         def similarity(model: str, device: str, ids: tuple, heads: tuple, _ctx) -> compare.Similarity:
             tr = ui.trace(_ctx, capture=CAPTURE, ids=list(ids))
             return compare.head_similarity(lambda l: tr["pattern", l][0], list(heads), len(ids))
@@ -270,17 +271,17 @@ def similarity_section():
         N = len(heads)
         n_rows, n_all = len(sim_res.rows), sim_res.n_rows_total
         if n_rows < n_all:
-            st.caption(f"{T} tokens and {N} heads: the distance is averaged over {n_rows} evenly spaced query "
-                       f"rows of the {n_all} (to keep this fast), not all of them.")
+            st.caption(t("{T} tokens and {N} heads: the distance is averaged over {rows} evenly spaced query rows of "
+                         "the {all} (to keep this fast), not all of them.", T=T, N=N, rows=n_rows, all=n_all))
         if N <= hm.MARK_LIMIT:
             sim = hm.distance_chart(sim_res.distance, sim_res.names, sim_res.order,
-                                    title=f"Similarity (1 − JS distance), {N} heads in similarity order")
+                                    title=t("Similarity (1 − JS distance), {n} heads in similarity order", n=N))
         else:
             sim = hm.distance_image(sim_res.distance, sim_res.order,
-                                    title=f"Similarity (1 − JS distance), {N} heads in similarity order (image)")
-            st.caption(f"{N} heads: drawn as an image; the order is listed below (position → head).")
+                                    title=t("Similarity (1 − JS distance), {n} heads in similarity order (image)", n=N))
+            st.caption(t("{n} heads: drawn as an image; the order is listed below (position → head).", n=N))
         st.altair_chart(sim, width="content")
-        with st.expander("The order, with each head's nearest neighbour"):
+        with st.expander(t("The order, with each head's nearest neighbour")):
             st.dataframe(sim_res.neighbours(), hide_index=True, width="stretch")
         ui.download_buttons(sim_res.long_frame(), sim, "head_similarity",
                             meta(rows_used=len(sim_res.rows), order=" ".join(sim_res.names[i] for i in sim_res.order)),
@@ -288,7 +289,7 @@ def similarity_section():
 
 
 # ----------------------------------------------------------------------------- the page
-st.subheader("Every head at a glance")
+st.subheader(t("Every head at a glance"))
 stat, values, note = statistic_values()
 df_stat, all_heads, ranked, undefined = opened_heads(stat, values)
 overview(stat, note, df_stat, undefined)

@@ -10,10 +10,12 @@ from attnkit import entropy as entropy_lib
 from attnkit import app as ui
 from attnkit.app import entropy_runs
 from attnkit.charts import entropy as entropy_charts
+from attnkit.i18n import msg, status_label, t
 from attnkit.standard import head_name
 
 SPLITS = ["split into windows", "first window only"]
 FACTORS = ["max(1, log_b(i+1))", "log_b(i+1)"]
+SPLIT_NAMES = dict(zip(SPLITS, (msg("split into windows"), msg("first window only"))))
 
 
 @dataclass
@@ -41,17 +43,18 @@ L, H = cfg.n_layers, cfg.n_heads
 ss = st.session_state
 state = Inputs.load(window=cfg.n_ctx, layers=list(range(L)), cmp_layers=[0, L - 1] if L > 1 else [0])
 if not 2 <= state.window <= cfg.n_ctx:
-    state.fit("window", [cfg.n_ctx], cfg.n_ctx, what="Window", because=f"the model's context is {cfg.n_ctx} tokens")
-state.fit("max_docs", range(1, 2001), 200, what="At most this many documents", because="1 to 2,000")
-state.fit("split", SPLITS, SPLITS[0], what="Long texts", because="not one of the choices")
-state.fit("log_mode", FACTORS, FACTORS[0], what="Factor", because="not one of the choices")
-state.fit_many("layers", range(L), list(range(L)), what="Layers", because=f"the model has {L} layers")
-state.fit_many("cmp_layers", range(L), [0, L - 1] if L > 1 else [0], what="Layers to compare",
-               because=f"the model has {L} layers")
-state.fit("head", ["mean"] + [str(h) for h in range(H)], "mean", what="Head", because=f"the model has {H} heads",
-          basis=ctx.model_name)
+    state.fit("window", [cfg.n_ctx], cfg.n_ctx, what=t("Window"),
+              because=t("the model's context is {n} tokens", n=cfg.n_ctx))
+state.fit("max_docs", range(1, 2001), 200, what=t("At most this many documents"), because=t("1 to 2,000"))
+state.fit("split", SPLITS, SPLITS[0], what=t("Long texts"), because=t("not one of the choices"))
+state.fit("log_mode", FACTORS, FACTORS[0], what=t("Factor"), because=t("not one of the choices"))
+state.fit_many("layers", range(L), list(range(L)), what=t("Layers"), because=t("the model has {n} layers", n=L))
+state.fit_many("cmp_layers", range(L), [0, L - 1] if L > 1 else [0], what=t("Layers to compare"),
+               because=t("the model has {n} layers", n=L))
+state.fit("head", ["mean"] + [str(h) for h in range(H)], "mean", what=t("Head"),
+          because=t("the model has {n} heads", n=H), basis=ctx.model_name)
 
-st.markdown(
+st.markdown(t(
     "**The seed's claim, in short:** the longer the context, the more terms share each softmax's mass; "
     "attention therefore spreads out (its entropy rises) and it gets harder to single out the tokens that "
     "matter — one reason long contexts and running past the training length are hard.\n\n"
@@ -64,66 +67,66 @@ st.markdown(
     "The numbers are computed block by block with a running log-sum-exp (attnkit.streaming): no T × T pattern "
     "is ever held, so a long text runs up to the model's whole context (thousands of tokens on long-context "
     "models); the bar moves layer by layer, and changing a widget meanwhile interrupts the run."
-)
+))
 
 
 def documents_note(docs: list, info: dict, mode: str, max_docs: int):
     """One line on the documents measured: how many, how long, what was cut or skipped."""
-    notes = [f"{len(docs)} document(s) of 2–{max(map(len, docs))} tokens ({sum(map(len, docs)):,} tokens) "
-             f"from {info['texts']} text(s)"]
+    notes = [t("{n} document(s) of 2–{longest} tokens ({total} tokens) from {texts} text(s)", n=len(docs),
+               longest=max(map(len, docs)), total=f"{sum(map(len, docs)):,}", texts=info["texts"])]
     if mode == "split into windows" and len(docs) + info["short"] + info["left_out"] > info["texts"]:
-        notes.append("long texts are used whole, cut into windows (the sidebar's note on dropped tokens "
-                     "concerns the other pages)")
+        notes.append(t("long texts are used whole, cut into windows (the sidebar's note on dropped tokens "
+                       "concerns the other pages)"))
     if info["short"]:
-        notes.append(f"{info['short']} text(s)/window(s) under 2 tokens skipped (nothing to attend over)")
+        notes.append(t("{n} text(s)/window(s) under 2 tokens skipped (nothing to attend over)", n=info["short"]))
     if info["dropped_tokens"]:
-        notes.append(f"{info['dropped_tokens']:,} tokens beyond the first window not used")
+        notes.append(t("{n} tokens beyond the first window not used", n=f"{info['dropped_tokens']:,}"))
     if info["left_out"]:
-        notes.append(f"{info['left_out']} more document(s) left out (limit {max_docs})")
+        notes.append(t("{n} more document(s) left out (limit {limit})", n=info["left_out"], limit=max_docs))
     st.caption(" · ".join(notes) + ".")
 
 
 def verdict(s):
     """The seed's claim checked: the verdict, its reason, and what the slope measures."""
     verdict, why = entropy_lib.claim_check(s)
-    st.subheader("Does the measurement support it?")
+    st.subheader(t("Does the measurement support it?"))
     icon = {"supported": "✅", "not enough evidence": "➗", "not supported": "❌"}.get(verdict, "❔")
-    st.markdown(f"{icon} On **{ui.plain(ctx.model_name)}** with these {s.n_docs} document(s): "
-                f"**{verdict}**. {why}")
+    st.markdown(icon + " " + t("On **{model}** with these {n} document(s): **{verdict}**. {why}",
+                               model=ui.plain(ctx.model_name), n=s.n_docs, verdict=status_label(verdict), why=why))
     if s.T < 64:
-        st.caption(f"Only {s.T} positions: a short basis for a claim about long contexts — upload a long text "
-                   "(it is split into windows of the context) for a firmer answer.")
-    st.caption("Mind what the slope measures: a random or untrained model attends almost uniformly (slope ≈ 1) "
-               "without any 'difficulty'; a trained model that holds its focus (slope ≈ 0, sinks, previous-token "
-               "heads) is a counterexample to the claim for that head.")
+        st.caption(t("Only {n} positions: a short basis for a claim about long contexts — upload a long text (it is "
+                     "split into windows of the context) for a firmer answer.", n=s.T))
+    st.caption(t("Mind what the slope measures: a random or untrained model attends almost uniformly (slope ≈ 1) "
+                 "without any 'difficulty'; a trained model that holds its focus (slope ≈ 0, sinks, previous-token "
+                 "heads) is a counterexample to the claim for that head."))
 
 
 def curves(s, layers: list, head_i, log_x: bool):
     """Entropy and normalised entropy against context length, per layer."""
     if not layers:
-        st.info("Pick at least one layer.")
+        st.info(t("Pick at least one layer."))
     else:
-        band_note = ("band: mean ± 1 std across documents (where ≥ 2 documents reach that length)" if s.n_docs > 1
-                     else "one document: no spread band (upload several prompts or a long text)")
+        band_note = (t("band: mean ± 1 std across documents (where ≥ 2 documents reach that length)") if s.n_docs > 1
+                     else t("one document: no spread band (upload several prompts or a long text)"))
         df = entropy_lib.curve_frame(s, "entropy", head_i, layers)
-        ch = entropy_charts.curves(df, "entropy H (nats)", log_x=log_x)
+        ch = entropy_charts.curves(df, t("entropy H (nats)"), log_x=log_x)
         st.altair_chart(ch, width="stretch")
-        st.caption(f"Dashed: ln n, the entropy of uniform attention over the n visible keys. {band_note}. "
-                   f"{df['n'].nunique()} of {s.T} positions drawn.")
+        st.caption(t("Dashed: ln n, the entropy of uniform attention over the n visible keys. {band}. {drawn} of {T} "
+                     "positions drawn.", band=band_note, drawn=df['n'].nunique(), T=s.T))
         ui.download_buttons(df, ch, stem="entropy_vs_length", meta=meta, key="ent1")
 
-        st.subheader("Normalised entropy H / ln n")
+        st.subheader(t("Normalised entropy H / ln n"))
         dfn = entropy_lib.curve_frame(s, "entropy", head_i, layers, normalised=True)
-        chn = entropy_charts.curves(dfn, "H / ln n (1 = uniform)", bound="1 = uniform", log_x=log_x)
+        chn = entropy_charts.curves(dfn, t("H / ln n (1 = uniform)"), bound=t("1 = uniform"), log_x=log_x)
         st.altair_chart(chn, width="stretch")
-        st.caption("Position 0 is left out: a single visible key has no spread (0/0). A falling curve means the "
-                   "head spreads more slowly than the number of keys grows.")
+        st.caption(t("Position 0 is left out: a single visible key has no spread (0/0). A falling curve means the "
+                     "head spreads more slowly than the number of keys grows."))
         ui.download_buttons(dfn, chn, stem="normalised_entropy", meta=meta, key="ent2")
 
 
 def beside_corpus(layers: list, head_i, log_x: bool):
     """The same curves over a corpus, with intervals."""
-    with st.expander("Beside a corpus: the same curves over many documents, with 95 % intervals"):
+    with st.expander(t("Beside a corpus: the same curves over many documents, with 95 % intervals")):
         corpus = ui.corpus_result("ent_corpus")
         if corpus is not None and layers:
             try:
@@ -131,10 +134,10 @@ def beside_corpus(layers: list, head_i, log_x: bool):
             except KeyError as e:
                 st.info(str(e).strip("'\""))  # internal text: the corpus module's message
             else:
-                chc = entropy_charts.curves(dfc, "entropy H (nats), corpus", log_x=log_x)
+                chc = entropy_charts.curves(dfc, t("entropy H (nats), corpus"), log_x=log_x)
                 st.altair_chart(chc, width="stretch")
-                st.caption(f"Corpus: {len(corpus.documents):,} documents; band: 95 % bootstrap interval over documents "
-                           "(the curves above are this input's). Dashed: ln n.")
+                st.caption(t("Corpus: {n} documents; band: 95 % bootstrap interval over documents (the curves above "
+                             "are this input's). Dashed: ln n.", n=f"{len(corpus.documents):,}"))
                 ui.download_buttons(dfc, chc, stem="corpus_entropy_vs_length", meta=meta, key="ent-corpus")
 
 
@@ -142,26 +145,26 @@ def slopes_and_sinks(s, layers: list, head_i, log_x: bool):
     """The slope map of H against ln(i+1), and the first-token mass (attention sink)."""
     left, right = st.columns(2)
     with left:
-        st.subheader("Slope of H against ln(i+1)")
+        st.subheader(t("Slope of H against ln(i+1)"))
         sf = entropy_lib.slope_frame(s)
         if sf["slope"].isna().all():
-            st.info("A slope needs at least 3 tokens (two positions i ≥ 1); this input is too short.")
+            st.info(t("A slope needs at least 3 tokens (two positions i ≥ 1); this input is too short."))
         else:
             chs = entropy_charts.slope_map(sf)
             st.altair_chart(chs, width="stretch")
-            st.caption("Least squares over positions i ≥ 1 of the mean entropy curve. 1: spreads like uniform "
-                       "attention; 0: the same focus at every length; negative: sharpens with length.")
+            st.caption(t("Least squares over positions i ≥ 1 of the mean entropy curve. 1: spreads like uniform "
+                         "attention; 0: the same focus at every length; negative: sharpens with length."))
             ui.download_buttons(sf, chs, stem="entropy_slopes", meta=meta, key="ent3")
-        with st.expander("Slope table"):
+        with st.expander(t("Slope table")):
             st.dataframe(sf, hide_index=True, width="stretch")
     with right:
-        st.subheader("First-token mass (attention sink)")
+        st.subheader(t("First-token mass (attention sink)"))
         if layers:
             dff = entropy_lib.curve_frame(s, "first_token", head_i, layers)
-            chf = entropy_charts.curves(dff, "attention on position 0", bound=None, log_x=log_x)
+            chf = entropy_charts.curves(dff, t("attention on position 0"), bound=None, log_x=log_x)
             st.altair_chart(chf, width="stretch")
-            st.caption("a_i0 per position: heads that park their mass on the first token keep a low entropy "
-                       "however long the context.")
+            st.caption(t("a_i0 per position: heads that park their mass on the first token keep a low entropy "
+                         "however long the context."))
             ui.download_buttons(dff, chf, stem="first_token_mass", meta=meta, key="ent4")
 
 
@@ -170,21 +173,22 @@ def log_length_run(s):
     c1, c2 = st.columns(2)
     if not 1.5 <= state.log_base <= 1e6:
         state.set("log_base", float(min(64, max(2, s.T // 4))))
-    base = float(c1.number_input("Base b", min_value=1.5, max_value=1e6, step=1.0, key="ent_log_base",
-                                 help="The factor passes 1 at n = b keys."))
-    clamp = c2.radio("Factor", FACTORS, key="ent_log_mode",
-                     help="max(1, ·) leaves the first b − 1 positions exactly as trained and sharpens only "
-                          "beyond; the raw factor also flattens positions before b.") == FACTORS[0]
+    base = float(c1.number_input(t("Base b"), min_value=1.5, max_value=1e6, step=1.0, key="ent_log_base",
+                                 help=t("The factor passes 1 at n = b keys.")))
+    clamp = c2.radio(t("Factor"), FACTORS, key="ent_log_mode",
+                     help=t("max(1, ·) leaves the first b − 1 positions exactly as trained and sharpens only "
+                            "beyond; the raw factor also flattens positions before b.")) == FACTORS[0]
     if clamp and base >= s.T:
-        st.info(f"With b = {base:g} ≥ {s.T} positions the factor is 1 everywhere: the model is unchanged "
-                "(the comparison below shows identical numbers). Lower b to see an effect.")
+        st.info(t("With b = {b} ≥ {T} positions the factor is 1 everywhere: the model is unchanged (the comparison "
+                  "below shows identical numbers). Lower b to see an effect.", b=f"{base:g}", T=s.T))
     elif not clamp and base > s.T:
-        st.info(f"With the raw factor and b = {base:g} > {s.T} positions every factor is below 1: every query "
-                "is flattened, a strong change to a model trained without it.")
+        st.info(t("With the raw factor and b = {b} > {T} positions every factor is below 1: every query is "
+                  "flattened, a strong change to a model trained without it.", b=f"{base:g}", T=s.T))
     try:
-        s2 = entropy_runs.summary(ctx, docs, base, clamp, label="Measuring with log-length scaling", slot="ent_log")
+        s2 = entropy_runs.summary(ctx, docs, base, clamp, label=t("Measuring with log-length scaling"),
+                                  slot="ent_log")
     except (ValueError, RuntimeError) as e:
-        ui.show_error(f"Could not run the intervention: {e}")
+        ui.show_error(t("Could not run the intervention: {error}", error=str(e)))
         st.stop()
     return base, clamp, s2
 
@@ -192,66 +196,67 @@ def log_length_run(s):
 def log_length_results(s, s2, base: float, clamp: bool, head_i, log_x: bool):
     """The unmodified and the scaled model compared: loss, slopes, curves, loss per length."""
     st.dataframe(pd.DataFrame({
-        "model": ["unmodified", f"log-length (b = {base:g})"],
-        "next-token loss (nats/token)": [s.loss, s2.loss],
-        "change": [0.0, s2.loss - s.loss],
-        "median slope": [float(np.nanmedian(s.slope)), float(np.nanmedian(s2.slope))],
-        "mean H at the last position": [float(s.mean["entropy"][:, H, -1].mean()),
+        t("model"): [t("unmodified"), t("log-length (b = {b})", b=f"{base:g}")],
+        t("next-token loss (nats/token)"): [s.loss, s2.loss],
+        t("change"): [0.0, s2.loss - s.loss],
+        t("median slope"): [float(np.nanmedian(s.slope)), float(np.nanmedian(s2.slope))],
+        t("mean H at the last position"): [float(s.mean["entropy"][:, H, -1].mean()),
                                         float(s2.mean["entropy"][:, H, -1].mean())],
     }), hide_index=True, width="stretch")
-    cl = st.multiselect("Layers to compare", list(range(L)), key="ent_cmp_layers")
+    cl = st.multiselect(t("Layers to compare"), list(range(L)), key="ent_cmp_layers")
     if cl:
         dfc = entropy_lib.compare_frame(s, s2, head_i, cl)
         chc = entropy_charts.compare(dfc, log_x=log_x)
         st.altair_chart(chc, width="stretch")
-        which = "Mean over heads." if head_i is None else \
-            "Heads " + ", ".join(head_name(l, head_i) for l in cl) + "."
-        st.caption("Solid: unmodified; dashed: with the factor; grey: ln n. " + which)
+        which = t("Mean over heads.") if head_i is None else \
+            t("Heads {names}.", names=", ".join(head_name(l, head_i) for l in cl))
+        st.caption(t("Solid: unmodified; dashed: with the factor; grey: ln n.") + " " + which)
         ui.download_buttons(dfc, chc, stem="entropy_log_length", meta={**meta, "base": base, "clamp": clamp},
                             key="ent5")
     dfl = entropy_lib.loss_frame(s, s2)
     if not dfl.empty:
         chl = entropy_charts.loss_bins(dfl)
         st.altair_chart(chl, width="stretch")
-        st.caption("Next-token loss change per bin of context length (log-length − unmodified; red = worse).")
+        st.caption(t("Next-token loss change per bin of context length (log-length − unmodified; red = worse)."))
         ui.download_buttons(dfl, chl, stem="loss_log_length", meta={**meta, "base": base, "clamp": clamp},
                             key="ent6")
     change = s2.loss - s.loss
     if math.isfinite(change):
         if change > 0:
-            tail = ("Sharper attention at long range is not free on a model trained without the factor "
-                    "(the papers train with it).")
+            tail = t("Sharper attention at long range is not free on a model trained without the factor "
+                     "(the papers train with it).")
         elif change < 0:
-            tail = "On this text the sharper long-range attention helps the untouched model."
+            tail = t("On this text the sharper long-range attention helps the untouched model.")
         else:
-            tail = "The factor is 1 at every position used here."
-        st.caption(f"Over all {int(s.loss_count.sum()):,} predicted tokens the loss "
-                   f"{'rises' if change > 0 else 'falls' if change < 0 else 'is unchanged'} by "
-                   f"{abs(change):.4f} nats/token. {tail}")
+            tail = t("The factor is 1 at every position used here.")
+        how = t("rises") if change > 0 else t("falls") if change < 0 else t("is unchanged")
+        st.caption(t("Over all {n} predicted tokens the loss {how} by {change} nats/token. {tail}",
+                     n=f"{int(s.loss_count.sum()):,}", how=how, change=f"{abs(change):.4f}", tail=tail))
 
 
 # ----------------------------------------------------------------------------- the page
 texts = ctx.prompts if ctx.all_selected else [ctx.text]
 c1, c2, c3 = st.columns(3)
-mode = c1.radio("Long texts", SPLITS, key="ent_split", horizontal=True,
-                help="A text longer than the window is cut into consecutive windows (each one a document), "
-                     "or only its first window is used.")
-window = int(c2.number_input("Window (tokens)", min_value=2, max_value=cfg.n_ctx, step=1,
-                             key="ent_window", help=f"At most the model's context ({cfg.n_ctx})."))
-max_docs = int(c3.number_input("At most this many documents", min_value=1, max_value=2000, step=1,
+mode = c1.radio(t("Long texts"), SPLITS, key="ent_split", horizontal=True,
+                format_func=lambda o: str(SPLIT_NAMES[o]),
+                help=t("A text longer than the window is cut into consecutive windows (each one a document), "
+                       "or only its first window is used."))
+window = int(c2.number_input(t("Window (tokens)"), min_value=2, max_value=cfg.n_ctx, step=1,
+                             key="ent_window", help=t("At most the model's context ({n}).", n=cfg.n_ctx)))
+max_docs = int(c3.number_input(t("At most this many documents"), min_value=1, max_value=2000, step=1,
                                key="ent_max_docs"))
 
 docs, info = entropy_lib.documents(ctx.model.encode, texts, window, split=mode == "split into windows", max_docs=max_docs)
 if not docs:
-    st.warning("Nothing to measure: every prompt here has fewer than 2 tokens. A single token attends only to "
-               "itself (weight 1, entropy 0), so there is no spread to look at. Type or upload a longer text.",
+    st.warning(t("Nothing to measure: every prompt here has fewer than 2 tokens. A single token attends only to "
+                 "itself (weight 1, entropy 0), so there is no spread to look at. Type or upload a longer text."),
                icon="✋")
     st.stop()
 documents_note(docs, info, mode, max_docs)
 try:
-    s = entropy_runs.summary(ctx, docs, label="Measuring attention entropy")
+    s = entropy_runs.summary(ctx, docs, label=t("Measuring attention entropy"))
 except (ValueError, RuntimeError) as e:
-    ui.show_error(f"Could not run the model: {e}")
+    ui.show_error(t("Could not run the model: {error}", error=str(e)))
     st.stop()
 if s is None:                              # the first measurement is running (progress and Stop above) or stopped
     st.stop()
@@ -260,25 +265,25 @@ meta = ui.meta_for(ctx, documents=s.n_docs, window=window)
 verdict(s)
 
 # ----------------------------------------------------------------------------- curves
-st.subheader("Entropy against context length")
+st.subheader(t("Entropy against context length"))
 c1, c2, c3 = st.columns([2, 1, 1])
-layers = c1.multiselect("Layers", list(range(L)), key="ent_layers")
-head = c2.selectbox("Head", ["mean"] + [str(h) for h in range(H)], key="ent_head",
-                    format_func=lambda h: "mean over heads" if h == "mean" else f"head {h}")
-log_x = c3.checkbox("log scale for n", key="ent_logx")
+layers = c1.multiselect(t("Layers"), list(range(L)), key="ent_layers")
+head = c2.selectbox(t("Head"), ["mean"] + [str(h) for h in range(H)], key="ent_head",
+                    format_func=lambda h: t("mean over heads") if h == "mean" else t("head {h}", h=h))
+log_x = c3.checkbox(t("log scale for n"), key="ent_logx")
 head_i = None if head == "mean" else int(head)
 curves(s, layers, head_i, log_x)
 beside_corpus(layers, head_i, log_x)
 slopes_and_sinks(s, layers, head_i, log_x)
 
 # ----------------------------------------------------------------------------- beyond the seed
-st.subheader("Beyond the seed: log-length scaling")
-st.markdown(
+st.subheader(t("Beyond the seed: log-length scaling"))
+st.markdown(t(
     "Chiang & Cholak (2022) and the *entropy invariance* argument multiply the attention logits by log n, so "
     "that a query keeps its focus as the number n of keys grows. Here query *i*'s scores (before the mask) are "
     "multiplied by f = log_b(i + 1) for a base b you choose, on this already-trained model (no retraining)."
-)
-on = st.checkbox("Apply log-length scaling and compare", key="ent_log_on")
+))
+on = st.checkbox(t("Apply log-length scaling and compare"), key="ent_log_on")
 if on:
     base, clamp, s2 = log_length_run(s)
     if s2 is None:

@@ -41,7 +41,7 @@ INTERNAL = {
     "base", "change", "which", "ranked", "names", "order", "res", "lo", "r", "row", "ex", "hs", "cfg", "kv",
     "mode", "view", "per_layer", "max_docs", "top", "scale", "domain", "S", "V", "A", "C", "hm", "LABELS",
     "STATS", "MARK_LIMIT", "COMPACT_DIMS", "spec", "stem", "fmt", "counts", "total", "d_model",
-    "head_i", "tail", "rows", "df", "np", "devices", "n_rows", "n_all",
+    "head_i", "tail", "rows", "df", "np", "devices", "n_rows", "n_all", "how",
 }
 
 
@@ -61,7 +61,7 @@ INTERNAL_METHODS = {"items", "keys", "values", "itertuples", "isfinite", "sum", 
 TRANSLATE_FUNCS = {"t", "nt", "msg", "nmsg"}
 
 
-SAFE_FUNCS = {"plain", "len", "int", "float", "round", "sum", "min", "max", "abs", "range", "sqrt", "nunique"}
+SAFE_FUNCS = {"plain", "shown", "status_label", "len", "int", "float", "round", "sum", "min", "max", "abs", "range", "sqrt", "nunique"}
 
 
 def _internal(node) -> bool:
@@ -83,6 +83,8 @@ def _internal(node) -> bool:
             return True
         if name in TRANSLATE_FUNCS:      # t("literal id {x}", x=…): the catalog's text, internal when its fields are
             return all(_internal(x) for x in node.args) and all(_internal(k.value) for k in node.keywords)
+        if name == "str" and len(node.args) == 1:
+            return _internal(node.args[0])
         if name in INTERNAL_METHODS and isinstance(f, ast.Attribute) and _internal(f.value):
             return True
         if name == "join" and isinstance(f, ast.Attribute):       # "sep".join(internal items)

@@ -15,6 +15,7 @@ navigation  PAGES (the page list, once), open_page / open_head (the one way to o
 clicks    clicked / new_click / forget_click (the one reader of a chart click)
 why       "Why does this query attend to this key?" (Heatmaps) and layer 0's token/position split (Step by step)
 """
+from . import labels
 from .caches import TRACE_CACHE_MB, TraceCache, cached_model, cached_result, corpus_result, trace, traces_for_all
 from .context import DEFAULT_PROMPT, LOCAL, Context
 from .escaping import plain, show_error
@@ -29,6 +30,7 @@ from .state import PageState, from_link, match_choice, notice, param, select
 from .url import URL_KEYS, URL_PROMPT_MAX, prompt_folder, store_prompt, stored_prompt, url_restore, url_save
 
 __all__ = [
+    "labels",
     "TRACE_CACHE_MB", "TraceCache", "cached_model", "cached_result", "corpus_result", "trace", "traces_for_all", "DEFAULT_PROMPT",
     "LOCAL", "Context", "plain", "show_error", "FORMULA_START", "csv_bytes", "download_buttons", "json_bytes",
     "meta_for", "neutralise", "tensor_csv", "Job", "Stopped", "job", "job_result", "guard", "page", "run_frame", "setup_page", "sidebar", "show_spaces",

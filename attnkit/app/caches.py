@@ -20,6 +20,7 @@ import streamlit as st
 
 from ..corpus import CorpusError, load_result
 from ..loading import Loaded, default_model, load
+from ..i18n import t
 from ..model import Trace, run
 from .context import Context
 from .escaping import show_error
@@ -238,17 +239,18 @@ def _corpus_result(path: str, stamp: tuple):
 def corpus_result(key: str):
     """A text box for a corpus result folder (``python -m attnkit corpus --out DIR``); returns the
     :class:`attnkit.corpus.CorpusResult`, or None (empty box, or a one-line message why not)."""
-    folder = st.text_input("Corpus result folder (from python -m attnkit corpus --out DIR)", key=key,
+    folder = st.text_input(t("Corpus result folder (from {command})", command="`python -m attnkit corpus --out DIR`"),
+                           key=key,
                            placeholder="/path/to/corpus-result").strip()
     if not folder:
         return None
     p = os.path.expanduser(folder)
     if not os.path.isdir(p):
-        show_error(f"not a folder: {folder}")
+        show_error(t("not a folder: {folder}", folder=folder))
         return None
     stamp = tuple(os.path.getmtime(os.path.join(p, f)) for f in ("summary.json", "_done") if os.path.exists(os.path.join(p, f)))
     try:
         return _corpus_result(p, stamp)
     except (CorpusError, OSError, ValueError, KeyError) as e:
-        show_error(f"could not read the corpus result {folder}: {e}")
+        show_error(t("could not read the corpus result {folder}: {error}", folder=folder, error=str(e)))
         return None

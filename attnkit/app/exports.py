@@ -15,6 +15,7 @@ except ImportError:                       # pragma: no cover
     vlc = None
 
 from .context import Context
+from ..i18n import t
 
 def _meta_frame(df: pd.DataFrame, meta: dict) -> pd.DataFrame:
     df = df.copy()
@@ -80,7 +81,7 @@ def download_buttons(df: pd.DataFrame, chart=None, stem: str = "attnkit", meta: 
             cols[2].download_button("SVG", lambda: _render(spec, "svg"), file_name=f"{stem}.svg",
                                     mime="image/svg+xml", key=f"svg-{key}{stem}", on_click="ignore")
         except Exception as e:               # exports must never break the page
-            cols[1].caption(f"picture export unavailable ({e.__class__.__name__})")
+            cols[1].caption(t("picture export unavailable ({error})", error=e.__class__.__name__))
 
 
 def meta_for(ctx: Context, **extra) -> dict:

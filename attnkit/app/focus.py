@@ -13,6 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from ..charts import heatmaps as heatmap_charts
+from ..i18n import t
 from .clicks import new_click
 from .exports import download_buttons
 from .state import from_link
@@ -69,12 +70,12 @@ def window_caption(m: Matrix, size: int, block: np.ndarray, at_start: bool) -> s
     T = m.size
     if m.kind == "pattern":
         share = float(block.sum(1).mean())
-        return (f"Window of {size}×{size} out of {T}×{T}. The shown keys hold {share:.1%} of these rows' "
-                f"attention on average; the rest goes to keys outside the window." +
-                (" It starts on the block that holds the most attention, not counting key 0 (the first "
-                 "token, where many heads rest) and the diagonal (a token attending to itself)." if at_start else ""))
-    return (f"Window of {size}×{size} out of {T}×{T}." +
-            (" It starts on the block that holds the most attention (key 0 and the diagonal not counted)."
+        return (t("Window of {size}×{size} out of {T}×{T}. The shown keys hold {share} of these rows' attention on "
+                  "average; the rest goes to keys outside the window.", size=size, T=T, share=f"{share:.1%}") +
+                (t(" It starts on the block that holds the most attention, not counting key 0 (the first token, "
+                   "where many heads rest) and the diagonal (a token attending to itself).") if at_start else ""))
+    return (t("Window of {size}×{size} out of {T}×{T}.", size=size, T=T) +
+            (t(" It starts on the block that holds the most attention (key 0 and the diagonal not counted).")
              if at_start else ""))
 
 
@@ -88,21 +89,21 @@ def focus_view(m: Matrix, png: bytes, table, meta: dict, matrix_csv) -> None:
     domain = heatmap_charts.colour_domain(m.values, m.masked, m.kind)      # one colour scale for image and window
     full = heatmap_charts.image_chart(m.values, masked=m.masked, kind=m.kind, scale=m.scale, png=png, size=360,
                                       domain=domain, legend=False, labels=m.labels, select="cell",
-                                      title=f"All {T}×{T} cells · click to move the window",
+                                      title=t("All {T}×{T} cells · click to move the window", T=T),
                                       window=(q0, k0, size, size))
     st.markdown(f"**{m.title}**")
     limit = heatmap_charts.MARK_LIMIT
-    st.info(f"{T} tokens is more than the {limit} drawn cell by cell: the whole matrix is one image (one pixel per "
-            f"cell; hover it for the strongest cell of each {kb}×{kb} block, click it to move the window there), "
-            f"and a focus window of at most {limit}×{limit} cells (outlined in red) is drawn beside it with "
-            "tokens and tooltips, in the same colours.", icon="🔎")
+    st.info(t("{T} tokens is more than the {limit} drawn cell by cell: the whole matrix is one image (one pixel per "
+              "cell; hover it for the strongest cell of each {kb}×{kb} block, click it to move the window there), "
+              "and a focus window of at most {limit}×{limit} cells (outlined in red) is drawn beside it with tokens "
+              "and tooltips, in the same colours.", T=T, limit=limit, kb=kb), icon="🔎")
     left, right = st.columns([0.92, 1.08])
     stem = f"{m.kind}_{m.name}"
     with left:
         st.altair_chart(full, width="content", on_select="rerun", selection_mode="cell", key="hm_image")
         download_buttons(pd.DataFrame({"query_pos": range(T), "query_token": m.labels}), full, stem + "_full",
                          meta, key="full")
-        st.download_button(f"Whole matrix as CSV ({T}×{T})", matrix_csv, file_name=f"{stem}_matrix.csv",
+        st.download_button(t("Whole matrix as CSV ({T}×{T})", T=T), matrix_csv, file_name=f"{stem}_matrix.csv",
                            mime="text/csv", key="full-matrix-csv", on_click="ignore")
     with right:
         _window(m, domain, table, meta)
@@ -111,13 +112,14 @@ def focus_view(m: Matrix, png: bytes, table, meta: dict, matrix_csv) -> None:
 def _window(m: Matrix, domain, table, meta: dict) -> None:
     T, limit = m.size, heatmap_charts.MARK_LIMIT
     s1, s2, s3 = st.columns(3)
-    size = s1.select_slider("Window size", list(range(8, limit + 1, 4)), key="hm_win")
-    q0 = s2.number_input("Query rows from", 0, T - size, key="hm_q0", step=size // 2)
-    k0 = s3.number_input("Key columns from", 0, T - size, key="hm_k0", step=size // 2)
+    size = s1.select_slider(t("Window size"), list(range(8, limit + 1, 4)), key="hm_win")
+    q0 = s2.number_input(t("Query rows from"), 0, T - size, key="hm_q0", step=size // 2)
+    k0 = s3.number_input(t("Key columns from"), 0, T - size, key="hm_k0", step=size // 2)
     block = m.values[q0 : q0 + size, k0 : k0 + size]
     chart = heatmap_charts.cell_chart(block, m.labels, m.labels, masked=m.masked[q0 : q0 + size, k0 : k0 + size],
                                       q0=q0, k0=k0, kind=m.kind, scale=m.scale, size=360, domain=domain,
-                                      title=f"Window: queries {q0}–{q0 + size - 1}, keys {k0}–{k0 + size - 1}",
+                                      title=t("Window: queries {q}, keys {k}", q=f"{q0}–{q0 + size - 1}",
+                                              k=f"{k0}–{k0 + size - 1}"),
                                       name=m.name, legend_orient="bottom", legend_length=260)
     st.altair_chart(chart, width="content")
     st.caption(window_caption(m, size, block, st.session_state.get("hm_win_start") == (q0, k0)))

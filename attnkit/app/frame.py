@@ -8,9 +8,11 @@ import threading
 
 import streamlit as st
 
+from ..i18n import t
+from . import language
 from .context import Context
 from .escaping import plain
-from .navigation import PAGES, PageSpec, follow, nav_links, page_spec, st_pages
+from .navigation import PAGES, PageSpec, follow, nav_links, page_spec, spec_of, st_pages
 from .sidebar import sidebar
 from .state import begin_run, flush_notices, open_notices
 from .url import url_restore, url_save
@@ -23,8 +25,9 @@ def guard(view: str):
         yield
     except Exception as e:                  # st.stop()/st.rerun() raise BaseExceptions and pass through
         logging.getLogger("attnkit").exception("%s failed", view)
-        st.error(f"{plain(view)} could not be computed: {e.__class__.__name__}: {plain(str(e)[:300])}. "
-                 "Your prompt, uploads and selections are kept; change the input and try again.", icon="⚠️")
+        st.error(t("{view} could not be computed: {error}. Your prompt, uploads and selections are kept; change the "
+                   "input and try again.", view=plain(view), error=f"{e.__class__.__name__}: {plain(str(e)[:300])}"),
+                 icon="⚠️")
 
 
 def setup_page(title: str, icon: str = "🔍"):
@@ -47,10 +50,12 @@ def run_frame(pages: tuple[PageSpec, ...] = PAGES) -> None:
     ``pages``: the page list (:data:`navigation.PAGES`). Streamlit's own page list is off
     (``client.showSidebarNavigation = false``); the frame draws the links. Pages call :func:`page`, which
     returns the Context the frame resolved."""
+    language.apply()                        # first: everything below is drawn in the session's language
     st.set_page_config(page_title="attnkit", page_icon="🔍", layout="wide")
     nav = st.navigation(st_pages(pages), position="hidden")
     follow(in_frame=True)
-    path = nav.title
+    spec = spec_of(nav, pages)
+    path = str.__str__(spec.title) if spec else nav.title      # the page's identity: its English title
     begin_run(path)
     url_restore(path)
     nav_links(pages)
@@ -92,11 +97,13 @@ def page(name: str, icon: str | None = None) -> Context:
 
     Inside the frame the sidebar has been drawn once already; run on its own (``streamlit run
     pages/X.py`` or AppTest) the page draws it itself."""
+    if not getattr(_frame, "active", False):
+        language.apply()                    # a page run on its own: the language first, as the frame does
     try:
         spec = page_spec(name)
     except KeyError:
         spec = None
-    title, icon = (spec.shown_title, icon or spec.icon) if spec else (name, icon or "🔍")
+    title, icon = (str(spec.shown_title), icon or spec.icon) if spec else (name, icon or "🔍")
     if not getattr(_frame, "active", False):
         if _opened_by_address(spec):
             st.rerun()                      # again, this time through app.py's frame

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from ..i18n import msg, t
 from ..standard import head_name
 from .escaping import plain
 from .state import WIDGETS
@@ -52,31 +53,33 @@ class PageSpec:
 
 #: The pages in navigation order; the first is the default (Home).
 PAGES: tuple[PageSpec, ...] = (
-    PageSpec("home", "pages/0_Home.py", "Home", "🏠", heading="attnkit — attention, seen and checked"),
-    PageSpec("heatmaps", "pages/1_Heatmaps.py", "Heatmaps", "🔥", "hm", summary=(
+    PageSpec("home", "pages/0_Home.py", msg("Home"), "🏠", heading=msg("attnkit — attention, seen and checked")),
+    PageSpec("heatmaps", "pages/1_Heatmaps.py", msg("Heatmaps"), "🔥", "hm", summary=msg(
         "the attention pattern (or pre-softmax scores) of any layer and head, a layer's heads as a grid, one head "
         "through all layers, and the prompt as text coloured by attention.")),
-    PageSpec("compare", "pages/2_Compare_heads.py", "Compare heads", "🧭", "cmp", summary=(
+    PageSpec("compare", "pages/2_Compare_heads.py", msg("Compare heads"), "🧭", "cmp", summary=msg(
         "every head coloured by a statistic (previous-token, induction, …), heads side by side, which heads link "
         "two tokens.")),
-    PageSpec("effects", "pages/7_Head_effects.py", "Head effects", "🎯", "he", summary=(
+    PageSpec("effects", "pages/7_Head_effects.py", msg("Head effects"), "🎯", "he", summary=msg(
         "which heads carry the answer on a clean/corrupted prompt pair — activation patching, direct logit "
         "attribution, the contribution graph and the logit lens.")),
-    PageSpec("circuits", "pages/8_Circuits.py", "Circuits", "🕸️", "ci", summary=(
+    PageSpec("circuits", "pages/8_Circuits.py", msg("Circuits"), "🕸️", "ci", summary=msg(
         "how heads in different layers work together — composition scores, path patching, the discovered "
         "circuit.")),
-    PageSpec("entropy", "pages/3_Entropy.py", "Entropy", "📈", "ent", "Entropy versus context length", summary=(
-        "does attention spread out as the context grows? (a seed's claim)")),
-    PageSpec("ablations", "pages/4_Ablations.py", "Ablations", "✂️", "ab", summary=(
+    PageSpec("entropy", "pages/3_Entropy.py", msg("Entropy"), "📈", "ent", msg("Entropy versus context length"),
+             summary=msg("does attention spread out as the context grows? (a seed's claim)")),
+    PageSpec("ablations", "pages/4_Ablations.py", msg("Ablations"), "✂️", "ab", summary=msg(
         "V = X, W_K = W_Q, no scaling, no mask, heads removed — the seeds' claims measured, each with its "
         "verdict.")),
-    PageSpec("steps", "pages/5_Step_by_step.py", "Step by step", "🪜", "st", summary=(
+    PageSpec("steps", "pages/5_Step_by_step.py", msg("Step by step"), "🪜", "st", summary=msg(
         "one head's formula with its real numbers, the seeds' worked examples, the KV cache.")),
-    PageSpec("verify", "pages/6_Verify.py", "Verify", "✅", "vf", summary=(
+    PageSpec("verify", "pages/6_Verify.py", msg("Verify"), "✅", "vf", summary=msg(
         "attnkit against HuggingFace, layer by layer — why the numbers on the other pages can be trusted.")),
-    PageSpec("training", "pages/10_Training.py", "Training", "🌱", "tr", "Watching attention learn", summary=(
-        "a series of training checkpoints: head scores and the ICL score over steps, the induction phase change, "
-        "a head's pattern step by step, any checkpoint opened on the other pages.")),
+    PageSpec("glossary", "pages/9_Glossary.py", msg("Glossary"), "📖", summary=msg(
+        "the terms these pages use, in English and in the seeds' Chinese (注意力, 查询/键/值, 掩码 …).")),
+    PageSpec("training", "pages/10_Training.py", msg("Training"), "🌱", "tr", msg("Watching attention learn"),
+             summary=msg("a series of training checkpoints: head scores and the ICL score over steps, the induction "
+                         "phase change, a head's pattern step by step, any checkpoint opened on the other pages.")),
 )
 
 
@@ -92,8 +95,13 @@ def page_spec(name: str) -> PageSpec:
 def st_pages(pages: tuple[PageSpec, ...] = PAGES, absolute: bool = False) -> list:
     """The page list as ``st.Page`` objects for ``st.navigation`` (``absolute``: paths from the repository
     root, for a call made while another script is the main one); the first page is the default."""
-    return [st.Page(ROOT / spec.path if absolute else spec.path, title=spec.title, icon=spec.icon,
+    return [st.Page(ROOT / spec.path if absolute else spec.path, title=str(spec.title), icon=spec.icon,
                     default=i == 0) for i, spec in enumerate(pages)]
+
+
+def spec_of(nav, pages: tuple[PageSpec, ...] = PAGES) -> PageSpec | None:
+    """The PageSpec of the page ``st.navigation`` resolved (by its address: its title is translated)."""
+    return next((spec for spec in pages if spec.url_path == getattr(nav, "url_path", None)), None)
 
 
 def nav_links(pages: tuple[PageSpec, ...] = PAGES) -> None:
@@ -101,7 +109,7 @@ def nav_links(pages: tuple[PageSpec, ...] = PAGES) -> None:
     ``client.showSidebarNavigation = false``), one ``st.page_link`` per page."""
     with st.sidebar:
         for spec in pages:
-            st.page_link(spec.path, label=spec.title, icon=spec.icon)
+            st.page_link(spec.path, label=str(spec.title), icon=spec.icon)
         st.divider()
 
 
@@ -151,6 +159,9 @@ def follow(in_frame: bool) -> None:
     if in_frame:
         st.switch_page(spec.path)
     what = goto[1]
-    head = (f"Head {head_name(what['layer'], what['head'])} and the prompt are"
-            if {"layer", "head"} <= set(what) else "The choice is")
-    st.info(plain(f"{head} selected on the {spec.title} page; open it from the navigation."), icon=spec.icon)
+    if {"layer", "head"} <= set(what):
+        text = t("Head {head} and the prompt are selected on the {page} page; open it from the navigation.",
+                 head=head_name(what["layer"], what["head"]), page=spec.title)
+    else:
+        text = t("The choice is selected on the {page} page; open it from the navigation.", page=spec.title)
+    st.info(plain(text), icon=spec.icon)

@@ -5,24 +5,31 @@ import os
 
 import streamlit as st
 
+from .. import cjk
 from .. import prompts as prompt_lib
+from ..i18n import msg, t
 from ..loading import MODEL_CHOICES, SHIPPED_MODEL, LoadError, resolve_device
+from . import language
 from .caches import cached_default_model, cached_model
 from .context import KEPT_KEYS, DEFAULT_PROMPT, LOCAL, Context
 from .escaping import plain, show_error
 from .state import keep
 from .url import PENDING, confirm_folder
 
+#: The prompt's sources (session values) -> what the radio shows.
+_SOURCES = {"Type": msg("Type"), "Upload": msg("Upload")}
+
+
 def _confirm_folder() -> bool:
     """A local folder named by the link: shown, loaded only on the user's click. True while it waits."""
     path = st.session_state.get(PENDING)
     if not path:
         return False
-    st.warning(f"This link asks to load the local folder “{plain(path)}”. Nothing is loaded until you confirm.",
-               icon="📁")
+    st.warning(t("This link asks to load the local folder “{path}”. Nothing is loaded until you confirm.",
+                 path=plain(path)), icon="📁")
     a, b = st.columns(2)
-    a.button("Load this folder", key="ak_confirm_folder", on_click=confirm_folder, args=(path,), type="primary")
-    b.button("Ignore it", key="ak_ignore_folder", on_click=lambda: st.session_state.pop(PENDING, None))
+    a.button(t("Load this folder"), key="ak_confirm_folder", on_click=confirm_folder, args=(path,), type="primary")
+    b.button(t("Ignore it"), key="ak_ignore_folder", on_click=lambda: st.session_state.pop(PENDING, None))
     return True
 
 
@@ -40,30 +47,31 @@ def _pick_model() -> tuple[str | None, str]:
     if "ak_model" not in st.session_state:
         st.session_state["ak_model"] = default
     choice = st.selectbox(
-        "Model", options, key="ak_model",
-        format_func=lambda o: f"{o} (shipped, offline)" if o == SHIPPED_MODEL else o,
-        help="GPT-2 family checkpoints from the HuggingFace hub (or its local cache), the small model shipped "
-             "with attnkit, or a local folder holding config.json + model.safetensors.",
+        t("Model"), options, key="ak_model",
+        format_func=lambda o: t("{model} (shipped, offline)", model=o) if o == SHIPPED_MODEL
+        else t("Local folder…") if o == LOCAL else o,
+        help=t("GPT-2 family checkpoints from the HuggingFace hub (or its local cache), the small model shipped "
+               "with attnkit, or a local folder holding config.json + model.safetensors."),
     )
     if notice and choice == default == SHIPPED_MODEL:
         _offline_notice(notice)
     if choice == LOCAL:
-        folder = st.text_input("Folder", key="ak_folder", placeholder="/path/to/checkpoint")
+        folder = st.text_input(t("Folder"), key="ak_folder", placeholder="/path/to/checkpoint")
         choice = folder.strip() or None
-    device = st.selectbox("Device", ["auto", "cpu", "cuda"], key="ak_device")
+    device = st.selectbox(t("Device"), ["auto", "cpu", "cuda"], key="ak_device")
     return choice, device
 
 
 def _offline_notice(notice: str):
     """The offline fallback in one line, its reason and the command to fetch GPT-2 in an expander."""
-    st.caption(f"ℹ️ Offline: using the shipped {plain(SHIPPED_MODEL)} (not OpenAI's GPT-2).")
-    with st.expander("Why, and how to get GPT-2"):
+    st.caption("ℹ️ " + t("Offline: using the shipped {model} (not OpenAI's GPT-2).", model=plain(SHIPPED_MODEL)))
+    with st.expander(t("Why, and how to get GPT-2")):
         st.text(notice)
 
 
 def _read_prompts() -> tuple[list[str] | None, int | None, list[str]]:
     """(prompts, chosen index or None for all, warnings); prompts None when there is nothing valid."""
-    source = st.radio("Prompt", ["Type", "Upload"], key="ak_source", horizontal=True)
+    source = st.radio(t("Prompt"), list(_SOURCES), key="ak_source", horizontal=True, format_func=lambda o: str(_SOURCES[o]))
     if source == "Type":
         if "ak_text" not in st.session_state:
             st.session_state["ak_text"] = DEFAULT_PROMPT
@@ -74,40 +82,40 @@ def _read_prompts() -> tuple[list[str] | None, int | None, list[str]]:
         # No max_chars: Streamlit's browser side silently ignores a paste that would exceed it (the old
         # prompt keeps running). Everything arrives; past the limit it is cut here, and the page says so.
         with st.form("ak_prompt_form", border=False):
-            text = st.text_area("Text", key="ak_text", height=160, label_visibility="collapsed")
-            st.form_submit_button("Run", type="primary", help="Run the model on this prompt (Ctrl+Enter also runs it)")
-        st.caption(f"Up to {prompt_lib.MAX_PROMPT_CHARS:,} characters are used; longer text is cut, with a notice.")
+            text = st.text_area(t("Text"), key="ak_text", height=160, label_visibility="collapsed")
+            st.form_submit_button(t("Run"), type="primary", help=t("Run the model on this prompt (Ctrl+Enter also runs it)"))
+        st.caption(t("Up to {n} characters are used; longer text is cut, with a notice.", n=f"{prompt_lib.MAX_PROMPT_CHARS:,}"))
         try:
-            text, warnings = prompt_lib.cut_text(prompt_lib.check_text(text), "The typed text")
+            text, warnings = prompt_lib.cut_text(prompt_lib.check_text(text), t("The typed text"))
             return [text], 0, ([note] if note else []) + warnings
         except prompt_lib.PromptError as e:
             show_error(e)
             return None, None, []
-    up = st.file_uploader("Upload .txt/.md (one prompt) or .csv/.jsonl (many)", type=list(prompt_lib.EXTENSIONS),
+    up = st.file_uploader(t("Upload .txt/.md (one prompt) or .csv/.jsonl (many)"), type=list(prompt_lib.EXTENSIONS),
                           key="ak_upload")
     if up is not None:                       # keep it: Streamlit drops uploads when the page changes
         st.session_state["ak_upload_data"] = (up.name, up.getvalue())
     stored = st.session_state.get("ak_upload_data")
     if stored is None:
-        st.caption("No file yet.")
+        st.caption(t("No file yet."))
         return None, None, []
     name, data = stored
     if up is None:
-        st.caption(f"Using the earlier upload “{plain(name)}” ({len(data):,} bytes).")
+        st.caption(t("Using the earlier upload “{name}” ({n} bytes).", name=plain(name), n=f"{len(data):,}"))
     try:
         same_file = st.session_state.get("ak_csv_for") == (name, len(data))
         table = prompt_lib.read_upload(name, data, header=st.session_state.get("ak_csv_header") if same_file else None)
         if table.kind == "csv":                  # a CSV without a header row: guessed, and the user can say
             st.session_state["ak_csv_for"] = (name, len(data))
             st.session_state["ak_csv_header"] = table.header
-            st.checkbox("First row names the columns", key="ak_csv_header",
-                        help="Untick when the first row is already a prompt (the file has no header row).")
+            st.checkbox(t("First row names the columns"), key="ak_csv_header",
+                        help=t("Untick when the first row is already a prompt (the file has no header row)."))
         column = None
         if table.columns:
             guess = next((c for c in table.columns if c.lower() in {"text", "prompt", "content"}), table.columns[0])
             if st.session_state.get("ak_column") not in table.columns:
                 st.session_state["ak_column"] = guess
-            column = st.selectbox("Column / field", table.columns, key="ak_column")
+            column = st.selectbox(t("Column / field"), table.columns, key="ak_column")
         prompts, warnings = prompt_lib.prompts_from(table, column)
     except prompt_lib.PromptError as e:
         show_error(e)
@@ -116,8 +124,8 @@ def _read_prompts() -> tuple[list[str] | None, int | None, list[str]]:
     if st.session_state.get("ak_pick") not in options:
         st.session_state["ak_pick"] = options[0] if len(options) == 1 else 0
     pick = st.selectbox(
-        "Which prompt", options, key="ak_pick",
-        format_func=lambda o: f"all {len(prompts)} prompts (aggregate views)" if o == "all"
+        t("Which prompt"), options, key="ak_pick",
+        format_func=lambda o: t("all {n} prompts (aggregate views)", n=len(prompts)) if o == "all"
         else f"{o + 1}: {_preview(prompts[o])}",
     )
     return prompts, None if pick == "all" else int(pick), warnings
@@ -132,47 +140,73 @@ def sidebar() -> Context | None:
     """Draw the sidebar; return the resolved Context, or None after showing why nothing can run."""
     keep(KEPT_KEYS)
     with st.sidebar:
+        language.switch(st)
         name, device = _pick_model()
         prompts, index, warnings = _read_prompts()
         for w in warnings:
             st.warning(plain(w), icon="⚠️")
-        bos = st.toggle("Prepend <|endoftext|>", key="ak_bos",
-                        help="Put the tokenizer's beginning-of-text token before every prompt, as TransformerLens does "
-                             "by default. Real GPT-2's first-token (attention-sink) heads behave differently with it; "
-                             "exports record the choice.")
+        bos = st.toggle(t("Prepend {token}", token="<|endoftext|>"), key="ak_bos",
+                        help=t("Put the tokenizer's beginning-of-text token before every prompt, as TransformerLens "
+                               "does by default. Real GPT-2's first-token (attention-sink) heads behave differently "
+                               "with it; exports record the choice."))
     if st.session_state.get(PENDING):
-        st.info("The link names a local folder: confirm it in the sidebar (or ignore it) to start.", icon="📁")
+        st.info(t("The link names a local folder: confirm it in the sidebar (or ignore it) to start."), icon="📁")
         return None
     if not name:
-        st.info("Enter the path of a local checkpoint folder in the sidebar.")
+        st.info(t("Enter the path of a local checkpoint folder in the sidebar."))
         return None
     notices = []
     try:
         dev = str(resolve_device(device))
     except LoadError as e:
-        notices.append(f"{e}; running on the CPU instead.")
+        notices.append(t("{error}; running on the CPU instead.", error=str(e)))
         dev = "cpu"
     try:
-        with st.spinner(f"Loading {plain(name)} …"):
+        with st.spinner(t("Loading {model} …", model=plain(name))):
             model = cached_model(name, dev)
     except LoadError as e:
         show_error(e)
         return None
     except Exception as e:                   # never a traceback in the page
-        show_error(f"Could not load {name}: {e.__class__.__name__}: {str(e)[:200]}")
+        show_error(t("Could not load {model}: {error}", model=name, error=f"{e.__class__.__name__}: {str(e)[:200]}"))
         return None
     if model.notice:
         notices.append(model.notice)
     for n in notices:
         st.warning(plain(n), icon="⚠️")
     if prompts is None:
-        st.info("Give a prompt in the sidebar to start.")
+        st.info(t("Give a prompt in the sidebar to start."))
         return None
     ctx = Context(model=model, model_name=name, device=dev, prompts=prompts, index=index, notices=notices,
                   prepend_bos=bool(bos))
     if not ctx.all_selected:
         ids, dropped = ctx.encode(ctx.text)
         if dropped:
-            st.warning(f"The prompt has {len(ids) + dropped:,} tokens; the model's context is "
-                       f"{model.config.n_ctx:,}, so the last {dropped:,} tokens were dropped.", icon="✂️")
+            st.warning(t("The prompt has {n} tokens; the model's context is {ctx}, so the last {dropped} tokens "
+                         "were dropped.", n=f"{len(ids) + dropped:,}", ctx=f"{model.config.n_ctx:,}",
+                         dropped=f"{dropped:,}"), icon="✂️")
+    _cjk_notice(ctx)
     return ctx
+
+
+def _load_chinese_model() -> None:
+    st.session_state["ak_model"] = cjk.CHINESE_MODEL          # the prompt and every other choice are kept
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _knows_cjk(key: tuple, _model) -> bool:
+    """Whether the vocabulary of the model ``key`` (name, device) holds any CJK character (once per model)."""
+    return cjk.vocab_has_cjk(_model.token_bytes(range(len(_model.tokenizer))))
+
+
+def _cjk_notice(ctx: Context) -> None:
+    """A mostly-CJK prompt on a model that cannot read it: the one-line notice and the one-click switch."""
+    if ctx.model_name == cjk.CHINESE_MODEL or cjk.cjk_share(ctx.text) <= cjk.MOSTLY:
+        return
+    notice = cjk.cjk_notice(ctx.text, ctx.model.token_groups(ctx.ids), ctx.model_name,
+                            _knows_cjk(ctx.key, ctx.model))
+    if notice is None:
+        return
+    st.sidebar.warning(plain(str(notice)), icon="🀄")
+    st.sidebar.button(t("Load {model}", model=cjk.CHINESE_MODEL), key="ak_load_zh", on_click=_load_chinese_model,
+                      type="primary")

@@ -30,6 +30,7 @@ from typing import Any, Callable, ClassVar, Iterable
 
 import streamlit as st
 
+from ..i18n import t
 from .escaping import plain
 
 #: Session keys of the machinery (not inputs).
@@ -218,9 +219,11 @@ class PageState:
             new = default
         told = rec is not None or f.key in ss.get(FROM_LINK, set())
         if new != value and value is not None and told:
-            notice(f"{what} changed from {old_shown} to {_shown(fmt, new, opts)}: {because}.")
+            notice(t("{what} changed from {old} to {new}: {because}.", what=what, old=old_shown,
+                     new=_shown(fmt, new, opts), because=because))
         elif changed and rec[3] and meaning is not None and _safe(meaning, new) != rec[1]:
-            notice(f"{what} is now {_shown(fmt, new, opts)} (was {old_shown}): {because}.")
+            notice(t("{what} is now {new} (was {old}): {because}.", what=what, old=old_shown,
+                     new=_shown(fmt, new, opts), because=because))
         fits[f.key] = (basis, _safe(meaning, new) if meaning else None, _shown(fmt, new, opts), new == default)
         self.set(name, new)
         return new
@@ -236,7 +239,8 @@ class PageState:
         if len(kept) != len(value) or any(a != b for a, b in zip(kept, value)):
             gone = [v for v in value if v not in opts]
             if gone:
-                notice(f"{what}: {', '.join(map(str, (fmt(v) for v in gone)))} left out: {because}.")
+                notice(t("{what}: {items} left out: {because}.", what=what,
+                         items=", ".join(map(str, (fmt(v) for v in gone))), because=because))
         self.set(name, kept)
         return kept
 
@@ -275,15 +279,17 @@ def _from_link(prefix: str, specs: list[Field]) -> dict:
         if raw is None and f.text and params.get(f.url + "_sha") and PageState.lookup is not None:
             raw = PageState.lookup(params[f.url + "_sha"])
             if raw is None:
-                notice(f"The link's {f.url} text (stored by hash {params[f.url + '_sha'][:12]}…) is not on this "
-                       "machine; the default is used and everything else the link names is kept.")
+                notice(t("The link's {field} text (stored by hash {sha}…) is not on this machine; the default is "
+                         "used and everything else the link names is kept.", field=f.url,
+                         sha=params[f.url + '_sha'][:12]))
                 continue
         if raw is None:
             continue
         try:
             out[f.key] = parse(f.kind, raw)
         except ValueError:
-            notice(f"The link's {f.url}={raw[:40]!r} is not a valid {f.kind}; the default is used.")
+            notice(t("The link's {field}={value} is not a valid {kind}; the default is used.", field=f.url,
+                     value=repr(raw[:40]), kind=f.kind))
     ss.setdefault(FROM_LINK, set()).update(out)
     return out
 

@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from .context import Context
+from ..i18n import t
 
 def show_spaces(tok: str) -> str:
     """A token with its spaces and line breaks made visible (GPT-2 tokens often start with a space)."""
@@ -31,9 +32,9 @@ def show_tokens(ctx: Context, ids: list[int] | None = None):
         st.text(inline)
     split = sum(g.size > 1 for g in groups)
     if split:
-        st.caption(f"{split:,} character(s) are split over several tokens by the byte-level tokenizer: each is "
-                   "drawn once above; the table lists every token, its bytes and its id.")
-    with st.expander("As a table (position, id, token)"):
+        st.caption(t("{n} character(s) are split over several tokens by the byte-level tokenizer: each is drawn "
+                     "once above; the table lists every token, its bytes and its id.", n=f"{split:,}"))
+    with st.expander(t("As a table (position, id, token)")):
         st.dataframe(pd.DataFrame({"position": range(len(ids)), "id": ids,
                                    "token": [show_spaces(t) for t in ctx.model.token_texts(ids)],
                                    "bytes": [show_spaces(t) for t in ctx.model.token_strs(ids)]}),

@@ -15,13 +15,15 @@ from pathlib import Path
 
 import streamlit as st
 
+from .. import i18n
 from ..loading import MODEL_CHOICES, split_revision
+from .language import SESSION_KEY as LANG_KEY
 from .context import DEFAULT_PROMPT, LOCAL
 from .escaping import plain
 from .state import LINK, FROM_LINK, PageState, link_params, notice, remember
 
 #: URL query parameter -> session key of the sidebar's choices (a page's own inputs come from its PageState).
-URL_KEYS = {"model": "ak_model", "folder": "ak_folder", "prompt": "ak_text", "bos": "ak_bos"}
+URL_KEYS = {"model": "ak_model", "folder": "ak_folder", "prompt": "ak_text", "bos": "ak_bos", "lang": LANG_KEY}
 #: Longer prompts are stored locally by hash; the link carries ``prompt_sha``.
 URL_PROMPT_MAX = 400
 #: A local folder named by the link, waiting for the user's confirmation; folders confirmed in this session.
@@ -156,8 +158,8 @@ def url_restore(page_path: str | None = None) -> None:
         elif params.get("prompt_sha"):
             text = stored_prompt(params["prompt_sha"])
             if text is None:
-                notice(f"The link's prompt (stored by hash {plain(params['prompt_sha'][:12])}…) is not on this "
-                       "machine; the default prompt is used, everything else the link names is kept.")
+                notice(i18n.t("The link's prompt (stored by hash {sha}…) is not on this machine; the default prompt "
+                              "is used, everything else the link names is kept.", sha=plain(params['prompt_sha'][:12])))
             else:
                 ss["ak_text"], ss["ak_source"] = text, "Type"
     if "bos" in params and "ak_bos" not in ss:
@@ -167,7 +169,8 @@ def url_restore(page_path: str | None = None) -> None:
 
 def _global_params() -> tuple[dict, str | None]:
     ss = st.session_state
-    out: dict[str, str | None] = {"model": None, "folder": None, "prompt": None, "prompt_sha": None, "bos": None}
+    out: dict[str, str | None] = {"model": None, "folder": None, "prompt": None, "prompt_sha": None, "bos": None,
+                                  "lang": None}
     msg = None
     pending = ss.get(PENDING)
     if pending:
@@ -183,10 +186,13 @@ def _global_params() -> tuple[dict, str | None]:
         else:
             out["prompt_sha"] = store_prompt(text)
             if out["prompt_sha"] is None:
-                msg = (f"The prompt ({len(text):,} characters) is longer than {URL_PROMPT_MAX} and could not be "
-                       f"stored under {prompt_folder()}; a shared link opens with the default prompt.")
+                msg = i18n.t("The prompt ({n} characters) is longer than {limit} and could not be stored under "
+                             "{folder}; a shared link opens with the default prompt.", n=f"{len(text):,}",
+                             limit=URL_PROMPT_MAX, folder=str(prompt_folder()))
     if ss.get("ak_bos"):
         out["bos"] = "1"
+    if ss.get(LANG_KEY, i18n.DEFAULT) != i18n.DEFAULT:      # the interface language (language.apply reads it)
+        out["lang"] = str(ss[LANG_KEY])
     return out, msg
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from ..i18n import t
 from .heatmaps import CELL_TEXT_PX
 
 __all__ = ["curves", "slope_map", "compare", "loss_bins"]
@@ -25,7 +26,7 @@ def _layer_scale(df: pd.DataFrame):
 
 def _x(log_x: bool, df: pd.DataFrame | None = None):
     dom = {} if df is None or df.empty else {"domain": [int(df["n"].min()), int(df["n"].max())], "nice": False}
-    return alt.X("n:Q", title="context length n = i + 1 (keys visible to query i)",
+    return alt.X("n:Q", title=t("context length n = i + 1 (keys visible to query i)"),
                  scale=alt.Scale(type="log", **dom) if log_x else alt.Scale(zero=False, **dom))
 
 
@@ -40,16 +41,19 @@ def bound_curves(df: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else df[["n", "bound"]].assign(curve=0)
 
 
-def curves(df: pd.DataFrame, y_title: str, bound: str | None = "ln(n) (uniform attention)", log_x: bool = True,
+def curves(df: pd.DataFrame, y_title: str, bound: str | None = "", log_x: bool = True,
            band: bool = True, height: int = 320) -> alt.LayerChart:
-    """One line per layer (mean over documents), a band of ± 1 std, and the bound as a dashed line."""
-    color = alt.Color("layer:O", title="layer", scale=_layer_scale(df))
-    spread = (alt.Tooltip("std:Q", format=".4f", title="std across docs") if "std" in df else
-              alt.Tooltip("lo:Q", format=".4f", title="95 % low"))
-    tips = [alt.Tooltip("layer:O"), alt.Tooltip("position:Q", title="position i = n − 1"), alt.Tooltip("n:Q"),
-            alt.Tooltip("mean:Q", format=".4f"), spread, alt.Tooltip("docs:Q", title="documents")]
+    """One line per layer (mean over documents), a band of ± 1 std, and the bound as a dashed line
+    (``bound``: its name, "" for ln n, None for none)."""
+    bound = t("ln(n) (uniform attention)") if bound == "" else bound
+    color = alt.Color("layer:O", title=t("layer"), scale=_layer_scale(df))
+    spread = (alt.Tooltip("std:Q", format=".4f", title=t("std across docs")) if "std" in df else
+              alt.Tooltip("lo:Q", format=".4f", title=t("95 % low")))
+    tips = [alt.Tooltip("layer:O", title=t("layer")), alt.Tooltip("position:Q", title=t("position i = n − 1")),
+            alt.Tooltip("n:Q"), alt.Tooltip("mean:Q", format=".4f", title=t("mean")), spread,
+            alt.Tooltip("docs:Q", title=t("documents"))]
     if "std" not in df:                  # a corpus result: the band is its bootstrap interval
-        tips.insert(5, alt.Tooltip("hi:Q", format=".4f", title="95 % high"))
+        tips.insert(5, alt.Tooltip("hi:Q", format=".4f", title=t("95 % high")))
     base = alt.Chart(_small(df))
     layers = []
     if band and (df["std"].notna().any() if "std" in df else df["lo"].notna().any()):
@@ -62,19 +66,21 @@ def curves(df: pd.DataFrame, y_title: str, bound: str | None = "ln(n) (uniform a
         b = bound_curves(df).assign(what=bound)
         layers.append(alt.Chart(b).mark_line(strokeDash=[6, 4], color="black").encode(
             x=_x(log_x, df), y="bound:Q", detail="curve:N", tooltip=[alt.Tooltip("what:N", title=""), alt.Tooltip("n:Q"),
-                                               alt.Tooltip("bound:Q", format=".4f")]))
+                                               alt.Tooltip("bound:Q", format=".4f", title=t("bound"))]))
     return alt.layer(*layers).properties(height=height).interactive(bind_y=False)
 
 
 def slope_map(df: pd.DataFrame, height: int = 320) -> alt.LayerChart:
     """Layer × head cells coloured by the slope of entropy against ln(i+1) (0 = fixed focus, 1 = uniform)."""
     lim = max(1.0, float(df["slope"].abs().max(skipna=True) or 1.0))
-    base = alt.Chart(df).encode(x=alt.X("head:O", title="head"), y=alt.Y("layer:O", title="layer"))
+    base = alt.Chart(df).encode(x=alt.X("head:O", title=t("head")), y=alt.Y("layer:O", title=t("layer")))
     rect = base.mark_rect().encode(
         color=alt.Color("slope:Q", title="dH / d ln(i+1)", scale=alt.Scale(scheme="redblue", domain=[-lim, lim],
                                                                          reverse=True)),
-        tooltip=[alt.Tooltip("layer:O"), alt.Tooltip("head:O"), alt.Tooltip("slope:Q", format=".3f"),
-                 alt.Tooltip("intercept:Q", format=".3f"), alt.Tooltip("r2:Q", format=".3f", title="r²")])
+        tooltip=[alt.Tooltip("layer:O", title=t("layer")), alt.Tooltip("head:O", title=t("head")),
+                 alt.Tooltip("slope:Q", format=".3f", title=t("slope")),
+                 alt.Tooltip("intercept:Q", format=".3f", title=t("intercept")),
+                 alt.Tooltip("r2:Q", format=".3f", title="r²")])
     text = base.mark_text(fontSize=CELL_TEXT_PX).encode(
         text=alt.Text("slope:Q", format=".2f"),
         color=alt.condition(f"abs(datum.slope) > {0.6 * lim}", alt.value("white"), alt.value("black")))
@@ -84,14 +90,15 @@ def slope_map(df: pd.DataFrame, height: int = 320) -> alt.LayerChart:
     return alt.layer(*([rect, text] if fits else [rect])).properties(height=height)
 
 
-def compare(df: pd.DataFrame, y_title: str = "entropy (nats)", log_x: bool = True, height: int = 320):
+def compare(df: pd.DataFrame, y_title: str | None = None, log_x: bool = True, height: int = 320):
     """Entropy curves with (dashed) and without (solid) the log-length intervention, one colour per layer."""
-    color = alt.Color("layer:O", scale=_layer_scale(df))
+    y_title = t("entropy (nats)") if y_title is None else y_title
+    color = alt.Color("layer:O", scale=_layer_scale(df), title=t("layer"))
     lines = alt.Chart(_small(df, drop=("position", "bound", "std", "lo", "hi", "docs"))).mark_line().encode(
         x=_x(log_x, df), y=alt.Y("mean:Q", title=y_title), color=color,
-        strokeDash=alt.StrokeDash("variant:N", title="model", sort=["unmodified", "log-length"]),
-        tooltip=[alt.Tooltip("variant:N"), alt.Tooltip("layer:O"), alt.Tooltip("n:Q"),
-                 alt.Tooltip("mean:Q", format=".4f")])
+        strokeDash=alt.StrokeDash("variant:N", title=t("model"), sort=["unmodified", "log-length"]),
+        tooltip=[alt.Tooltip("variant:N", title=t("model")), alt.Tooltip("layer:O", title=t("layer")),
+                 alt.Tooltip("n:Q"), alt.Tooltip("mean:Q", format=".4f", title=t("mean"))])
     b = bound_curves(df)
     bound = alt.Chart(b).mark_line(color="gray", opacity=0.6).encode(
         x=_x(log_x, df), y="bound:Q", detail="curve:N", tooltip=[alt.Tooltip("n:Q"), alt.Tooltip("bound:Q", format=".4f", title="ln n")])
@@ -101,9 +108,10 @@ def compare(df: pd.DataFrame, y_title: str = "entropy (nats)", log_x: bool = Tru
 def loss_bins(df: pd.DataFrame, height: int = 260):
     """Change of the next-token loss with the intervention, per bin of context length (bars; red = worse)."""
     return alt.Chart(df).mark_bar().encode(
-        x=alt.X("bin:N", sort=alt.SortField("n_from"), title="context length n (bins)"),
-        y=alt.Y("change:Q", title="loss change (nats/token)"),
+        x=alt.X("bin:N", sort=alt.SortField("n_from"), title=t("context length n (bins)")),
+        y=alt.Y("change:Q", title=t("loss change (nats/token)")),
         color=alt.condition("datum.change > 0", alt.value("#c0392b"), alt.value("#2471a3")),
-        tooltip=[alt.Tooltip("bin:N"), alt.Tooltip("unmodified:Q", format=".4f"),
-                 alt.Tooltip("log-length:Q", format=".4f"), alt.Tooltip("change:Q", format="+.4f"),
-                 alt.Tooltip("tokens:Q")]).properties(height=height)
+        tooltip=[alt.Tooltip("bin:N", title=t("bin")), alt.Tooltip("unmodified:Q", format=".4f", title=t("unmodified")),
+                 alt.Tooltip("log-length:Q", format=".4f", title=t("log-length")),
+                 alt.Tooltip("change:Q", format="+.4f", title=t("change")),
+                 alt.Tooltip("tokens:Q", title=t("tokens"))]).properties(height=height)

@@ -33,6 +33,7 @@ from PIL import Image
 
 from ..attention import causal_mask
 
+from ..i18n import t
 from ..weights import head_name
 
 __all__ = [
@@ -130,37 +131,37 @@ def window_phrase(windows: list[int | None]) -> str:
     if not ws:
         return ""
     if len(windows) == 1:
-        return (f", or a key {ws[0]} or more positions back (j ≤ i − {ws[0]}), outside the layer's local "
-                f"window of {ws[0]}")
-    return (f", or a key outside a layer's local window (windows of {', '.join(map(str, ws))} on "
-            f"{sum(w is not None for w in windows)} of these {len(windows)} layers)")
+        return t(", or a key {w} or more positions back (j ≤ i − {w}), outside the layer's local window of {w}",
+                 w=ws[0])
+    return t(", or a key outside a layer's local window (windows of {ws} on {n} of these {total} layers)",
+             ws=", ".join(map(str, ws)), n=sum(w is not None for w in windows), total=len(windows))
 
 
 def mask_caption(T: int, kind: str, scale: str, windows: list[int | None]) -> str:
     """The caption under a heatmap: axes, what grey means (the causal mask and the drawn layers' windows),
     and the colour scale."""
-    what = "weight" if kind == "pattern" else "pre-softmax score"
-    fate = "; its weight is exactly 0" if kind == "pattern" else \
-        "; its score is replaced by −∞ before the softmax, so no number is shown"
-    top = (" The top colour is the largest weight outside row 0 (query 0 can only put its whole weight, 1, "
-           "on itself); anything larger takes the top colour." if kind == "pattern" and T > 2 else
-           " Colours are centred on 0 (white), ± the largest visible score." if kind == "scores" else "")
-    return (f"{T} tokens · rows are queries (the position attending), columns keys (the position attended to) · "
-            f"**grey = masked** (a future key, hidden by the causal mask{window_phrase(windows)}{fate}), "
-            f"distinct from a visible {what} of 0. " + scale_note(scale, kind) + top)
+    what = t("weight") if kind == "pattern" else t("pre-softmax score")
+    fate = t("; its weight is exactly 0") if kind == "pattern" else \
+        t("; its score is replaced by −∞ before the softmax, so no number is shown")
+    top = (t(" The top colour is the largest weight outside row 0 (query 0 can only put its whole weight, 1, "
+             "on itself); anything larger takes the top colour.") if kind == "pattern" and T > 2 else
+           t(" Colours are centred on 0 (white), ± the largest visible score.") if kind == "scores" else "")
+    return (t("{T} tokens · rows are queries (the position attending), columns keys (the position attended to) · "
+              "**grey = masked** (a future key, hidden by the causal mask{window}{fate}), distinct from a visible "
+              "{what} of 0. ", T=T, window=window_phrase(windows), fate=fate, what=what) + scale_note(scale, kind) + top)
 
 
 def scale_note(scale: str, kind: str = "pattern") -> str:
     """One sentence saying how colours map to values under ``scale``."""
     if kind != "pattern":
-        return "Colours are linear in the score, centred on 0 (white)."
+        return t("Colours are linear in the score, centred on 0 (white).")
     if scale == "log":
-        return (f"Colours are logarithmic in the weight over {LOG_DECADES} decades: each tenth of the top weight "
-                f"is one step down the ramp, and weights below 1/{10 ** LOG_DECADES:,} of the top take the lowest "
-                "colour.")
+        return t("Colours are logarithmic in the weight over {n} decades: each tenth of the top weight is one step "
+                 "down the ramp, and weights below 1/{floor} of the top take the lowest colour.", n=LOG_DECADES,
+                 floor=f"{10 ** LOG_DECADES:,}")
     if scale == "sqrt":
-        return "Colours follow the square root of the weight, which spreads the small weights over more colours."
-    return "Colours are linear in the weight."
+        return t("Colours follow the square root of the weight, which spreads the small weights over more colours.")
+    return t("Colours are linear in the weight.")
 
 
 def _log_floor(domain: tuple[float, float]) -> float:
@@ -246,7 +247,7 @@ def cells_frame(values: np.ndarray, q_labels: list[str], k_labels: list[str], ma
 
 
 def _name_tooltip(name: str | None) -> list:
-    return [alt.Tooltip("head:N", title="head")] if name else []
+    return [alt.Tooltip("head:N", title=t("head"))] if name else []
 
 
 def cell_chart(values: np.ndarray, q_labels: list[str], k_labels: list[str], *, masked: np.ndarray | None = None,
@@ -274,20 +275,20 @@ def cell_chart(values: np.ndarray, q_labels: list[str], k_labels: list[str], *, 
         df["head"] = name
     q_order = [q_labels[i] for i in range(q0, q0 + R)]
     k_order = [k_labels[j] for j in range(k0, k0 + C)]
-    vname = "weight" if kind == "pattern" else "score (pre-softmax)"
+    vname = t("weight") if kind == "pattern" else t("score (pre-softmax)")
     side = size or max(220, min(800, 16 * max(R, C)))
     step = side / max(R, C)
     # every label when the rows are tall enough to hold one (Vega would otherwise drop every other label)
     ax = {"axis": alt.Axis(labelOverlap=step < 11, labelFontSize=10 if step >= 11 else 9, labelLimit=110)} \
         if axes else {"axis": None}
     chart = alt.Chart(df, title=title).mark_rect().encode(
-        x=alt.X("key:N", sort=k_order, title="key (attended to)", **ax),
-        y=alt.Y("query:N", sort=q_order, title="query (attending)", **ax),
+        x=alt.X("key:N", sort=k_order, title=t("key (attended to)"), **ax),
+        y=alt.Y("query:N", sort=q_order, title=t("query (attending)"), **ax),
         color=alt.condition("datum.masked", alt.value(MASKED_COLOR),
                             _color(kind, domain, scale, vname, legend, legend_length, orient=legend_orient)),
         tooltip=_name_tooltip(name) + [
-            alt.Tooltip("query:N", title="query token"), alt.Tooltip("key:N", title="key token"),
-            alt.Tooltip(f"{shown}:Q", title=vname, format=".4f"), alt.Tooltip("state:N", title="cell")],
+            alt.Tooltip("query:N", title=t("query token")), alt.Tooltip("key:N", title=t("key token")),
+            alt.Tooltip(f"{shown}:Q", title=vname, format=".4f"), alt.Tooltip("state:N", title=t("cell"))],
     ).properties(width=side * C // max(R, C), height=side * R // max(R, C), **_pad(top))
     if select:
         chart = chart.add_params(_param(select, ["head"]))
@@ -362,8 +363,8 @@ def image_chart(values: np.ndarray, *, masked: np.ndarray | None = None, kind: s
     url = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
     full = np.asarray(values if tip_values is None else tip_values)
     FR, FC = full.shape
-    ax_x = alt.Axis(title="key position") if axes else None
-    ax_y = alt.Axis(title="query position") if axes else None
+    ax_x = alt.Axis(title=t("key position")) if axes else None
+    ax_y = alt.Axis(title=t("query position")) if axes else None
     xs = alt.X("x:Q", scale=alt.Scale(domain=[k0, k0 + FC], nice=False, zero=False), axis=ax_x)
     ys = alt.Y("y:Q", scale=alt.Scale(domain=[q0, q0 + FR], nice=False, zero=False, reverse=True), axis=ax_y)
     img = alt.Chart(alt.Data(values=[{"x": k0, "x2": k0 + FC, "y": q0, "y2": q0 + FR, "url": url}])).mark_image(
@@ -375,14 +376,14 @@ def image_chart(values: np.ndarray, *, masked: np.ndarray | None = None, kind: s
         tips, kb = blocks_frame(full, masked if tip_values is None else tip_masked, labels, labels, blocks, q0, k0)
         if name:
             tips["head"] = name
-        vname = "weight" if kind == "pattern" else "score"
-        where = "strongest cell" if kb > 1 else "cell"
+        vname = t("weight") if kind == "pattern" else t("score")
+        where = t("strongest cell") if kb > 1 else t("cell")
         tt = _name_tooltip(name) + [
-            alt.Tooltip("query:N", title=f"query token ({where})"), alt.Tooltip("key:N", title="key token"),
-            alt.Tooltip("weight:Q", title=vname, format=".4f")]
+            alt.Tooltip("query:N", title=t("query token ({where})", where=where)),
+            alt.Tooltip("key:N", title=t("key token")), alt.Tooltip("weight:Q", title=vname, format=".4f")]
         if kb > 1:
-            tt += [alt.Tooltip("queries:N", title=f"block: queries"), alt.Tooltip("keys:N", title="block: keys"),
-                   alt.Tooltip("mean:Q", title=f"block mean {vname}", format=".4f")]
+            tt += [alt.Tooltip("queries:N", title=t("block: queries")), alt.Tooltip("keys:N", title=t("block: keys")),
+                   alt.Tooltip("mean:Q", title=t("block mean {what}", what=vname), format=".4f")]
         over = alt.Chart(tips).mark_rect(opacity=0, cursor="pointer" if select else "default").encode(
             x=xs, x2="x2:Q", y=ys, y2="y2:Q", tooltip=tt)
         if select:
@@ -393,7 +394,7 @@ def image_chart(values: np.ndarray, *, masked: np.ndarray | None = None, kind: s
         layers.append(alt.Chart(alt.Data(values=[{"x": wk, "x2": wk + wc, "y": wq, "y2": wq + wr}])).mark_rect(
             fill=None, stroke="#ff2d55", strokeWidth=2, tooltip=None).encode(x=xs, x2="x2:Q", y=ys, y2="y2:Q"))
     if legend:
-        vname = "weight" if kind == "pattern" else "score (pre-softmax)"
+        vname = t("weight") if kind == "pattern" else t("score (pre-softmax)")
         lo = colour_values(np.array(domain), domain, kind, scale)
         key = alt.Chart(alt.Data(values=[{"colour": float(lo[0])}, {"colour": float(lo[1])}])).mark_point(
             opacity=0, tooltip=None).encode(color=_color(kind, domain, scale, vname, length=legend_length))
@@ -479,16 +480,16 @@ def grid_chart(mats: list[np.ndarray], titles: list[str], labels: list[str], *, 
     select = _param(select, ["head"]) if select else None       # one parameter, every panel
     masks = [masked] * len(mats) if masked is None or np.ndim(masked) == 2 else list(masked)
     shared_dom = colour_domain(np.stack(mats), None if masked is None else np.stack(masks), kind) if shared else None
-    for i, (m, masked, t, nm) in enumerate(zip(mats, masks, titles, names)):
+    for i, (m, masked, ttl, nm) in enumerate(zip(mats, masks, titles, names)):
         dom = shared_dom or colour_domain(m, masked, kind)
         leg = shared and i == 0                  # one legend for the shared scale
         if T <= GRID_MARK_LIMIT and S <= GRID_MARK_LIMIT:
-            c = cell_chart(m, labels, labels, masked=masked, kind=kind, scale=scale, title=t, size=panel,
+            c = cell_chart(m, labels, labels, masked=masked, kind=kind, scale=scale, title=ttl, size=panel,
                            domain=dom, axes=False, legend=leg, top=False, name=nm, select=select,
                            legend_length=min(240, panel))
         else:
             small, smask, k = block_max(m, masked, GRID_IMAGE_PX)
-            c = image_chart(small, masked=smask, kind=kind, scale=scale, title=t, size=panel, domain=dom,
+            c = image_chart(small, masked=smask, kind=kind, scale=scale, title=ttl, size=panel, domain=dom,
                             legend=leg, axes=False, top=False, labels=labels, name=nm, select=select,
                             blocks=GRID_TOOLTIP_BLOCKS, tip_values=m, tip_masked=masked,
                             legend_length=min(240, panel))
@@ -503,7 +504,7 @@ def grid_chart(mats: list[np.ndarray], titles: list[str], labels: list[str], *, 
 # ----------------------------------------------------------------------------- compare-heads charts
 
 def head_overview_chart(df: pd.DataFrame, stat: str, *, text: bool = True, selected: list[str] | None = None,
-                        select: str | None = None) -> alt.LayerChart:
+                        select: str | None = None, label: str | None = None) -> alt.LayerChart:
     """Layer × head grid coloured by ``df[stat]`` (columns head, layer, head_index, stat); selected heads outlined.
 
     ``select``: the name of a click selection on the cells (field ``head``), for Streamlit's ``on_select``.
@@ -514,10 +515,10 @@ def head_overview_chart(df: pd.DataFrame, stat: str, *, text: bool = True, selec
     d["picked"] = d["head"].isin(selected or [])
     cell = max(22, min(46, 640 // max(H, 1)))
     base = alt.Chart(d).encode(
-        x=alt.X("head_index:O", title="head"), y=alt.Y("layer:O", title="layer"))
+        x=alt.X("head_index:O", title=t("head")), y=alt.Y("layer:O", title=t("layer")))
     rect = base.mark_rect().encode(
-        color=alt.Color(f"{stat}:Q", scale=alt.Scale(scheme="viridis"), title=stat),
-        tooltip=[alt.Tooltip("head:N", title="head"), alt.Tooltip(f"{stat}:Q", format=".4f")])
+        color=alt.Color(f"{stat}:Q", scale=alt.Scale(scheme="viridis"), title=label or stat),
+        tooltip=[alt.Tooltip("head:N", title=t("head")), alt.Tooltip(f"{stat}:Q", format=".4f", title=label or stat)])
     if select:
         rect = rect.add_params(alt.selection_point(name=select, fields=["head"], on="click", clear=False))
     outline = base.transform_filter("datum.picked").mark_rect(fill=None, stroke="#ff2d55", strokeWidth=2.5)
@@ -536,8 +537,8 @@ def rank_chart(df: pd.DataFrame, top: int = 15, title: str = "", width: int = 26
     """Horizontal bars of the ``top`` heads of a :func:`attnkit.compare.rank_heads_for_pair` table."""
     d = df.head(top)
     return alt.Chart(d, title=title).mark_bar().encode(
-        x=alt.X("weight:Q", title="attention weight", scale=alt.Scale(domain=[0, max(1e-9, float(d["weight"].max()))])),
-        y=alt.Y("head:N", sort=list(d["head"]), title="head", axis=alt.Axis(labelOverlap=False)),
+        x=alt.X("weight:Q", title=t("attention weight"), scale=alt.Scale(domain=[0, max(1e-9, float(d["weight"].max()))])),
+        y=alt.Y("head:N", sort=list(d["head"]), title=t("head"), axis=alt.Axis(labelOverlap=False)),
         color=alt.Color("layer:O", scale=alt.Scale(scheme="tableau10")),
         tooltip=["head", alt.Tooltip("weight:Q", format=".4f"), "rank_in_row", "top_key"],
     ).properties(width=width, height=max(160, 18 * len(d)), autosize=PAD)
@@ -556,9 +557,10 @@ def distance_chart(dist: np.ndarray, names: list[str], order: list[int], title: 
     return alt.Chart(df, title=title).mark_rect().encode(
         x=alt.X("head B:N", sort=ordered, title=None), y=alt.Y("head A:N", sort=ordered, title=None),
         color=alt.Color("similarity:Q", scale=alt.Scale(scheme="viridis", domain=[1 - top, 1]),
-                        title="1 − JS distance"),
-        tooltip=["head A", "head B", alt.Tooltip("similarity:Q", format=".3f", title="1 − JS distance"),
-                 alt.Tooltip("distance:Q", format=".3f", title="JS distance")],
+                        title=t("1 − JS distance")),
+        tooltip=[alt.Tooltip("head A:N", title=t("head A")), alt.Tooltip("head B:N", title=t("head B")),
+                 alt.Tooltip("similarity:Q", format=".3f", title=t("1 − JS distance")),
+                 alt.Tooltip("distance:Q", format=".3f", title=t("JS distance"))],
     ).properties(width=side, height=side, autosize=PAD)
 
 
@@ -574,10 +576,10 @@ def distance_image(dist: np.ndarray, order: list[int], title: str = "", size: in
     n = D.shape[0]
     url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
     pic = alt.Chart(alt.Data(values=[{"x": 0, "x2": n, "y": 0, "y2": n, "url": url}])).mark_image(aspect=False).encode(
-        x=alt.X("x:Q", scale=alt.Scale(domain=[0, n], nice=False), title="position in the similarity order"),
+        x=alt.X("x:Q", scale=alt.Scale(domain=[0, n], nice=False), title=t("position in the similarity order")),
         x2="x2:Q",
-        y=alt.Y("y:Q", scale=alt.Scale(domain=[0, n], nice=False, reverse=True), title="position in the similarity order"),
+        y=alt.Y("y:Q", scale=alt.Scale(domain=[0, n], nice=False, reverse=True), title=t("position in the similarity order")),
         y2="y2:Q", url="url:N")
     key = alt.Chart(alt.Data(values=[{"d": 1.0 - top}, {"d": 1.0}])).mark_point(opacity=0).encode(
-        color=alt.Color("d:Q", scale=alt.Scale(scheme="viridis", domain=[1.0 - top, 1.0]), title="1 − JS distance"))
+        color=alt.Color("d:Q", scale=alt.Scale(scheme="viridis", domain=[1.0 - top, 1.0]), title=t("1 − JS distance")))
     return alt.layer(pic, key, title=title).properties(width=size, height=size, autosize=PAD)

@@ -18,6 +18,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from ..i18n import t
 from .heatmaps import LOG_DECADES
 
 __all__ = ["TOKEN_LIMIT", "CHAR_PX", "LINE_PX", "char_columns", "display_token", "wrap_tokens", "token_chart",
@@ -128,12 +129,14 @@ def _group_pieces(group: str, pieces: list[str]) -> str:
 def scale_caption(scale: str) -> str:
     """How the token view's colours follow the weight under ``scale`` (the words match the control)."""
     if scale == "log":
-        return (f"Colours: log scale — logarithmic in the weight, from 1/{10 ** LOG_DECADES:,} of the chosen token's "
-                "largest weight (smaller weights take the lowest colour) up to that largest weight (the chosen "
-                "token itself left out; the legend shows the range).")
-    how = {"linear": "linear scale — linear in", "sqrt": "square-root scale — the square root of"}[scale]
-    return (f"Colours: {how} the weight, from 0 to the largest weight of the chosen token (itself left out; "
-            "the legend shows the range).")
+        return t("Colours: log scale — logarithmic in the weight, from 1/{floor} of the chosen token's largest "
+                 "weight (smaller weights take the lowest colour) up to that largest weight (the chosen token itself "
+                 "left out; the legend shows the range).", floor=f"{10 ** LOG_DECADES:,}")
+    if scale == "sqrt":
+        return t("Colours: square-root scale — the square root of the weight, from 0 to the largest weight of the "
+                 "chosen token (itself left out; the legend shows the range).")
+    return t("Colours: linear scale — linear in the weight, from 0 to the largest weight of the chosen token (itself "
+             "left out; the legend shows the range).")
 
 
 def _focus_selections(name: str, focus: int, follow: str) -> tuple[list, str]:
@@ -215,11 +218,11 @@ def token_chart(weights: np.ndarray, tokens: list[str], *, direction: str = "to"
     width = int(np.ceil(budget * CHAR_PX)) + 8
     xs = alt.Scale(domain=[-0.5, budget + 0.5], nice=False, zero=False)
     ys = alt.Scale(domain=[0, n_lines], nice=False, zero=False, reverse=True)
-    wname = "weight from the chosen token" if direction == "to" else "weight to the chosen token"
+    wname = t("weight from the chosen token") if direction == "to" else t("weight to the chosen token")
     base = _token_base(df, f_expr, seen, scale)
-    tips = [alt.Tooltip("token:N", title="token"), alt.Tooltip("weight:Q", title=wname, format=".4f")]
+    tips = [alt.Tooltip("token:N", title=t("token")), alt.Tooltip("weight:Q", title=wname, format=".4f")]
     if df["pieces"].astype(bool).any():
-        tips.append(alt.Tooltip("pieces:N", title="byte-level pieces"))
+        tips.append(alt.Tooltip("pieces:N", title=t("byte-level pieces")))
     colour_enc = _colour(scale, wname)
     boxes = base.mark_rect(cornerRadius=3, stroke="#e4e4e4", strokeWidth=0.5, cursor="pointer").encode(
         x=alt.X("bx0:Q", scale=xs, axis=None), x2="bx1:Q",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from ..i18n import msg, t
+
 
 __all__ = ["verify_chart", "LOG_FLOOR", "plotted", "WHO", "SHORT"]
 
@@ -12,7 +14,7 @@ __all__ = ["verify_chart", "LOG_FLOOR", "plotted", "WHO", "SHORT"]
 LOG_FLOOR = 1e-16
 FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
 #: The plotted series: rows of :func:`attnkit.verify.checks` column -> legend name.
-WHO = {"attnkit error": "attnkit float32", "HF error": "HuggingFace float32", "allowed": "allowed for attnkit",
+WHO = {"attnkit error": "attnkit float32", "HF error": "HuggingFace float32", "allowed": msg("allowed for attnkit"),
        "float64 |Δ|": "attnkit float64"}
 
 
@@ -21,7 +23,7 @@ def plotted(df: pd.DataFrame) -> pd.DataFrame:
     draws (0 → LOG_FLOOR)."""
     long = df.melt(id_vars=["run", "layer", "quantity", "ok"], value_vars=list(WHO), var_name="series",
                    value_name="error")
-    long["series"] = long["series"].map(WHO)
+    long["series"] = long["series"].map({k: str(v) for k, v in WHO.items()})
     return long.assign(plotted=long["error"].clip(lower=LOG_FLOOR))
 
 
@@ -29,20 +31,24 @@ SHORT = {"attention pattern": "pattern", "hidden state (relative)": "hidden", "f
          "logits (relative)": "logits", "generation step logits (relative)": "step logits"}
 
 
-def verify_chart(df: pd.DataFrame, title: str = "error against HuggingFace in float64") -> alt.Chart:
+def verify_chart(df: pd.DataFrame, title: str | None = None) -> alt.Chart:
     """Log-scale error per layer and quantity: attnkit's and HF's float32 errors, the bound attnkit must
     stay under, and attnkit's float64 difference (rows of :func:`attnkit.verify.checks`)."""
+    title = t("error against HuggingFace in float64") if title is None else title
     long = plotted(df)
     long["where"] = [f"{l} {SHORT.get(q, q)}" if l not in ("final", "generation") else SHORT.get(q, q)
                      for l, q in zip(long["layer"], long["quantity"])]
     order = list(dict.fromkeys(long["where"]))
-    shapes = alt.Scale(domain=list(WHO.values()), range=["circle", "square", "stroke", "cross"])
-    colors = alt.Scale(domain=list(WHO.values()), range=["#1f77b4", "#ff7f0e", "#555555", "#2ca02c"])
+    series = [str(v) for v in WHO.values()]
+    shapes = alt.Scale(domain=series, range=["circle", "square", "stroke", "cross"])
+    colors = alt.Scale(domain=series, range=["#1f77b4", "#ff7f0e", "#555555", "#2ca02c"])
     return alt.Chart(long, title=title).mark_point(size=90, filled=True).encode(
-        x=alt.X("where:N", sort=order, title="layer and quantity", axis=alt.Axis(labelAngle=-45)),
-        y=alt.Y("plotted:Q", scale=alt.Scale(type="log"), title=f"error (0 drawn at {LOG_FLOOR:g})",
+        x=alt.X("where:N", sort=order, title=t("layer and quantity"), axis=alt.Axis(labelAngle=-45)),
+        y=alt.Y("plotted:Q", scale=alt.Scale(type="log"), title=t("error (0 drawn at {floor})", floor=f"{LOG_FLOOR:g}"),
                 axis=alt.Axis(format="~e")),
         color=alt.Color("series:N", scale=colors, title=None),
         shape=alt.Shape("series:N", scale=shapes, title=None),
-        tooltip=["run:N", "layer:N", "quantity:N", "series:N", alt.Tooltip("error:Q", format=".3e"), "ok:N"],
+        tooltip=[alt.Tooltip("run:N", title=t("run")), alt.Tooltip("layer:N", title=t("layer")),
+                 alt.Tooltip("quantity:N", title=t("quantity")), alt.Tooltip("series:N", title=t("series")),
+                 alt.Tooltip("error:Q", format=".3e", title=t("error")), alt.Tooltip("ok:N", title=t("passes"))],
     ).properties(width="container", height=320, autosize=FIT_X)
