@@ -3,6 +3,7 @@ import pandas as pd
 import streamlit as st
 
 from attnkit import app as ui
+from attnkit.app import planted as planted_view
 from attnkit.weights import attention_weight_count, param_counts
 
 
@@ -41,6 +42,7 @@ with right:
         st.caption(f"One layer's Q/O weights: 2·{cfg.n_heads}·{cfg.d_model}·{cfg.d_head}; K/V weights: "
                    f"2·{cfg.kv_heads}·{cfg.d_model}·{cfg.d_head} (grouped-query attention: {cfg.group} query heads "
                    "share each key/value head).")
+planted_view.card_section(ctx)                  # a planted model: its card and stated circuit
 
 st.subheader("Tokens")
 if ctx.all_selected:

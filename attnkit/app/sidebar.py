@@ -10,6 +10,7 @@ from ..loading import MODEL_CHOICES, SHIPPED_MODEL, LoadError, resolve_device
 from .caches import cached_default_model, cached_model
 from .context import KEPT_KEYS, DEFAULT_PROMPT, LOCAL, Context
 from .escaping import plain, show_error
+from .planted import sidebar_note
 from .state import keep
 from .url import PENDING, confirm_folder
 
@@ -133,6 +134,7 @@ def sidebar() -> Context | None:
     keep(KEPT_KEYS)
     with st.sidebar:
         name, device = _pick_model()
+        sidebar_note(name)
         prompts, index, warnings = _read_prompts()
         for w in warnings:
             st.warning(plain(w), icon="⚠️")
