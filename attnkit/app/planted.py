@@ -48,8 +48,9 @@ def stated(ctx, quiet: bool = False) -> Stated | None:
 def sidebar_note(name) -> None:
     """Under the model picker: a planted model says what it is and where its circuit is shown."""
     if name in PLANTED_MODELS:
-        st.caption(t("🧪 A planted-circuit model: its mechanism is set by hand and stated in CIRCUIT.json. Home "
-                     "shows its card and circuit; Circuits compares what discovery finds with it."))
+        note = t("🧪 A planted-circuit model: its mechanism is set by hand and stated in CIRCUIT.json. Home "
+                 "shows its card and circuit; Circuits compares what discovery finds with it.")
+        st.caption(note)  # internal text: the catalog's
 
 
 def _role(role: str) -> str:
@@ -78,7 +79,7 @@ def card_section(ctx) -> None:
     got = stated(ctx)
     if got is None:
         return
-    st.subheader(t("Planted circuit (known by construction)"))
+    st.subheader(t("Planted circuit (known by construction)"))  # internal text: the catalog's
     card, circuit = got.card, got.circuit
     if card["summary"]:
         st.write(plain(card["summary"]))
@@ -88,12 +89,12 @@ def card_section(ctx) -> None:
             st.caption(plain(f"{shown[label]}: {text}"))
     left, right = st.columns([1, 2])
     heads, edges = circuit_tables(circuit)
-    left.caption(t("Stated heads"))
+    left.caption(t("Stated heads"))  # internal text: the catalog's
     left.dataframe(heads, hide_index=True, width="stretch")
-    right.caption(t("Stated edges (named as path patching names them)"))
+    right.caption(t("Stated edges (named as path patching names them)"))  # internal text: the catalog's
     right.dataframe(edges, hide_index=True, width="stretch")
     st.caption(plain(t("Task: {task}. Metric: {metric}", task=circuit.get("task", "—"), metric=circuit.get("metric", "—"))))
-    with st.expander(t("The whole model card")):
+    with st.expander(t("The whole model card")):  # internal text: the catalog's
         st.text(card["text"] or t("This folder has no MODEL_CARD.md."))
 
 
@@ -136,20 +137,21 @@ def compare_section(ctx, found) -> Compared:
     group = ctx.model.config.group
     cmp = calibration.compare_circuits(got.circuit["edges"], found.edges, group)
     marks = calibration.edge_marks(got.circuit["edges"], found.edges, group)
-    st.markdown("**" + t("Stated circuit (CIRCUIT.json) beside the discovered one") + "**")
+    st.markdown("**" + t("Stated circuit (CIRCUIT.json) beside the discovered one") + "**")  # internal text: the catalog's
     _metrics(cmp)
     if group > 1:
-        st.caption(t("Grouped-query attention: the .k/.v receivers of query heads that share a key/value head count "
-                     "as one edge ({group} query heads per key/value head).", group=group))
+        note = t("Grouped-query attention: the .k/.v receivers of query heads that share a key/value head count "
+                 "as one edge ({group} query heads per key/value head).", group=group)
+        st.caption(note)  # internal text: the catalog's
     scores = {(s, r): a for s, r, a in found.ranked}
     labels = mark_labels()
     table = pd.DataFrame([(s, r, labels[m], scores.get((s, r), float("nan"))) for (s, r), m in marks.items()],
                          columns=[t("sender"), t("receiver"), t("stated circuit"), t("attribution")])
     left, right = st.columns(2)
     is_extra = table[t("stated circuit")] == labels["extra"]
-    left.caption(t("Stated edges: found or missed"))
+    left.caption(t("Stated edges: found or missed"))  # internal text: the catalog's
     left.dataframe(table[~is_extra], hide_index=True, width="stretch")
-    right.caption(t("Discovered edges the stated circuit does not have"))
+    right.caption(t("Discovered edges the stated circuit does not have"))  # internal text: the catalog's
     right.dataframe(table[is_extra], hide_index=True, width="stretch")
     missed = [(s, r, scores.get((s, r), 0.0)) for (s, r), m in marks.items() if m == "missed"]
     return Compared(list(found.edges) + missed, marks, labels)

@@ -1,0 +1,55 @@
+"""In Chromium: Circuits on a planted model shows the stated circuit beside the discovered one — the counts
+of found / missed / extra edges and precision/recall, and the circuit graph coloured by those marks (every
+edge found on planted-induction's own example: the marks' green, none of the receiver-input colours)."""
+import io
+
+import numpy as np
+import pytest
+
+from attnkit import calibration as cal
+from attnkit import examples as EX
+from attnkit.charts.circuits import MARK_COLOURS
+from attnkit.circuits import discover
+from attnkit.loading import SHIPPED, load
+from attnkit.patching import make_pair
+from browser import CHART, chromium, need_browser, open_page, screenshot, streamlit_server
+
+pytestmark = pytest.mark.browser
+
+MODEL = "planted-induction"
+
+
+def _near(px: np.ndarray, hex_colour: str, tol: int = 18) -> int:
+    rgb = [int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)]
+    return int(np.all(np.abs(px - rgb) < tol, axis=-1).sum())
+
+
+def test_circuits_on_a_planted_model_shows_stated_beside_discovered():
+    need_browser()
+    from PIL import Image
+
+    m = load(MODEL, "cpu")
+    ex = EX.texts(EX.PREFERRED[MODEL])
+    found = discover.discover(m.weights, [make_pair(m, ex["clean"], ex["corrupt"], ex["answer"], ex["distractor"])])
+    want = cal.compare_circuits(cal.read_circuit(SHIPPED[MODEL])["edges"], found.edges)
+    with streamlit_server(MODEL) as (url, _proc), chromium() as browser:
+        page = browser.new_page(viewport={"width": 1440, "height": 1000})
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        open_page(page, url, "Circuits", charts=3, timeout=300_000)
+        main = page.locator("[data-testid='stMain']")
+        main.get_by_text("Stated circuit (CIRCUIT.json) beside the discovered one").wait_for(timeout=300_000)
+        metrics = {page.locator("[data-testid='stMetricLabel']").nth(i).inner_text().strip():
+                   page.locator("[data-testid='stMetricValue']").nth(i).inner_text().strip()
+                   for i in range(page.locator("[data-testid='stMetric']").count())}
+        assert metrics["Stated edges found"] == str(len(want["found"])) == "5", metrics
+        assert metrics["Stated edges missed"] == "0" and metrics["Extra edges"] == "0", metrics
+        assert metrics["Precision"] == metrics["Recall"] == "1.00", metrics
+        shot = screenshot(page, "circuits_planted_induction")
+        assert shot.stat().st_size > 10_000
+        graph = page.locator(CHART).last                    # the circuit graph is the section's last chart
+        graph.scroll_into_view_if_needed()
+        px = np.array(Image.open(io.BytesIO(graph.screenshot())).convert("RGB")).astype(int)
+        assert _near(px, MARK_COLOURS["found"]) > 200          # the found edges' green (and its legend)
+        assert _near(px, "#1f77b4") == 0                        # no receiver-input colour (q's blue) left
+        assert not errors, errors
