@@ -12,7 +12,7 @@ from attnkit.charts.circuits import MARK_COLOURS
 from attnkit.circuits import discover
 from attnkit.loading import SHIPPED, load
 from attnkit.patching import make_pair
-from browser import CHART, chromium, need_browser, open_page, screenshot, streamlit_server
+from browser import chromium, need_browser, open_page, screenshot, streamlit_server, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -39,16 +39,21 @@ def test_circuits_on_a_planted_model_shows_stated_beside_discovered():
         open_page(page, url, "Circuits", charts=3, timeout=300_000)
         main = page.locator("[data-testid='stMain']")
         main.get_by_text("Stated circuit (CIRCUIT.json) beside the discovered one").wait_for(timeout=300_000)
-        metrics = {page.locator("[data-testid='stMetricLabel']").nth(i).inner_text().strip():
-                   page.locator("[data-testid='stMetricValue']").nth(i).inner_text().strip()
-                   for i in range(page.locator("[data-testid='stMetric']").count())}
+        wait_idle(page, 300_000)
+        page.wait_for_function("document.querySelectorAll(\"[data-testid='stMetricValue']\").length >= 5",
+                               timeout=300_000)
+        page.wait_for_timeout(1000)
+        shot = screenshot(page, "circuits_planted_induction")
+        texts = [t.split("\n") for t in page.locator("[data-testid='stMetric']").all_inner_texts()]
+        metrics = {parts[0].strip(): parts[-1].strip() for parts in texts if len(parts) >= 2}
+        assert "Stated edges found" in metrics, texts
         assert metrics["Stated edges found"] == str(len(want["found"])) == "5", metrics
         assert metrics["Stated edges missed"] == "0" and metrics["Extra edges"] == "0", metrics
         assert metrics["Precision"] == metrics["Recall"] == "1.00", metrics
-        shot = screenshot(page, "circuits_planted_induction")
         assert shot.stat().st_size > 10_000
-        graph = page.locator(CHART).last                    # the circuit graph is the section's last chart
+        graph = page.locator("[data-testid='stVegaLiteChart']").last     # the circuit graph: the last chart
         graph.scroll_into_view_if_needed()
+        page.wait_for_timeout(2000)                          # the canvas repaints after the screenshot's resize
         px = np.array(Image.open(io.BytesIO(graph.screenshot())).convert("RGB")).astype(int)
         assert _near(px, MARK_COLOURS["found"]) > 200          # the found edges' green (and its legend)
         assert _near(px, "#1f77b4") == 0                        # no receiver-input colour (q's blue) left

@@ -73,7 +73,7 @@ def _edge_colour(marks, mark_labels: dict | None, mark_title: str):
         return alt.Color("input:N", title="receiver input",
                          scale=alt.Scale(domain=list(_INPUT_COLOURS), range=list(_INPUT_COLOURS.values())))
     labels = mark_labels or {m: m for m in MARK_COLOURS}
-    return alt.Color("mark:N", title=mark_title, scale=alt.Scale(domain=[labels[m] for m in MARK_COLOURS],
+    return alt.Color("mark:N", title=mark_title, legend=alt.Legend(labelLimit=320), scale=alt.Scale(domain=[labels[m] for m in MARK_COLOURS],
                                                                  range=list(MARK_COLOURS.values())))
 
 
