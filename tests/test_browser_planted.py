@@ -19,8 +19,9 @@ pytestmark = pytest.mark.browser
 MODEL = "planted-induction"
 
 
-def _near(px: np.ndarray, hex_colour: str, tol: int = 18) -> int:
-    rgb = [int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)]
+def _near(px: np.ndarray, hex_colour: str, tol: int = 18, opacity: float = 0.7) -> int:
+    """Pixels of ``hex_colour`` drawn at the graph's edge opacity over white."""
+    rgb = [opacity * int(hex_colour[i:i + 2], 16) + (1 - opacity) * 255 for i in (1, 3, 5)]
     return int(np.all(np.abs(px - rgb) < tol, axis=-1).sum())
 
 
