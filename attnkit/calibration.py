@@ -42,8 +42,8 @@ from .patching import Pair, patch
 from .score_terms import score_terms
 from .weights import Weights
 
-__all__ = ["Row", "Context", "METHODS", "read_circuit", "make_pairs", "roc_auc", "compare_circuits",
-           "calibrate_model", "calibrate", "report"]
+__all__ = ["Row", "Context", "METHODS", "read_circuit", "planted_folder", "read_card", "make_pairs", "pair_words",
+           "roc_auc", "compare_circuits", "edge_marks", "calibrate_model", "calibrate", "report"]
 
 _KV_RECEIVER = re.compile(r"^L(\d+)H(\d+)\.([kv])$")
 
@@ -93,6 +93,44 @@ def read_circuit(folder: str | Path) -> dict:
     return data
 
 
+def planted_folder(source) -> Path | None:
+    """The folder of a loaded model (``Loaded.source``) when it states a circuit (holds a CIRCUIT.json), else None
+    (a hub repository, or a folder without one)."""
+    folder = Path(str(source)).expanduser()
+    return folder if (folder / "CIRCUIT.json").is_file() else None
+
+
+_MD_MARKS = re.compile(r"\*\*|`")
+
+
+def read_card(folder: str | Path) -> dict:
+    """A planted model's MODEL_CARD.md as plain text: {"title", "summary" (the first paragraph), "facts" (the
+    bullets as (label, text) pairs, "Family: …" -> ("Family", "…")), "text" (the whole card)}; bold and code
+    marks are dropped. A folder without a card gives empty fields."""
+    try:
+        text = (Path(folder) / "MODEL_CARD.md").read_text(encoding="utf-8")
+    except OSError:
+        return {"title": "", "summary": "", "facts": [], "text": ""}
+    text = _MD_MARKS.sub("", text)
+    title, paragraphs, facts = "", [], []
+    for block in re.split(r"\n\s*\n", text.strip()):
+        lines = [ln.strip() for ln in block.splitlines() if ln.strip()]
+        if lines and lines[0].startswith("#"):
+            title, lines = lines[0].lstrip("#").strip(), lines[1:]
+        bullets: list[str] = []
+        for ln in lines if lines and lines[0].startswith("- ") else []:
+            if ln.startswith("- "):
+                bullets.append(ln[2:])
+            else:                                   # a bullet's continuation line
+                bullets[-1] += " " + ln
+        for b in bullets:
+            label, sep, rest = b.partition(": ")
+            facts.append((label, rest) if sep and len(label) < 40 else ("", b))
+        if lines and not bullets:
+            paragraphs.append(" ".join(lines))
+    return {"title": title, "summary": paragraphs[0] if paragraphs else "", "facts": facts, "text": text}
+
+
 def _sequence(task: str, T: int, vocab: int, gen: torch.Generator, shift: int) -> tuple[list[int], int]:
     """(ids, the next token) for one prompt of ``task``: distinct random tokens; for induction the last
     token repeats an earlier one and the answer is what followed it; for successor the answer is the
@@ -116,6 +154,16 @@ def make_pairs(circuit: dict, n: int = 4, T: int = 16, vocab: int = 40, seed: in
         if a != d:
             out.append(Pair(clean, corrupt, a, d, T - 1))
     return out
+
+
+def pair_words(pair: Pair) -> dict[str, str]:
+    """A planted pair as the texts the planted tokenizer reads (token id i is the word ``t{i}``, as
+    attnkit/dev/planted names them): {"clean", "corrupt", "answer", "distractor"}."""
+    def words(ids) -> str:
+        return " ".join(f"t{int(i)}" for i in ids)
+
+    return {"clean": words(pair.clean), "corrupt": words(pair.corrupt), "answer": words([pair.answer]),
+            "distractor": words([pair.distractor])}
 
 
 def roc_auc(scores, positive) -> float:
@@ -153,6 +201,20 @@ def compare_circuits(stated, discovered, group: int = 1) -> dict:
     return {"found": sorted(found), "missed": sorted(st - dc), "extra": sorted(dc - st),
             "precision": len(found) / len(dc) if dc else float("nan"),
             "recall": len(found) / len(st) if st else float("nan")}
+
+
+def edge_marks(stated, discovered, group: int = 1) -> dict[tuple[str, str], str]:
+    """Each edge to draw -> "found", "missed" or "extra": every discovered edge (by its own name; found when its
+    :func:`canonical` form is stated) and every stated edge the discovery missed (canonical names). The counts of
+    distinct canonical edges are :func:`compare_circuits`'s."""
+    cmp = compare_circuits(stated, discovered, group)
+    found = set(cmp["found"])
+    out = {}
+    for e in discovered:
+        s, r = (e["sender"], e["receiver"]) if isinstance(e, dict) else (str(e[0]), str(e[1]))
+        out[(s, r)] = "found" if canonical((s, r), group) in found else "extra"
+    out.update({e: "missed" for e in cmp["missed"]})
+    return out
 
 
 def _top_set(ctx: Context, values: np.ndarray, planted: list[str], method: str, metric: str) -> Row:

@@ -6,16 +6,23 @@ LD_clean − LD_corrupted is at least :data:`MARGIN` logits. A patching map norm
 model does not solve is noise; :func:`check_pair` says why in one line, and :func:`pick_default`
 offers a solved example as the default (the repeated phrase for attnkit-tiny, the indirect object
 for GPT-2, then any solved one).
+
+A planted-circuit model (:data:`attnkit.loading.PLANTED_MODELS`) reads only the words ``t0`` … ``t39``, so
+it gets its own example (:data:`MODEL_EXAMPLES`): the first prompt pair that ``calibrate`` builds for the
+task its ``CIRCUIT.json`` states (repeated random tokens for induction), offered first on that model.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import calibration
+from .loading import PLANTED_MODELS, SHIPPED
 from .patching import Pair, PatchError, logit_diffs, make_pair, two_token_weights
 from .i18n import join, msg
 from .model import run
 
-__all__ = ["EXAMPLES", "MARGIN", "PREFERRED", "CIRCUITS_PREFERRED", "FIELDS", "Check", "check_pair", "check_examples", "pick_default"]
+__all__ = ["EXAMPLES", "MODEL_EXAMPLES", "MARGIN", "PREFERRED", "CIRCUITS_PREFERRED", "FIELDS", "Check", "check_pair",
+           "check_examples", "examples_for", "texts", "pick_default"]
 
 #: The texts of an example (the keys of each entry of EXAMPLES).
 FIELDS = ("clean", "corrupt", "answer", "distractor")
@@ -46,8 +53,32 @@ EXAMPLES = {
         answer=" source", distractor=" binary"),
 }
 
+#: The name of a planted task's example (``task`` of CIRCUIT.json; ``{shift}`` from it too).
+TASK_EXAMPLES = {"induction": "Repeated random tokens (planted induction)",
+                 "successor": "Token two back + {shift} (planted successor)"}
+
+
+def _planted_examples() -> dict[str, dict[str, dict]]:
+    """Planted model -> {example name: its texts}: calibrate's first pair for the model's stated task."""
+    out = {}
+    for model in PLANTED_MODELS:
+        try:
+            circuit = calibration.read_circuit(SHIPPED[model])
+        except ValueError:                       # a planted folder not built (yet): no example
+            continue
+        task = str(circuit.get("task", "induction"))
+        name = TASK_EXAMPLES.get(task, task).format(shift=circuit.get("shift", 0))
+        pair = calibration.make_pairs(circuit, 1, vocab=circuit.get("vocab", 40))[0]
+        out[model] = {name: calibration.pair_words(pair)}
+    return out
+
+
+#: Examples for one model only (by short name), offered before :data:`EXAMPLES` on that model.
+MODEL_EXAMPLES = _planted_examples()
+
 #: The example offered first for a model (by name); a model not listed gets the first solved one.
-PREFERRED = {"attnkit-tiny": "A repeated phrase", "gpt2": "Indirect object, names swapped"}
+PREFERRED = {"attnkit-tiny": "A repeated phrase", "gpt2": "Indirect object, names swapped",
+             **{model: next(iter(own)) for model, own in MODEL_EXAMPLES.items()}}
 #: The same on the Circuits page, whose path patching and discovery read the keys' path best on the swapped match
 #: (which attnkit-tiny does not quite solve: its corrupted run still prefers the answer by +0.44; the page keeps
 #: it as the default with ``keep_preferred`` and shows the warning).
@@ -93,6 +124,21 @@ class Check:
         return self.name if self.solved else msg("{name} (not solved)", name=self.name)
 
 
+def _base(model_name) -> str:
+    """A model's short name (a folder's last part: a planted model loaded from its folder is still itself)."""
+    return str(model_name).rstrip("/").rsplit("/", 1)[-1]
+
+
+def examples_for(model_name) -> dict[str, dict]:
+    """The examples offered on ``model_name``: its own (:data:`MODEL_EXAMPLES`) first, then :data:`EXAMPLES`."""
+    return MODEL_EXAMPLES.get(_base(model_name), {}) | EXAMPLES
+
+
+def texts(name: str) -> dict | None:
+    """The texts of the example called ``name`` (any model's), or None."""
+    return EXAMPLES.get(name) or next((own[name] for own in MODEL_EXAMPLES.values() if name in own), None)
+
+
 def check_pair(weights, pair: Pair, name: str = "", margin: float = MARGIN) -> Check:
     """Run both prompts once and judge the pair (logit differences at ``pair.pos``)."""
     w2 = two_token_weights(weights, pair.answer, pair.distractor)
@@ -102,10 +148,11 @@ def check_pair(weights, pair: Pair, name: str = "", margin: float = MARGIN) -> C
 
 def check_examples(model, examples: dict | None = None, margin: float = MARGIN,
                    bos: int | None = None) -> dict[str, Check]:
-    """{name: Check} for every example (``model``: a :class:`attnkit.loading.Loaded`); a pair the
-    tokenizer cannot make (different lengths, a multi-token answer) gets its reason as ``problem``."""
+    """{name: Check} for every example offered on the model (``model``: a :class:`attnkit.loading.Loaded`;
+    :func:`examples_for`); a pair the tokenizer cannot make (different lengths, a multi-token answer) gets its
+    reason as ``problem``."""
     out = {}
-    for name, ex in (EXAMPLES if examples is None else examples).items():
+    for name, ex in (examples_for(model.name) if examples is None else examples).items():
         try:
             pair = make_pair(model, ex["clean"], ex["corrupt"], ex["answer"], ex["distractor"], bos=bos)
         except PatchError as e:
@@ -121,8 +168,7 @@ def pick_default(model_name: str, checks: dict[str, Check], preferred_by_model: 
     """The example offered first: the model's preferred one (``preferred_by_model``, default
     :data:`PREFERRED`) if it solves it (or, with ``keep_preferred``, whenever the tokenizer can make it),
     else the first solved one, else the preferred one (or the first) anyway — the page then warns."""
-    base = str(model_name).rstrip("/").rsplit("/", 1)[-1]
-    preferred = (PREFERRED if preferred_by_model is None else preferred_by_model).get(base)
+    preferred = (PREFERRED if preferred_by_model is None else preferred_by_model).get(_base(model_name))
     if keep_preferred and preferred in checks and checks[preferred].problem is None:
         return preferred
     order = ([preferred] if preferred in checks else []) + [n for n in checks if n != preferred]

@@ -5,6 +5,7 @@ import streamlit as st
 from attnkit import app as ui
 from attnkit.app import learner
 from attnkit.i18n import t
+from attnkit.app import planted as planted_view
 from attnkit.weights import attention_weight_count, param_counts
 
 
@@ -45,6 +46,7 @@ with right:
         st.caption(t("One layer's Q/O weights: {qo}; K/V weights: {kv} (grouped-query attention: {n} query heads "
                      "share each key/value head).", qo=f"2·{cfg.n_heads}·{cfg.d_model}·{cfg.d_head}",
                      kv=f"2·{cfg.kv_heads}·{cfg.d_model}·{cfg.d_head}", n=cfg.group))
+planted_view.card_section(ctx)                  # a planted model: its card and stated circuit
 
 st.subheader(t("Tokens"))
 if ctx.all_selected:

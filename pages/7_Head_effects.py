@@ -85,7 +85,7 @@ def _bar_clicked():
 def load_state(checks: dict) -> Inputs:
     example = pair_widgets.example_state(ctx, checks)
     loaded = Inputs.load(**example)
-    pair_widgets.fit_example(loaded, example["example"])
+    pair_widgets.fit_example(loaded, example["example"], checks)
     for name, opts in (("source", SOURCES), ("direction", DIRECTIONS), ("target", list(LP_TARGETS)),
                        ("run", ["clean", "corrupted"]), ("set_target", list(SET_TARGETS)), ("set_direction", DIRECTIONS)):
         loaded.fit(name, opts, opts[0], what=name.replace("_", " ").capitalize(), because=t("not one of the choices"))

@@ -10,6 +10,7 @@ from attnkit import app as ui
 from attnkit import examples
 from attnkit import patching
 from attnkit.app import pairs as pair_widgets
+from attnkit.app import planted as planted_view
 from attnkit.charts import circuits as circuit_charts
 from attnkit.charts import effects as effect_charts
 from attnkit.circuits import attribution_patching
@@ -56,7 +57,7 @@ def load_state(checks: dict) -> Inputs:
     loaded = Inputs.load(rl=list(range(1, n_layers))[-min(3, n_layers - 1):] if n_layers > 1 else [],
                          recv_input="k", source=path_patching.SOURCES[0], direction=patching.DIRECTIONS[0],
                          ablation=discover.ABLATIONS[0], **example)
-    pair_widgets.fit_example(loaded, example["example"])
+    pair_widgets.fit_example(loaded, example["example"], checks)
     for name, opts in (("mode", ["k", "q", "v"]), ("recv_input", list(path_patching.INPUTS)),
                        ("source", list(path_patching.SOURCES)), ("direction", list(patching.DIRECTIONS)),
                        ("ablation", list(discover.ABLATIONS))):
@@ -204,9 +205,11 @@ def discovery_section(pairs: list):
     m3.metric(t("Clean LD"), f"{found.clean_ld:+.3f}")
     m4.metric(t("Every edge ablated"), f"{found.empty_ld:+.3f}")
     st.caption(ui.plain(t("Heads in the circuit: {heads}", heads=" ".join(found.heads) or t("none"))))
+    view = planted_view.compare_section(ctx, found)     # a planted model: its stated circuit beside this one
     curve = circuit_charts.faithfulness_curve(found)
     st.altair_chart(curve, width="content")
-    graph = circuit_charts.circuit_graph(found.edges, n_layers, n_heads, select_edge="edge", select_node="node",
+    graph = circuit_charts.circuit_graph(view.edges, n_layers, n_heads, select_edge="edge", select_node="node",
+                                         **view.chart_args(),
                                          title=t("The circuit (click an edge: its path patch above; click a head: Heatmaps)"))
     st.altair_chart(graph, width="content", on_select=_edge_clicked, selection_mode=["edge", "node"], key="ci_graph")
     edges = pd.DataFrame(found.edges, columns=["sender", "receiver", "attribution"])

@@ -19,7 +19,7 @@ from ..i18n import msg, t
 from .caches import cached_model
 from .escaping import plain, show_error
 from .jobs import job_result
-from .state import match_choice
+from .state import match_choice, notice
 from .tokens import show_spaces
 
 __all__ = ["CUSTOM", "SET_LIMIT_NOTE", "PromptSet", "pair_key", "patch_job", "patch_set_job", "example_checks",
@@ -36,9 +36,10 @@ def example_checks(model_name: str, device: str, bos: int | None) -> dict:
     return examples.check_examples(cached_model(model_name, device), bos=bos)
 
 
-def example_names() -> list[str]:
-    """The options of the Example box: every registered example, then :data:`CUSTOM`."""
-    return list(examples.EXAMPLES) + [CUSTOM]
+def example_names(checks: dict | None = None) -> list[str]:
+    """The options of the Example box: the examples checked on the model (every registered example offered on
+    it, :func:`attnkit.examples.examples_for`; without ``checks`` the general ones), then :data:`CUSTOM`."""
+    return list(examples.EXAMPLES if checks is None else checks) + [CUSTOM]
 
 
 def example_state(ctx, checks: dict, preferred_by_model: dict | None = None, keep_preferred: bool = False) -> dict:
@@ -46,14 +47,20 @@ def example_state(ctx, checks: dict, preferred_by_model: dict | None = None, kee
     (:func:`attnkit.examples.pick_default`)."""
     first = examples.pick_default(ctx.model_name, checks, preferred_by_model, keep_preferred) or \
         next(iter(examples.EXAMPLES))
-    return {"example": first, **{f: examples.EXAMPLES[first][f] for f in examples.FIELDS}}
+    return {"example": first, **{f: examples.texts(first)[f] for f in examples.FIELDS}}
 
 
-def fit_example(state, first: str) -> None:
+def fit_example(state, first: str, checks: dict | None = None) -> None:
     """Keep the state's example true to its texts (a changed text makes it :data:`CUSTOM`), and one of the
-    options (else ``first``)."""
-    match_choice(state, "example", examples.EXAMPLES, examples.FIELDS, CUSTOM)
-    state.fit("example", example_names(), first, what=t("Example"), because=t("not one of the choices"))
+    options (``checks``' examples; else ``first``)."""
+    offered = {n: examples.texts(n) for n in example_names(checks)[:-1]}
+    other = examples.texts(state.example)
+    if state.example not in offered and other and all(getattr(state, f) == other[f] for f in examples.FIELDS):
+        notice(t("Example “{name}” belongs to another model; this model's first example is loaded.", name=state.example))
+        for f, text in (("example", first), *((f, examples.texts(first)[f]) for f in examples.FIELDS)):
+            state.set(f, text)
+    match_choice(state, "example", offered, examples.FIELDS, CUSTOM)
+    state.fit("example", example_names(checks), first, what=t("Example"), because=t("not one of the choices"))
 
 
 def _example_label(name: str, checks: dict) -> str:
@@ -63,7 +70,7 @@ def _example_label(name: str, checks: dict) -> str:
 
 
 def _apply_example(prefix: str, more: bool) -> None:
-    ex = examples.EXAMPLES.get(st.session_state.get(f"{prefix}_example"))
+    ex = examples.texts(st.session_state.get(f"{prefix}_example"))
     if ex:
         st.session_state.update({f"{prefix}_{f}": ex[f] for f in examples.FIELDS})
         if more:
@@ -75,7 +82,7 @@ def pair_inputs(prefix: str, checks: dict, *, more: bool = False):
     (and, with ``more``, another corrupted prompt), the answer and distractor tokens. Returns the row's last
     column, for a page's own control beside them."""
     c0, c1 = st.columns([2.1, 3])          # the Example box holds "Indirect object, names swapped (not solved)"
-    c0.selectbox(t("Example"), example_names(), key=f"{prefix}_example", on_change=_apply_example,
+    c0.selectbox(t("Example"), example_names(checks), key=f"{prefix}_example", on_change=_apply_example,
                  args=(prefix, more), format_func=lambda n: _example_label(n, checks),
                  help=t("Each example is checked against the loaded model: it is solved when the clean run prefers "
                         "the answer, the corrupted run does not, and the gap is at least {margin} logits. Examples "

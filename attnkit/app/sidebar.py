@@ -13,6 +13,7 @@ from . import language
 from .caches import cached_default_model, cached_model
 from .context import KEPT_KEYS, DEFAULT_PROMPT, LOCAL, Context
 from .escaping import plain, show_error
+from .planted import sidebar_note
 from .state import keep
 from .url import PENDING, confirm_folder
 
@@ -142,6 +143,7 @@ def sidebar() -> Context | None:
     with st.sidebar:
         language.switch(st)
         name, device = _pick_model()
+        sidebar_note(name)
         prompts, index, warnings = _read_prompts()
         for w in warnings:
             st.warning(plain(w), icon="⚠️")

@@ -11,7 +11,7 @@ from ..i18n import t
 from ..standard import parse_head
 from .heatmaps import PAD
 
-__all__ = ["composition_matrix", "circuit_graph", "faithfulness_curve", "estimate_vs_exact", "node_xy"]
+__all__ = ["MARK_COLOURS", "composition_matrix", "circuit_graph", "faithfulness_curve", "estimate_vs_exact", "node_xy"]
 
 _INPUT_COLOURS = {"q": "#1f77b4", "k": "#d62728", "v": "#2ca02c", "mlp": "#9467bd", "logits": "#ff7f0e"}
 
@@ -65,18 +65,38 @@ def node_xy(name: str, n_layers: int, n_heads: int) -> tuple[float, float]:
     return float(head), float(layer)
 
 
+#: Colours of a stated circuit's marks (:func:`attnkit.calibration.edge_marks`) on the graph.
+MARK_COLOURS = {"found": "#2ca02c", "missed": "#d62728", "extra": "#ff7f0e"}
+
+
+def _edge_colour(marks, mark_labels: dict | None, mark_title: str):
+    """Colour by the receiver's input, or (with ``marks``) by found / missed / extra, shown as ``mark_labels``."""
+    if marks is None:
+        return alt.Color("input:N", title=t("receiver input"),
+                         scale=alt.Scale(domain=list(_INPUT_COLOURS), range=list(_INPUT_COLOURS.values())))
+    labels = mark_labels or {m: m for m in MARK_COLOURS}
+    return alt.Color("mark:N", title=str(mark_title), legend=alt.Legend(labelLimit=320), scale=alt.Scale(domain=[labels[m] for m in MARK_COLOURS],
+                                                                 range=list(MARK_COLOURS.values())))
+
+
 def circuit_graph(edges, n_layers: int, n_heads: int, *, title: str = "", width: int = 640,
-                  select_edge: str | None = None, select_node: str | None = None) -> alt.LayerChart:
+                  select_edge: str | None = None, select_node: str | None = None, marks: dict | None = None,
+                  mark_labels: dict | None = None, mark_title: str = "stated circuit") -> alt.LayerChart:
     """Edges (sender, receiver, score) drawn from node to node; colour = the receiver's input (q, k, v,
     MLP, logits), width = |score|. Heads are nodes at (head, layer). ``select_edge`` / ``select_node`` name
-    click selections (fields sender, receiver / node) for Streamlit's ``on_select``."""
+    click selections (fields sender, receiver / node) for Streamlit's ``on_select``. With ``marks`` ((sender,
+    receiver) -> "found" / "missed" / "extra") the colour is the mark instead (missed edges dashed), shown as
+    ``mark_labels`` (mark -> text) in the legend and tooltips under ``mark_title``."""
     rows = []
     for s, r, v in edges:
         (x, y), (x2, y2) = node_xy(s, n_layers, n_heads), node_xy(r, n_layers, n_heads)
         kind = r.split(".")[1] if "." in r else ("mlp" if r.startswith("MLP") else "logits")
+        mark = (marks or {}).get((s, r), "")
         rows.append({"sender": s, "receiver": r, "score": float(v), "abs_score": abs(float(v)), "input": kind,
+                     "mark": (mark_labels or {}).get(mark, mark), "dash": mark == "missed",
                      "x": x, "y": y, "x2": x2, "y2": y2})
-    e = pd.DataFrame(rows, columns=["sender", "receiver", "score", "abs_score", "input", "x", "y", "x2", "y2"])
+    e = pd.DataFrame(rows, columns=["sender", "receiver", "score", "abs_score", "input", "mark", "dash", "x", "y",
+                                    "x2", "y2"])
     names = sorted({n.split(".")[0] for n in list(e["sender"]) + list(e["receiver"])})
     nodes = pd.DataFrame([{"node": n, "x": node_xy(n, n_layers, n_heads)[0], "y": node_xy(n, n_layers, n_heads)[1]}
                           for n in names], columns=["node", "x", "y"])
@@ -84,11 +104,12 @@ def circuit_graph(edges, n_layers: int, n_heads: int, *, title: str = "", width:
     ys = alt.Scale(domain=[-1.5, n_layers + 0.5])
     lines = alt.Chart(e, title=str(title)).mark_rule(opacity=0.7).encode(
         x=alt.X("x:Q", scale=xs, title=t("head")), y=alt.Y("y:Q", scale=ys, title=t("layer")), x2="x2:Q", y2="y2:Q",
-        color=alt.Color("input:N", title=t("receiver input"),
-                        scale=alt.Scale(domain=list(_INPUT_COLOURS), range=list(_INPUT_COLOURS.values()))),
+        color=_edge_colour(marks, mark_labels, mark_title),
         strokeWidth=alt.StrokeWidth("abs_score:Q", title="|score|", scale=alt.Scale(range=[0.5, 6])),
+        strokeDash=alt.condition("datum.dash", alt.value([5, 3]), alt.value([1, 0])),
         tooltip=[alt.Tooltip("sender:N", title=t("sender")), alt.Tooltip("receiver:N", title=t("receiver")),
-                 alt.Tooltip("score:Q", format="+.4f", title=t("score")), alt.Tooltip("input:N", title=t("input"))])
+                 alt.Tooltip("score:Q", format="+.4f", title=t("score")), alt.Tooltip("input:N", title=t("input"))]
+        + ([alt.Tooltip("mark:N", title=str(mark_title))] if marks is not None else []))
     if select_edge:
         lines = lines.add_params(alt.selection_point(name=select_edge, fields=["sender", "receiver"], on="click",
                                                      clear=False))
