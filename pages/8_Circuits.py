@@ -26,7 +26,6 @@ MAX_T = 64                     # tokens of a pair for path patching and discover
 @dataclass
 class Inputs(ui.PageState):
     """The page's main inputs (session keys ci_*, URL parameters by field name)."""
-
     prefix = "ci"
     mode: str = "k"
     rl: list[int] = ui.param(None)                 # the last three receiver layers
