@@ -39,8 +39,8 @@ series, error = view.resolve(spec)
 if series is None:
     st.error(ui.plain(error), icon="⚠️")
     st.stop()
-st.caption(t("{n} checkpoints, steps {first}–{last} ({source})", n=len(series), first=series.steps[0],
-             last=series.steps[-1], source=ui.plain(series.source)))
+st.caption(ui.plain(t("{n} checkpoints, steps {first}–{last} ({source})", n=len(series), first=series.steps[0],
+                      last=series.steps[-1], source=series.source)))
 
 res = view.analysis(ctx, series)
 if res is None:

@@ -14,6 +14,7 @@ import streamlit as st
 
 from ..charts import heatmaps as heatmap_charts
 from ..i18n import t
+from .escaping import plain
 from .clicks import new_click
 from .exports import download_buttons
 from .state import from_link
@@ -91,12 +92,12 @@ def focus_view(m: Matrix, png: bytes, table, meta: dict, matrix_csv) -> None:
                                       domain=domain, legend=False, labels=m.labels, select="cell",
                                       title=t("All {T}×{T} cells · click to move the window", T=T),
                                       window=(q0, k0, size, size))
-    st.markdown(f"**{m.title}**")
+    st.markdown(f"**{plain(m.title)}**")
     limit = heatmap_charts.MARK_LIMIT
-    st.info(t("{T} tokens is more than the {limit} drawn cell by cell: the whole matrix is one image (one pixel per "
+    st.info(plain(t("{T} tokens is more than the {limit} drawn cell by cell: the whole matrix is one image (one pixel per "
               "cell; hover it for the strongest cell of each {kb}×{kb} block, click it to move the window there), "
               "and a focus window of at most {limit}×{limit} cells (outlined in red) is drawn beside it with tokens "
-              "and tooltips, in the same colours.", T=T, limit=limit, kb=kb), icon="🔎")
+              "and tooltips, in the same colours.", T=T, limit=limit, kb=kb)), icon="🔎")
     left, right = st.columns([0.92, 1.08])
     stem = f"{m.kind}_{m.name}"
     with left:
@@ -122,5 +123,5 @@ def _window(m: Matrix, domain, table, meta: dict) -> None:
                                               k=f"{k0}–{k0 + size - 1}"),
                                       name=m.name, legend_orient="bottom", legend_length=260)
     st.altair_chart(chart, width="content")
-    st.caption(window_caption(m, size, block, st.session_state.get("hm_win_start") == (q0, k0)))
+    st.caption(plain(window_caption(m, size, block, st.session_state.get("hm_win_start") == (q0, k0))))
     download_buttons(table(block, q0, k0), chart, f"{m.kind}_{m.name}_q{q0}_k{k0}", meta, key="win")

@@ -89,7 +89,7 @@ def open_buttons(res: training.SeriesResult, step: int, head: str) -> None:
     """One button per page: the checkpoint at ``step`` becomes the sidebar's model, and that page opens (Heatmaps
     on ``head``)."""
     c = res.checkpoints[res.steps.index(step)]
-    st.caption(t("Open the checkpoint of step {step} ({name}) on another page:", step=step, name=plain(c.label)))
+    st.caption(plain(t("Open the checkpoint of step {step} ({name}) on another page:", step=step, name=c.label)))
     per_row = 4                                   # labels stay whole in a normal-width main column
     cols = [c for i in range(0, len(OPEN_ON), per_row) for c in st.columns(per_row)]
     layer, h = parse_head(head)

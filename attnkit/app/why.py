@@ -197,14 +197,14 @@ def _links(ctx: Context, main: terms_lib.ScoreTerms, layer: int, head: int) -> N
     receiver = f"{head_name(layer, head)}.k"
     for side, heads in ((t("key side"), key_heads), (t("query side"), query_heads)):
         cols = st.columns(1 + LINKS)
-        cols[0].caption(side)
+        cols[0].caption(plain(side))
         for col, part in zip(cols[1:], heads):
             pl, ph = parse_head(part)
             value = (main.key_side if heads is key_heads else main.query_side)[part]
-            col.button(t("{head} ({value}): its pattern", head=part, value=f"{value:+.3f}"),
+            col.button(plain(t("{head} ({value}): its pattern", head=part, value=f"{value:+.3f}")),
                        key=f"hm_why_open_{side}_{part}", on_click=open_head, args=(pl, ph))
             if heads is key_heads:
-                col.button(t("Path patch {sender} → {receiver}", sender=part, receiver=receiver),
+                col.button(plain(t("Path patch {sender} → {receiver}", sender=part, receiver=receiver)),
                            key=f"hm_why_path_{part}", on_click=open_page, args=("circuits",),
                            kwargs=dict(recv_layer=layer, recv_head=head, recv_input="k", sender=part, **pair))
     st.caption(t("Path patching runs on Circuits' prompt pair (a clean and a corrupted prompt): ")
@@ -213,7 +213,7 @@ def _links(ctx: Context, main: terms_lib.ScoreTerms, layer: int, head: int) -> N
 
 
 def _whole_row(ctx: Context, ids: list[int], layer: int, head: int, q: int, tokens: list[str]) -> None:
-    if not st.checkbox(t("Split the whole row: every key query {q} sees, by kind of part", q=q), key=ROW_KEY):
+    if not st.checkbox(plain(t("Split the whole row: every key query {q} sees, by kind of part", q=q)), key=ROW_KEY):
         return
     w, cfg = ctx.model.weights, ctx.model.config
     row = _compute(ctx, "hm_why_row", (tuple(ids), layer, head, q),
