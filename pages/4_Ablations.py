@@ -28,7 +28,7 @@ L, H = cfg.n_layers, cfg.n_heads
 texts = [ids for ids in (ctx.encode(t)[0] for t in ctx.prompts) if ids] if ctx.all_selected else [ctx.ids]
 if not any(texts):
     ui.show_error("The prompt has no tokens.")
-    st.stop()
+    ui.stop()
 if ctx.all_selected:
     st.caption(f"All {len(ctx.prompts)} prompts: losses are pooled over every predicted token, per-layer numbers "
                "averaged over the prompts.")
@@ -76,7 +76,7 @@ else:
                             format_func=lambda l: f"L{l}", help="The layers the intervention is applied to.")
     if not chosen:
         st.warning("Choose at least one layer to ablate.", icon="⚠️")
-        st.stop()
+        ui.stop()
     layers = None if len(chosen) == L else sorted(chosen)
     if kind.heads == "optional":
         state.fit("heads_opt", ["all"] + [str(h) for h in range(H)], "all", what="Heads",
@@ -175,7 +175,10 @@ with ui.guard("The ablation"):
     claims = _on_demand("Check every claim", "ab_all", (ctx.key, ids_key), lambda progress: ablation_lib.check_all(w, texts, progress))
     if claims is not None:
         df = ablation_charts.claims_frame(claims)
-        st.dataframe(df, hide_index=True, width="stretch",
-                     column_config={"claim": st.column_config.TextColumn(width="large"),
+        st.dataframe(df, hide_index=True, width="stretch",          # the verdict first: never cut at 1280 px
+                     column_order=("intervention", "verdict", "effect", "claim", "measured"),
+                     column_config={"intervention": st.column_config.TextColumn(pinned=True),
+                                    "verdict": st.column_config.TextColumn(width=150, pinned=True),
+                                    "claim": st.column_config.TextColumn(width="medium"),
                                     "measured": st.column_config.TextColumn(width="large")})
         ui.download_buttons(df, None, "ablation-claims", meta, key="abl-claims-")

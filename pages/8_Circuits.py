@@ -1,6 +1,7 @@
 """Circuits: how heads in different layers work together — composition scores from the weights, path
 patching into one head's query, key or value, attribution patching beside exact patching, and a circuit
 found automatically and checked by running it with every other edge ablated."""
+import functools
 from dataclasses import dataclass
 
 import pandas as pd
@@ -9,13 +10,16 @@ import streamlit as st
 from attnkit import app as ui
 from attnkit import examples
 from attnkit import patching
+from attnkit.app import costs as app_costs
 from attnkit.app import pairs as pair_widgets
 from attnkit.charts import circuits as circuit_charts
 from attnkit.charts import effects as effect_charts
 from attnkit.circuits import attribution_patching
 from attnkit.circuits import compose
+from attnkit.circuits import cost as cost_lib
 from attnkit.circuits import discover
 from attnkit.circuits import path as path_patching
+from attnkit.i18n import t
 from attnkit.standard import parse_head
 
 MAX_T = 64                     # tokens of a pair for path patching and discovery on this page
@@ -48,6 +52,7 @@ ctx = ui.page("Circuits", "🕸️")
 cfg = ctx.model.config
 n_layers, n_heads = cfg.n_layers, cfg.n_heads
 BOS = ctx.bos_id if ctx.prepend_bos else None      # the sidebar's "Prepend <|endoftext|>", before both prompts
+RATE = app_costs.rate(ctx.model_name, ctx.device)  # this machine's speed on the model: estimates before long jobs
 
 
 def load_state(checks: dict) -> Inputs:
@@ -69,14 +74,8 @@ def load_state(checks: dict) -> Inputs:
     return loaded
 
 
-# ----------------------------------------------------------------------------- jobs (progress, Stop, the last result
-# kept and marked stale): exact patching of every edge is minutes on GPT-2 small's shape (32,491 edges)
-
-def job(slot: str, key: tuple, label: str, fn, *args, **kw):
-    """``fn(weights, *args, progress=…, **kw)`` as a job keyed on the model, the device and ``key``."""
-    w = ui.cached_model(ctx.model_name, ctx.device).weights
-    return ui.job_result(slot, (ctx.model_name, ctx.device, *key), label,
-                         lambda progress: fn(w, *args, progress=progress, **kw))
+# jobs (progress, Stop, the last result kept and marked stale), each with its cost (est=) said before it starts
+job = functools.partial(app_costs.job, ctx)
 
 
 # ----------------------------------------------------------------------------- clicks
@@ -103,7 +102,8 @@ def _edge_clicked():
 # ============================================================================= weights
 def weights_section():
     st.subheader("How heads compose (from the weights, no prompt)")
-    views = job("ci_weights", (), "Composition and per-head scores from the weights", compose.weight_views)
+    views = job("ci_weights", (), t("Composition and per-head scores from the weights"), compose.weight_views,
+                est=cost_lib.composition_cost(cfg, rate=RATE))
     if views is None:
         return
     (comp, per_head), baseline = views, views[0].baseline
@@ -134,7 +134,7 @@ def pair_inputs() -> list:
     if pairs[0].T > MAX_T:
         ui.show_error(f"The prompts have {pairs[0].T} tokens; this page takes at most {MAX_T} (the CLI "
                       "`python -m attnkit circuit` has no limit).")
-        st.stop()
+        ui.stop()
     pair_widgets.describe_pair(ctx.model, pairs[0])
     return pairs
 
@@ -150,8 +150,9 @@ def path_section(pair: patching.Pair):
                       format_func=lambda s: {"pair": "the other prompt", "mean": "its mean over positions"}[s])
     direction = pair_widgets.direction_radio(c5, "ci_direction")
     receiver = path_patching.node_name((inp, layer, head))
-    res = job("ci_path", (pair_widgets.pair_key(pair), receiver, direction, source), f"Patching every sender into "
-              f"{receiver}", path_patching.path_map, pair, receiver, direction, mlps=True, source=source)
+    res = job("ci_path", (pair_widgets.pair_key(pair), receiver, direction, source), t("Patching every sender into "
+              "{receiver}", receiver=receiver), path_patching.path_map, pair, receiver, direction, mlps=True,
+              source=source, est=app_costs.path_cost(cfg, pair.T, receiver, RATE))
     if res is None:
         return
     recv, direction = res.receiver, res.direction          # what was computed (a stale result says so above)
@@ -191,14 +192,15 @@ def discovery_section(pairs: list):
         pairs = pairs + [p for p in pset.pairs if p.T <= MAX_T]
         st.caption(f"{len(pairs) - 1} more pair(s) from {ui.plain(pset.name)}; pairs over {MAX_T} tokens are left out.")
     found = job("ci_found", (tuple(map(pair_widgets.pair_key, pairs)), share, ablation, mlps),
-                "Scoring every edge and running circuits", discover.discover, pairs, share, ablation=ablation, mlps=mlps)
+                t("Scoring every edge and running circuits"), discover.discover, pairs, share, ablation=ablation,
+                mlps=mlps, est=cost_lib.discovery_cost(cfg, max(p.T for p in pairs), len(pairs), mlps=mlps, rate=RATE))
     if found is None:
         return
     for n in found.notes:
         st.caption(ui.plain(n))
     m1, m2, m3, m4 = st.columns(4)
     m1.metric("Edges kept", f"{found.size} of {len(found.ranked)}")
-    m2.metric("LD(circuit) / LD(clean)", f"{found.circuit_ld / found.clean_ld:.1%}" if found.clean_ld else "—")
+    m2.metric("LD(circuit) / LD(clean)", f"{found.share:.1%}" if found.solved else "—")
     m3.metric("Clean LD", f"{found.clean_ld:+.3f}")
     m4.metric("Every edge ablated", f"{found.empty_ld:+.3f}")
     st.caption(ui.plain("Heads in the circuit: " + (" ".join(found.heads) or "none")))
@@ -218,13 +220,15 @@ def discovery_section(pairs: list):
 
 def exact_section(pair: patching.Pair):
     st.subheader("Attribution patching beside exact patching")
-    if not st.checkbox("Run exact patching of every head × position and every edge to compare", key="ci_exact"):
+    mlps = not st.session_state.get("ci_heads_only")
+    run, top = app_costs.exact_choice(cfg, pair.T, pair.pos, mlps, RATE, "ci_exact")
+    if not run:
         st.caption("Attribution patching is a first-order estimate (gradient × activation difference, one "
                    "forward and one backward pass); this runs the exact patches it stands for.")
         return
-    mlps = not st.session_state.get("ci_heads_only")
-    both = job("ci_exact_job", (pair_widgets.pair_key(pair), mlps),
-               "Exact patching of every head × position and every edge", attribution_patching.versus_exact, pair, mlps)
+    both = job("ci_exact_job", (pair_widgets.pair_key(pair), mlps, top), t("Exact patching of every head × position "
+               "and {edges}", edges=t("every edge") if top is None else t("the top {n} edges", n=top)),
+               attribution_patching.versus_exact, pair, mlps, top=top)
     if both is None:
         return
     heads, edges = both

@@ -15,8 +15,9 @@ import streamlit as st
 from .. import examples
 from .. import patching
 from .. import prompts
-from .caches import cached_model
+from .caches import budgeted, cached_model
 from .escaping import plain, show_error
+from .frame import stop
 from .jobs import job_result
 from .state import match_choice
 from .tokens import show_spaces
@@ -29,7 +30,7 @@ CUSTOM = "Your own"
 SET_LIMIT_NOTE = 20            # problems of an upload shown one by one; the rest are counted
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
+@budgeted
 def example_checks(model_name: str, device: str, bos: int | None) -> dict:
     """{example name: examples.Check} on the loaded model (solved or not, and why)."""
     return examples.check_examples(cached_model(model_name, device), bos=bos)
@@ -136,7 +137,7 @@ def pairs_from_inputs(model, prefix: str, bos: int | None = None, *, more: bool 
                                    get(f"{prefix}_distractor"), bos=bos) for k in corrupted]
     except patching.PatchError as e:
         _show_pair_error(e)
-        st.stop()
+        stop()
 
 
 @dataclass

@@ -30,6 +30,7 @@ from typing import Any, Callable, ClassVar, Iterable
 
 import streamlit as st
 
+from ..i18n import t
 from .escaping import plain
 
 #: Session keys of the machinery (not inputs).
@@ -271,13 +272,7 @@ def _from_link(prefix: str, specs: list[Field]) -> dict:
     for f in specs:
         if f.url is None:
             continue
-        raw = params.get(f.url)
-        if raw is None and f.text and params.get(f.url + "_sha") and PageState.lookup is not None:
-            raw = PageState.lookup(params[f.url + "_sha"])
-            if raw is None:
-                notice(f"The link's {f.url} text (stored by hash {params[f.url + '_sha'][:12]}…) is not on this "
-                       "machine; the default is used and everything else the link names is kept.")
-                continue
+        raw = link_text(params, f.url) if f.text else params.get(f.url)
         if raw is None:
             continue
         try:
@@ -286,6 +281,26 @@ def _from_link(prefix: str, specs: list[Field]) -> dict:
             notice(f"The link's {f.url}={raw[:40]!r} is not a valid {f.kind}; the default is used.")
     ss.setdefault(FROM_LINK, set()).update(out)
     return out
+
+
+def link_text(params: dict, name: str) -> str | None:
+    """A free-text parameter of a link: ``name`` itself, or the text stored under its hash ``<name>_sha``.
+
+    Said in one line, never silently: a hash not stored on this machine (None: the default is used), and a
+    link naming both whose texts differ (the written text is used: it is what the link shows)."""
+    raw, sha = params.get(name), params.get(name + "_sha")
+    if not sha or PageState.lookup is None:
+        return raw
+    stored = PageState.lookup(sha)
+    if raw is not None:
+        if stored != raw:
+            notice(t("The link names {name} twice, as text and by hash ({sha}…), and they differ; the text "
+                     "written in the link is used.", name=name, sha=str(sha)[:12]))
+        return raw
+    if stored is None:
+        notice(t("The link's {name} (stored by hash {sha}…) is not on this machine; the default is used and "
+                 "everything else the link names is kept.", name=name, sha=str(sha)[:12]))
+    return stored
 
 
 def from_link(*keys: str) -> bool:
