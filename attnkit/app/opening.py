@@ -10,9 +10,10 @@ from .context import LOCAL
 from .navigation import ROOT, page_spec
 
 
-def open_page(page: str, folder: str, runs: int = 2, timeout: float = 900) -> dict:
+def open_page(page: str, folder: str, runs: int = 2, timeout: float = 900, state: dict | None = None) -> dict:
     """Open ``page`` (a key of the page list) on ``folder`` ``runs`` times, each in a fresh session: the
-    first also loads the model into the server's cache, the later ones are what a new visitor waits for.
+    first also loads the model into the server's cache, the later ones are what a new visitor waits for;
+    ``state``: session values set before the run (a page's inputs, as a link would set them).
     Returns {"seconds": [per run], "buttons": labels of the last run's buttons, "texts": its captions and
     markdown, "errors": its exceptions and error boxes}."""
     path = str(ROOT / page_spec(page).path)
@@ -20,6 +21,8 @@ def open_page(page: str, folder: str, runs: int = 2, timeout: float = 900) -> di
     for _ in range(runs):
         at = AppTest.from_file(path, default_timeout=timeout)
         at.session_state["ak_model"], at.session_state["ak_folder"] = LOCAL, str(folder)
+        for k, v in (state or {}).items():
+            at.session_state[k] = v
         t0 = time.perf_counter()
         at.run()
         times.append(time.perf_counter() - t0)

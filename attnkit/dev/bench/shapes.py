@@ -42,6 +42,7 @@ from transformers.utils import logging as hf_logging
 from ... import patching
 from ...ablations.base import Spec
 from ...app import opening
+from ...app import pairs as pair_widgets
 from ...ablations.measure import measure
 from ...circuits.timing import circuit_bench
 from ...entropy import entropy_profile
@@ -240,14 +241,19 @@ def _why(loaded, T: int, repeats: int, warmup: int) -> tuple[list, dict]:
                   "why_row_peak_rise_bytes": r_row, "why_forward_peak_rise_bytes": r_fwd}
 
 
+#: The Circuits page's pair at the bench's shapes: their byte-level tokenizer makes no example's answer one token.
+CIRCUITS_PAIR = {"ci_example": pair_widgets.CUSTOM, "ci_clean": "ab ab ab a", "ci_corrupt": "ab cb ab a", "ci_answer": "b",
+                 "ci_distractor": "c"}
+
+
 def _circuits_page(loaded) -> tuple[list, dict]:
     """The Circuits page opened twice in fresh sessions on ``loaded``'s folder: the first run loads the model
     (the server's cache), the second is what a new visitor waits for. Also: the computations left waiting
     behind a button with their estimate, and whether the page showed the pair's logit differences."""
-    got = opening.open_page("circuits", loaded.name)
+    got = opening.open_page("circuits", loaded.name, state=CIRCUITS_PAIR)
     times = got["seconds"]
     waiting = [b for b in got["buttons"] if b.endswith(")") and "about" in b]
-    shown = any("LD(clean)" in x or "logit difference" in x for x in got["texts"])
+    shown = any("tokens; the prompts differ at position" in x for x in got["texts"])
     row = _judged("shape_circuits_open_s", loaded.device, None, side("fresh session", [times[1]]),
                   side("first open, model loading included", [times[0]]), ratio=times[1])
     return [row], {"circuits_open_s": times[1], "circuits_first_open_s": times[0], "circuits_waiting": waiting,
