@@ -46,7 +46,7 @@ def gate(key: str, label: str, est: cost_lib.Estimate, dg=st) -> bool:
         dg.caption(t("{what}: estimated {when} on this machine ({passes} passes of the model).", what=label,
                      when=when, passes=f"{est.passes:,.0f}"))
         return True
-    if dg.button(t("{what} ({when})", what=label, when=when), key=f"{key}_start"):
+    if dg.button(t("Start: {what} ({when})", what=label, when=when), key=f"{key}_start"):
         asked.add(key)
         return True
     dg.caption(t("Not started: estimated {when} on this machine ({passes} passes of the model), from the "

@@ -165,6 +165,9 @@ class PageState:
     prefix: ClassVar[str] = ""
     #: the link's free text: stored text by hash (set by url.py: ``lookup(sha) -> str | None``)
     lookup: ClassVar[Callable[[str], str | None] | None] = None
+    #: called when a page's inputs are loaded (set by url.py: the link is written at once, so that a link copied
+    #: while the page still computes already names what is on screen; the end of the run writes it again)
+    loaded: ClassVar[Callable[[], object] | None] = None
 
     @classmethod
     def load(cls, **defaults):
@@ -187,6 +190,8 @@ class PageState:
         self = cls(**{f.name: ss[f.key] for f in specs})
         _states()[cls.prefix] = specs
         remember(cls.prefix)
+        if PageState.loaded is not None:
+            PageState.loaded()
         return self
 
     def _field(self, name: str) -> Field:

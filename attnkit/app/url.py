@@ -188,3 +188,6 @@ def url_save() -> str | None:
             st.query_params[q] = value
     remember()
     return msg
+
+
+PageState.loaded = staticmethod(url_save)

@@ -254,7 +254,7 @@ def _circuits_page(loaded) -> tuple[list, dict]:
     times = got["seconds"]
     waiting = [b for b in got["buttons"] if b.endswith(")") and "about" in b]
     shown = any("tokens; the prompts differ at position" in x for x in got["texts"])
-    row = _judged("shape_circuits_open_s", loaded.device, None, side("fresh session", [times[1]]),
+    row = _judged("shape_circuits_open_s", loaded.device, len(loaded.encode(CIRCUITS_PAIR["ci_clean"])), side("fresh session", [times[1]]),
                   side("first open, model loading included", [times[0]]), ratio=times[1])
     return [row], {"circuits_open_s": times[1], "circuits_first_open_s": times[0], "circuits_waiting": waiting,
                    "circuits_pair_shown": shown, "circuits_errors": got["errors"]}
