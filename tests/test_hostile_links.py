@@ -52,3 +52,15 @@ def test_entropy_log_base_out_of_range_is_reset_with_a_notice(odd_dir):
     said = [n for n in _notices(at) if n.startswith("Base b changed from 1e+308")]
     assert len(said) == 1, _notices(at)
     assert 1.5 <= at.session_state["ent_log_base"] <= 1e6
+
+
+def test_pages_stop_through_ui_stop():
+    """Class 7: nothing a run sends after st.stop() reaches the browser, so a page that stopped with st.stop()
+    kept the link it came with (Verify's never named its model and prompt). Pages and the app's widgets stop
+    through ui.stop(), which writes the link and the waiting notices first."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    files = [*root.glob("pages/*.py"), *(p for p in root.glob("attnkit/app/*.py") if p.name != "frame.py")]
+    found = [str(p.relative_to(root)) for p in files if "st.stop()" in p.read_text(encoding="utf-8")]
+    assert not found, found
