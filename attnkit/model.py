@@ -240,6 +240,8 @@ def act(name: str, x: torch.Tensor) -> torch.Tensor:
         return functional.relu(x)
     if name in ("silu", "swish"):
         return functional.silu(x)
+    if name == "quick_gelu":
+        return x * torch.sigmoid(1.702 * x)             # HF's QuickGELUActivation
     raise ValueError(f"unsupported activation function {name!r}")
 
 

@@ -467,6 +467,8 @@ def _hf_cache_layers(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """(keys, values) per layer of an HF cache (transformers 5 ``layers``, or 4.x tuples/lists)."""
     if cache is None:
         return []
+    if hasattr(cache, "self_attention_cache"):   # an encoder-decoder cache (GPT-2 with add_cross_attention): the
+        cache = cache.self_attention_cache       # decoder's own keys and values; no encoder, no cross-attention run
     if hasattr(cache, "layers"):
         return [(l.keys, l.values) for l in cache.layers]
     if hasattr(cache, "key_cache"):

@@ -129,7 +129,7 @@ def meta(**extra) -> dict:
     return ui.meta_for(ctx, values=kind, n_tokens=T) | {"colour scale": scale} | extra
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
+@ui.budgeted
 def head_png(key: tuple, _values: np.ndarray, kind: str, scale: str, window: int | None) -> bytes:
     """The PNG of one full matrix; ``key`` = (model, device, ids, layer, head) identifies ``_values``."""
     return heatmap_charts.to_png(_values, heatmap_charts.masked_cells(_values.shape[0], window=window), kind, None,

@@ -52,7 +52,7 @@ if ui.from_link("cmp_open") and "cmp_open_for" not in st.session_state:
     st.session_state["cmp_open_for"] = state.stat          # the heads the link opened, not the statistic's top two
 
 
-@st.cache_data(show_spinner=False, max_entries=512)
+@ui.budgeted
 def prompt_scores(model: str, device: str, ids: tuple, capture: tuple, _ctx) -> dict:
     """head_scores of every head on one prompt, {stat: [L, H] array}; keyed by (model, device, ids)."""
     tr = ui.trace(_ctx, capture=capture, ids=list(ids))
@@ -61,7 +61,7 @@ def prompt_scores(model: str, device: str, ids: tuple, capture: tuple, _ctx) -> 
     return {k: torch.stack([d[k] for d in per_layer]).double().cpu().numpy() for k in per_layer[0]}  # no [L,H,T,T] copy
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
+@ui.budgeted
 def random_induction(model: str, device: str, _weights) -> np.ndarray:
     return metrics.induction_scores(_weights).double().cpu().numpy()
 
@@ -92,7 +92,7 @@ def statistic_values():
                                 t("Head statistics over the prompts"))
         if not per:
             ui.show_error(t("None of the prompts has at least 2 tokens: nothing to average."))
-            st.stop()
+            ui.stop()
         means, counts = compare.mean_scores([{k: torch.from_numpy(v) for k, v in d.items()} for d in per])
         values = means[stat].numpy()
         n_used = int(counts[stat].max())
@@ -262,7 +262,7 @@ def similarity_section():
         sim_layer = c2.selectbox(t("Layer"), range(L), key="cmp_sim_layer", disabled=scope == scopes[0])
         heads = [(l, h) for l in range(L) for h in range(H)] if scope == scopes[0] else [(sim_layer, h) for h in range(H)]
 
-        @st.cache_data(show_spinner=t("Comparing every pair of heads …"), max_entries=16)
+        @ui.budgeted
         def similarity(model: str, device: str, ids: tuple, heads: tuple, _ctx) -> compare.Similarity:
             tr = ui.trace(_ctx, capture=CAPTURE, ids=list(ids))
             return compare.head_similarity(lambda l: tr["pattern", l][0], list(heads), len(ids))

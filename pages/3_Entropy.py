@@ -172,7 +172,11 @@ def log_length_run(s):
     """The log-length factor's settings, and the measurement with it (None while it runs)."""
     c1, c2 = st.columns(2)
     if not 1.5 <= state.log_base <= 1e6:
-        state.set("log_base", float(min(64, max(2, s.T // 4))))
+        auto = float(min(64, max(2, s.T // 4)))
+        if state.log_base != 0.0:            # 0: not chosen yet; anything else came from a link
+            ui.notice(t("Base b changed from {old:g} to {new:g}: it must lie between 1.5 and 1,000,000.",
+                        old=state.log_base, new=auto))
+        state.set("log_base", auto)
     base = float(c1.number_input(t("Base b"), min_value=1.5, max_value=1e6, step=1.0, key="ent_log_base",
                                  help=t("The factor passes 1 at n = b keys.")))
     clamp = c2.radio(t("Factor"), FACTORS, key="ent_log_mode",
@@ -189,7 +193,7 @@ def log_length_run(s):
                                   slot="ent_log")
     except (ValueError, RuntimeError) as e:
         ui.show_error(t("Could not run the intervention: {error}", error=str(e)))
-        st.stop()
+        ui.stop()
     return base, clamp, s2
 
 
@@ -251,15 +255,15 @@ if not docs:
     st.warning(t("Nothing to measure: every prompt here has fewer than 2 tokens. A single token attends only to "
                  "itself (weight 1, entropy 0), so there is no spread to look at. Type or upload a longer text."),
                icon="✋")
-    st.stop()
+    ui.stop()
 documents_note(docs, info, mode, max_docs)
 try:
     s = entropy_runs.summary(ctx, docs, label=t("Measuring attention entropy"))
 except (ValueError, RuntimeError) as e:
     ui.show_error(t("Could not run the model: {error}", error=str(e)))
-    st.stop()
+    ui.stop()
 if s is None:                              # the first measurement is running (progress and Stop above) or stopped
-    st.stop()
+    ui.stop()
 
 meta = ui.meta_for(ctx, documents=s.n_docs, window=window)
 verdict(s)
@@ -287,5 +291,5 @@ on = st.checkbox(t("Apply log-length scaling and compare"), key="ent_log_on")
 if on:
     base, clamp, s2 = log_length_run(s)
     if s2 is None:
-        st.stop()
+        ui.stop()
     log_length_results(s, s2, base, clamp, head_i, log_x)

@@ -29,7 +29,7 @@ L, H = cfg.n_layers, cfg.n_heads
 texts = [ids for ids in (ctx.encode(t)[0] for t in ctx.prompts) if ids] if ctx.all_selected else [ctx.ids]
 if not any(texts):
     ui.show_error(t("The prompt has no tokens."))
-    st.stop()
+    ui.stop()
 if ctx.all_selected:
     st.caption(t("All {n} prompts: losses are pooled over every predicted token, per-layer numbers averaged over "
                  "the prompts.", n=len(ctx.prompts)))
@@ -77,7 +77,7 @@ else:
                             format_func=lambda l: f"L{l}", help=t("The layers the intervention is applied to."))
     if not chosen:
         st.warning(t("Choose at least one layer to ablate."), icon="⚠️")
-        st.stop()
+        ui.stop()
     layers = None if len(chosen) == L else sorted(chosen)
     if kind.heads == "optional":
         state.fit("heads_opt", ["all"] + [str(h) for h in range(H)], "all", what=t("Heads"),
@@ -181,8 +181,11 @@ with ui.guard(t("The ablation")):
     claims = _on_demand(t("Check every claim"), t("Check every claim"), "ab_all", (ctx.key, ids_key), lambda progress: ablation_lib.check_all(w, texts, progress))
     if claims is not None:
         df = ablation_charts.claims_frame(claims)
-        st.dataframe(df, hide_index=True, width="stretch",
-                     column_config={"intervention": t("intervention"), "verdict": t("verdict"), "effect": t("effect"),
-                                    "claim": st.column_config.TextColumn(t("claim"), width="large"),
+        st.dataframe(df, hide_index=True, width="stretch",          # the verdict first: never cut at 1280 px
+                     column_order=("intervention", "verdict", "effect", "claim", "measured"),
+                     column_config={"intervention": st.column_config.TextColumn(t("intervention"), pinned=True),
+                                    "verdict": st.column_config.TextColumn(t("verdict"), width=150, pinned=True),
+                                    "effect": t("effect"),
+                                    "claim": st.column_config.TextColumn(t("claim"), width="medium"),
                                     "measured": st.column_config.TextColumn(t("measured"), width="large")})
         ui.download_buttons(df, None, "ablation-claims", meta, key="abl-claims-")

@@ -34,7 +34,7 @@ cfg = ctx.model.config
 ids = ctx.ids
 if not ids:
     ui.show_error(t("The prompt has no tokens."))
-    st.stop()
+    ui.stop()
 tokens = ctx.tokens
 labels = ui.token_labels(tokens)
 T = len(ids)
@@ -58,7 +58,7 @@ meta = ui.meta_for(ctx, layer=layer, head=head, query=query)
 stem = f"{head_name(layer, head)}q{query}"
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
+@ui.budgeted
 def _steps(name: str, device: str, ids: tuple, layer: int, head: int, query: int, _resid) -> head_steps.HeadSteps:
     return head_steps.head_steps(ctx.model.weights, list(ids), layer, head, query, resid_pre=_resid)
 
@@ -78,7 +78,7 @@ try:
     hs = _steps(ctx.model_name, ctx.device, tuple(ids), layer, head, query, resid)
 except Exception as e:                       # never a traceback
     ui.show_error(t("Could not compute the steps: {error}", error=f"{e.__class__.__name__}: {str(e)[:200]}"))
-    st.stop()
+    ui.stop()
 
 tab_head, tab_seed, tab_calc, tab_next, tab_kv, tab_sym = st.tabs(
     [t("One head, one query"), t("Seed examples"), t("Softmax calculator"), t("Next token"), t("KV cache"),

@@ -58,17 +58,17 @@ if st.button(t("Run verification"), key="vf_run", type="primary"):
     st.session_state["vf_requested"] = key
 if st.session_state.get("vf_requested") != key:
     st.info(t("Press **Run verification** (results are kept per model, device and prompt)."))
-    st.stop()
+    ui.stop()
 models = {dev: ui.cached_model(ctx.model_name, dev) for dev in devices}     # loaded here, not in the job's thread
 shown = ui.job("vf_job", key, t("Running HuggingFace and attnkit on {devices}", devices=", ".join(devices)),
                lambda progress: _verify_all(models, ctx.model_name, tuple(ids), progress))
 if shown is None:                          # running (progress and Stop above), or stopped
-    st.stop()
+    ui.stop()
 results, failed = shown.result
 for f in failed:
     ui.show_error(t("Verification could not run on {device}", device=f))
 if not results:
-    st.stop()
+    ui.stop()
 
 ok = all(r["ok"] for r in results.values()) and not failed
 summary = ", ".join(f"{dev}: {'PASS' if r['ok'] else 'FAIL'}" for dev, r in results.items())

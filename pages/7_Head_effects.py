@@ -52,7 +52,7 @@ n_layers, n_heads = model.config.n_layers, model.config.n_heads
 BOS = ctx.bos_id if ctx.prepend_bos else None      # the sidebar's "Prepend <|endoftext|>", before both prompts
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
+@ui.budgeted
 def computed(what: str, name: str, device: str, *args):
     """One of the attributions on the loaded model's weights (cached per model, device and arguments)."""
     return ATTRIBUTIONS[what](ui.cached_model(name, device).weights, *args)

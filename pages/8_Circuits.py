@@ -1,6 +1,7 @@
 """Circuits: how heads in different layers work together — composition scores from the weights, path
 patching into one head's query, key or value, attribution patching beside exact patching, and a circuit
 found automatically and checked by running it with every other edge ablated."""
+import functools
 from dataclasses import dataclass
 
 import pandas as pd
@@ -9,12 +10,14 @@ import streamlit as st
 from attnkit import app as ui
 from attnkit import examples
 from attnkit import patching
+from attnkit.app import costs as app_costs
 from attnkit.app import pairs as pair_widgets
 from attnkit.app import planted as planted_view
 from attnkit.charts import circuits as circuit_charts
 from attnkit.charts import effects as effect_charts
 from attnkit.circuits import attribution_patching
 from attnkit.circuits import compose
+from attnkit.circuits import cost as cost_lib
 from attnkit.circuits import discover
 from attnkit.circuits import path as path_patching
 from attnkit.i18n import t
@@ -49,6 +52,7 @@ ctx = ui.page("Circuits", "🕸️")
 cfg = ctx.model.config
 n_layers, n_heads = cfg.n_layers, cfg.n_heads
 BOS = ctx.bos_id if ctx.prepend_bos else None      # the sidebar's "Prepend <|endoftext|>", before both prompts
+RATE = app_costs.rate(ctx.model_name, ctx.device)  # this machine's speed on the model: estimates before long jobs
 
 
 def load_state(checks: dict) -> Inputs:
@@ -70,14 +74,8 @@ def load_state(checks: dict) -> Inputs:
     return loaded
 
 
-# ----------------------------------------------------------------------------- jobs (progress, Stop, the last result
-# kept and marked stale): exact patching of every edge is minutes on GPT-2 small's shape (32,491 edges)
-
-def job(slot: str, key: tuple, label: str, fn, *args, **kw):
-    """``fn(weights, *args, progress=…, **kw)`` as a job keyed on the model, the device and ``key``."""
-    w = ui.cached_model(ctx.model_name, ctx.device).weights
-    return ui.job_result(slot, (ctx.model_name, ctx.device, *key), label,
-                         lambda progress: fn(w, *args, progress=progress, **kw))
+# jobs (progress, Stop, the last result kept and marked stale), each with its cost (est=) said before it starts
+job = functools.partial(app_costs.job, ctx)
 
 
 # ----------------------------------------------------------------------------- clicks
@@ -104,7 +102,8 @@ def _edge_clicked():
 # ============================================================================= weights
 def weights_section():
     st.subheader(t("How heads compose (from the weights, no prompt)"))
-    views = job("ci_weights", (), t("Composition and per-head scores from the weights"), compose.weight_views)
+    views = job("ci_weights", (), t("Composition and per-head scores from the weights"), compose.weight_views,
+                est=cost_lib.composition_cost(cfg, rate=RATE))
     if views is None:
         return
     (comp, per_head), baseline = views, views[0].baseline
@@ -135,7 +134,7 @@ def pair_inputs() -> list:
     if pairs[0].T > MAX_T:
         ui.show_error(t("The prompts have {T} tokens; this page takes at most {max} (the CLI `python -m attnkit circuit` "
                         "has no limit).", T=pairs[0].T, max=MAX_T))
-        st.stop()
+        ui.stop()
     pair_widgets.describe_pair(ctx.model, pairs[0])
     return pairs
 
@@ -152,7 +151,8 @@ def path_section(pair: patching.Pair):
     direction = pair_widgets.direction_radio(c5, "ci_direction")
     receiver = path_patching.node_name((inp, layer, head))
     res = job("ci_path", (pair_widgets.pair_key(pair), receiver, direction, source), t("Patching every sender into "
-              "{receiver}", receiver=receiver), path_patching.path_map, pair, receiver, direction, mlps=True, source=source)
+              "{receiver}", receiver=receiver), path_patching.path_map, pair, receiver, direction, mlps=True,
+              source=source, est=app_costs.path_cost(cfg, pair.T, receiver, RATE))
     if res is None:
         return
     recv, direction = res.receiver, res.direction          # what was computed (a stale result says so above)
@@ -193,14 +193,15 @@ def discovery_section(pairs: list):
         st.caption(t("{n} more pair(s) from {name}; pairs over {max} tokens are left out.", n=len(pairs) - 1,
                      name=ui.plain(pset.name), max=MAX_T))
     found = job("ci_found", (tuple(map(pair_widgets.pair_key, pairs)), share, ablation, mlps),
-                t("Scoring every edge and running circuits"), discover.discover, pairs, share, ablation=ablation, mlps=mlps)
+                t("Scoring every edge and running circuits"), discover.discover, pairs, share, ablation=ablation,
+                mlps=mlps, est=cost_lib.discovery_cost(cfg, max(p.T for p in pairs), len(pairs), mlps=mlps, rate=RATE))
     if found is None:
         return
     for n in found.notes:
         st.caption(ui.plain(n))
     m1, m2, m3, m4 = st.columns(4)
     m1.metric(t("Edges kept"), t("{n} of {all}", n=found.size, all=len(found.ranked)))
-    m2.metric("LD(circuit) / LD(clean)", f"{found.circuit_ld / found.clean_ld:.1%}" if found.clean_ld else "—")
+    m2.metric("LD(circuit) / LD(clean)", f"{found.share:.1%}" if found.solved else "—")
     m3.metric(t("Clean LD"), f"{found.clean_ld:+.3f}")
     m4.metric(t("Every edge ablated"), f"{found.empty_ld:+.3f}")
     st.caption(ui.plain(t("Heads in the circuit: {heads}", heads=" ".join(found.heads) or t("none"))))
@@ -222,13 +223,15 @@ def discovery_section(pairs: list):
 
 def exact_section(pair: patching.Pair):
     st.subheader(t("Attribution patching beside exact patching"))
-    if not st.checkbox(t("Run exact patching of every head × position and every edge to compare"), key="ci_exact"):
+    mlps = not st.session_state.get("ci_heads_only")
+    run, top = app_costs.exact_choice(cfg, pair.T, pair.pos, mlps, RATE, "ci_exact")
+    if not run:
         st.caption(t("Attribution patching is a first-order estimate (gradient × activation difference, one "
                      "forward and one backward pass); this runs the exact patches it stands for."))
         return
-    mlps = not st.session_state.get("ci_heads_only")
-    both = job("ci_exact_job", (pair_widgets.pair_key(pair), mlps),
-               t("Exact patching of every head × position and every edge"), attribution_patching.versus_exact, pair, mlps)
+    both = job("ci_exact_job", (pair_widgets.pair_key(pair), mlps, top), t("Exact patching of every head × position "
+               "and {edges}", edges=t("every edge") if top is None else t("the top {n} edges", n=top)),
+               attribution_patching.versus_exact, pair, mlps, top=top)
     if both is None:
         return
     heads, edges = both

@@ -97,11 +97,13 @@ def test_shapes_rows_from_the_command_line(tmp_path, capsys):
     res = json.loads(out.read_text(encoding="utf-8"))
     got = {r["check"] for r in res["results"] if r.get("shape") == "tiny"}
     timed = {"shape_trace_vs_hf_eager", "shape_patching_vs_forwards", "shape_attribution_vs_fwd_bwd",
-             "shape_entropy_vs_trace", "shape_hull_vs_no_hull", "shape_why_key_vs_forward", "shape_why_row_vs_forward"}
+             "shape_entropy_vs_trace", "shape_hull_vs_no_hull", "shape_why_key_vs_forward", "shape_why_row_vs_forward",
+             "shape_circuits_open_s"}
     assert timed <= got <= timed | {"shape_why_row_rise_vs_forward"}     # a rise only where the forward's is > 0
     tiny = res["shapes"]["shapes"]["tiny"]
     assert tiny["vx_hull_s"] > 0 and tiny["vx_no_hull_s"] > 0 and tiny["entropy_s"] > 0
     assert res["shapes"]["shapes"]["tiny"]["pattern_bytes"] == 4 * 2 * 4 * 16 * 16
+    assert tiny["circuits_pair_shown"] and not tiny["circuits_errors"] and tiny["circuits_open_s"] > 0
     assert "per shape (random weights, CPU)" in capsys.readouterr().out
 
 

@@ -496,3 +496,31 @@ def test_nothing_overflows_on_any_page(server, fresh, size):
             problems["Head effects (unsolved example)"] = layout_problems(page)
     assert all(s.stat().st_size > 10_000 for s in shots)
     assert not any(problems.values()), "\n".join(f"{k}: {p}" for k, v in problems.items() for p in v)
+
+
+# ----------------------------------------------------------------------------- 7. every page's link reopens it
+
+def test_verify_and_step_by_step_links_reopen_the_same_view_after_other_pages(server, fresh):
+    """Verify writes its model and prompt into the link before its Run button is pressed; Step by step keeps
+    its inputs (and writes them into the link) after the user has visited another page."""
+    text = "Verify and Step by step keep the view: the prompt and the head, in a fresh browser."
+    page = fresh()
+    open_page(page, server, "Verify", query={"prompt": text}, timeout=180_000)
+    link = page.url
+    assert "prompt=" in link and "model=" in link, link
+    other = _open_link(fresh, link, "Verify")
+    assert sidebar_text(other).input_value() == text
+
+    page = fresh()
+    open_page(page, server, "Step by step", query={"prompt": text, "layer": 1, "head": 2}, timeout=180_000)
+    pick(page, "Query token", "5:", prefix=True)
+    want = [value(page, n) for n in ("Layer", "Head", "Query token")]
+    assert want[:2] == ["1", "2"] and want[2].startswith("5:"), want
+    go_to(page, "Heatmaps")
+    go_to(page, "Step by step")
+    assert [value(page, n) for n in ("Layer", "Head", "Query token")] == want
+    link = page.url
+    assert "layer=1" in link and "head=2" in link and "query=5" in link and "prompt=" in link, link
+    other = _open_link(fresh, link, "Step by step")
+    assert [value(other, n) for n in ("Layer", "Head", "Query token")] == want
+    assert sidebar_text(other).input_value() == text

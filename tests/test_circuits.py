@@ -705,13 +705,16 @@ def test_circuit_work_reports_progress_and_stops_when_asked(pair, odd):
 
 
 def test_versus_exact_counts_every_exact_run(pair, odd):
-    """Its total is the heads × positions up to the read position plus every edge, and its results are
-    head_attribution's and edge_attribution's with exact values."""
+    """Its total is the heads × positions up to the read position plus the compared edges (by default the
+    EXACT_TOP = 200 of largest |estimate|, of 397 here), and its results are head_attribution's and
+    edge_attribution's with exact values."""
     w = odd.weights
     calls, pr = _recorder()
     ha, ea = AP.versus_exact(w, pair, False, progress=pr)
     c = w.config
-    assert calls[-1][1] == c.n_layers * c.n_heads * (pair.pos + 1) + int(np.isfinite(ea.scores).sum())
+    edges = int(np.isfinite(ea.scores).sum())
+    assert edges > AP.EXACT_TOP
+    assert calls[-1][1] == c.n_layers * c.n_heads * (pair.pos + 1) + AP.EXACT_TOP
     assert ha.exact is not None and ea.exact is not None
     np.testing.assert_allclose(ha.estimate, AP.head_attribution(w, pair, "denoise", exact=False).estimate, atol=1e-9)
 

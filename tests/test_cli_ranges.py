@@ -61,12 +61,26 @@ def test_pairs_file_with_a_byte_order_mark_is_read(encoding, tmp_path):
     from attnkit.cli.circuit import pairs_file
 
     f = _pairs(tmp_path, (json.dumps(ROW, ensure_ascii=False) + "\n").encode(encoding))
-    assert pairs_file(str(f)) == [ROW]
+    got = pairs_file(str(f))
+    assert [(r.clean, r.corrupted, r.answer, r.distractor) for r in got.rows] == [("x y", "x z", "a", "b")]
+    assert not got.problems and not got.notes
+
+
+def test_pairs_file_takes_corrupted_or_corrupt_and_says_the_cap(tmp_path):
+    """The one prompt-set reader: the field is ``corrupted`` (``corrupt`` accepted); more than
+    ``prompts.MAX_PAIRS`` (100) pairs keeps the first 100 and says so."""
+    from attnkit import prompts
+    from attnkit.cli.circuit import pairs_file
+
+    row = {**{k: v for k, v in ROW.items() if k != "corrupt"}, "corrupted": "x w"}
+    assert pairs_file(str(_pairs(tmp_path, json.dumps(row).encode()))).rows[0].corrupted == "x w"
+    many = pairs_file(str(_pairs(tmp_path, "\n".join([json.dumps(ROW)] * 1001).encode())))
+    assert prompts.MAX_PAIRS == 100 and len(many.rows) == 100
+    assert any("more than 100 pairs; the first 100 are used" in n for n in many.notes), many.notes
 
 
 @pytest.mark.parametrize("text, msg", [
     ('{"clean": "a", "clean": "b", "corrupt": "c", "answer": "d", "distractor": "e"}', "'clean' appears twice"),
-    ("\n".join([json.dumps(ROW)] * 1001), "more than 1,000 pairs"),
 ])
 def test_pairs_file_misreadings_are_refused(text, msg, tmp_path, no_model, capsys):
     f = _pairs(tmp_path, text.encode())

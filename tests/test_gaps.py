@@ -25,9 +25,9 @@ def tiny():
 
 
 def test_normalise_and_gap_note_on_hand_computed_gaps():
-    assert P.normalise([1.0, 3.0, 2.0], 1.0, 3.0).tolist() == [0.0, 1.0, 0.5]
+    assert P.normalise([1.0, 3.0, 2.0], 3.0, 1.0).tolist() == [0.0, 1.0, 0.5]      # (raw, clean_ld, corrupt_ld)
     assert np.isnan(P.normalise([1.0], 2.0, 2.0)).all() and "no gap" in P.gap_note(2.0, 2.0)
-    assert P.normalise([3.0], 1.0, 0.0).tolist() == [-2.0] and "not solved" in P.gap_note(0.0, 1.0)
+    assert P.normalise([3.0], 0.0, 1.0).tolist() == [-2.0] and "not solved" in P.gap_note(0.0, 1.0)
     assert "multiply noise by 20" in P.gap_note(1.05, 1.0)
     assert P.gap_note(3.0, 1.0) is None
 

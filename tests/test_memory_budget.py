@@ -68,3 +68,36 @@ def test_a_bad_budget_in_the_environment_falls_back(monkeypatch):
     assert caches._mb("ATTNKIT_TEST_MB", 7.0) == 7.0
     monkeypatch.setenv("ATTNKIT_TEST_MB", "64")
     assert caches._mb("ATTNKIT_TEST_MB", 7.0) == 64.0
+
+
+def test_pages_memoised_functions_are_held_to_the_results_budget(monkeypatch):
+    """The pages' memoised functions (once ``st.cache_data``, bounded by count) go into the shared results LRU:
+    keyed by the function and its arguments (``_``-named ones left out, as st.cache_data does), computed once,
+    and evicted by bytes, so 40 calls of 1 MB never hold more than the budget (4 MB)."""
+    store = caches.TraceCache(4, sizeof=caches.sizeof)
+    monkeypatch.setattr(caches, "_RESULTS", store)
+    calls = []
+
+    @caches.budgeted
+    def page_result(model: str, ids: tuple, _weights) -> np.ndarray:
+        calls.append(ids)
+        return np.full(2**17, len(ids), dtype=np.float64)                  # 1 MB
+
+    first = page_result("m", (1, 2), object())
+    assert page_result("m", (1, 2), object()) is first and calls == [(1, 2)]   # _weights is not in the key
+    page_result("m", [1, 2, 3], None)
+    assert page_result("m", (1, 2, 3), None) is not None and len(calls) == 2   # a list and a tuple: one key
+    for n in range(40):
+        page_result("m", tuple(range(n + 4)), None)
+        assert store.bytes <= store.budget
+    assert len(store.items) <= 4
+
+
+def test_no_page_caches_by_count():
+    """No st.cache_data left in the pages and the app's modules: every cache is held by the byte budget."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    found = [f"{p.relative_to(root)}" for p in [*root.glob("pages/*.py"), *root.glob("attnkit/app/*.py")]
+             if "@st.cache_data" in p.read_text(encoding="utf-8")]
+    assert not found, found

@@ -42,7 +42,9 @@ def test_attention_with_huge_scores_stays_finite(odd):
     assert torch.allclose(pat.sum(-1), torch.ones_like(pat.sum(-1)), atol=1e-5)
 
 
-@pytest.mark.parametrize("sender, receiver", [("embed", "L1H0.v"), ("MLP0", "MLP1"), ("L1H4", "logits")])
+# (embed → L1H0.v was replaced by embed → logits: with the test checkpoints' nonzero biases the two averages move
+# that value's LD by only 6e-5 on this pair, below the comparison's tolerance, so it could not tell them apart)
+@pytest.mark.parametrize("sender, receiver", [("embed", "logits"), ("MLP0", "MLP1"), ("L1H4", "logits")])
 def test_path_patching_mean_source_equals_hand_hooked_hf(odd, sender, receiver):
     """--source mean: the sender's output replaced, for the receiver only, by its mean over the receiving run's
     positions. Reference: HF modules' own outputs averaged over the positions axis by hand, fed to the

@@ -16,12 +16,12 @@ clicks    clicked / new_click / forget_click (the one reader of a chart click)
 why       "Why does this query attend to this key?" (Heatmaps) and layer 0's token/position split (Step by step)
 """
 from . import labels
-from .caches import TRACE_CACHE_MB, TraceCache, cached_model, cached_result, corpus_result, trace, traces_for_all
+from .caches import TRACE_CACHE_MB, TraceCache, budgeted, cached_model, cached_result, corpus_result, trace, traces_for_all
 from .context import DEFAULT_PROMPT, LOCAL, Context
 from .escaping import plain, show_error
 from .exports import FORMULA_START, csv_bytes, download_buttons, json_bytes, meta_for, neutralise, tensor_csv
 from .clicks import clicked, forget_click, new_click
-from .frame import guard, page, run_frame, setup_page
+from .frame import guard, page, run_frame, setup_page, stop
 from .navigation import PAGES, PageSpec, open_head, open_page, page_spec
 from .jobs import Job, Stopped, job, job_result
 from .sidebar import sidebar
@@ -31,9 +31,9 @@ from .url import URL_KEYS, URL_PROMPT_MAX, prompt_folder, store_prompt, stored_p
 
 __all__ = [
     "labels",
-    "TRACE_CACHE_MB", "TraceCache", "cached_model", "cached_result", "corpus_result", "trace", "traces_for_all", "DEFAULT_PROMPT",
+    "TRACE_CACHE_MB", "TraceCache", "budgeted", "cached_model", "cached_result", "corpus_result", "trace", "traces_for_all", "DEFAULT_PROMPT",
     "LOCAL", "Context", "plain", "show_error", "FORMULA_START", "csv_bytes", "download_buttons", "json_bytes",
-    "meta_for", "neutralise", "tensor_csv", "Job", "Stopped", "job", "job_result", "guard", "page", "run_frame", "setup_page", "sidebar", "show_spaces",
+    "meta_for", "neutralise", "tensor_csv", "Job", "Stopped", "job", "job_result", "guard", "page", "run_frame", "setup_page", "stop", "sidebar", "show_spaces",
     "show_tokens", "token_labels", "tokens_inline", "URL_KEYS", "url_restore", "url_save",
     "clicked", "forget_click", "new_click", "PAGES", "PageSpec", "open_head", "open_page", "page_spec",
     "PageState", "from_link", "match_choice", "notice", "param", "select", "URL_PROMPT_MAX", "prompt_folder", "store_prompt", "stored_prompt",

@@ -1,6 +1,6 @@
 """Caches shared by every session: models (``st.cache_resource``, at most 3), runs (:class:`TraceCache`, an LRU
 bounded by the bytes of its tensors, ``ATTNKIT_TRACE_CACHE_MB``), results of work that reports progress
-(:func:`cached_result`), jobs' finished results (attnkit/app/jobs.py), corpus results. Traces and results are
+(:func:`cached_result`, and the pages' memoised functions: :func:`budgeted`), jobs' finished results (attnkit/app/jobs.py), corpus results. Traces and results are
 read-only.
 
 The server's memory budget beside the models (:data:`BUDGET`, each part settable): traces
@@ -11,12 +11,16 @@ number of sessions; a session keeps only keys into them."""
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
+import inspect
 import logging
 import os
 import threading
 from collections import OrderedDict
 
 import streamlit as st
+import torch
 
 from ..corpus import CorpusError, load_result
 from ..loading import Loaded, default_model, load
@@ -209,6 +213,40 @@ def cached_result(key: tuple, make):
     return _RESULTS.get(key, make)
 
 
+def _key_part(value):
+    """An argument as part of a cache key: lists as tuples, arrays and tensors by their bytes' digest."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_key_part(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), _key_part(v)) for k, v in value.items()))
+    if hasattr(value, "tobytes") or isinstance(value, torch.Tensor):
+        data = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else value
+        return ("array", tuple(data.shape), str(data.dtype), hashlib.sha1(data.tobytes()).hexdigest())
+    try:
+        hash(value)
+    except TypeError:
+        return ("repr", repr(value))
+    return value
+
+
+def budgeted(fn):
+    """A page's memoised function held to the byte budget (in place of ``st.cache_data``, which bounds entries
+    by count, not bytes): results go into the shared results LRU (:func:`cached_result`, ``RESULT_CACHE_MB``),
+    keyed by the function (its file and name) and its arguments; parameters whose name starts with ``_`` are
+    left out of the key, as ``st.cache_data`` does. Every session shares one copy: treat it as read-only."""
+    sig = inspect.signature(fn)
+    name = (fn.__code__.co_filename, fn.__qualname__)
+
+    @functools.wraps(fn)
+    def cached(*args, **kwargs):
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        key = name + tuple((k, _key_part(v)) for k, v in bound.arguments.items() if not k.startswith("_"))
+        return _RESULTS.get(key, lambda: fn(*args, **kwargs))
+
+    return cached
+
+
 def traces_for_all(ctx: Context, fn, label: str = "Running the prompts"):
     """Apply ``fn(ids) -> value`` to every prompt of the set, with a progress bar; returns the values.
 
@@ -231,7 +269,7 @@ def traces_for_all(ctx: Context, fn, label: str = "Running the prompts"):
 
 # ----------------------------------------------------------------------------- corpus results
 
-@st.cache_data(show_spinner="Reading the corpus result …", max_entries=4)
+@budgeted
 def _corpus_result(path: str, stamp: tuple):
     return load_result(path)
 

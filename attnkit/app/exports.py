@@ -14,6 +14,7 @@ try:                                      # PNG/SVG export only; the buttons say
 except ImportError:                       # pragma: no cover
     vlc = None
 
+from .caches import budgeted
 from .context import Context
 from ..i18n import t
 
@@ -53,7 +54,7 @@ def csv_bytes(df: pd.DataFrame, comments: dict | None = None) -> bytes:
     return buf.getvalue().encode("utf-8")
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
+@budgeted
 def _render(spec_json: str, fmt: str) -> bytes:
     if vlc is None:
         raise RuntimeError("vl-convert-python is not installed")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from typing import NoReturn
 
 import streamlit as st
 
@@ -53,6 +54,7 @@ def run_frame(pages: tuple[PageSpec, ...] = PAGES) -> None:
     language.apply()                        # first: everything below is drawn in the session's language
     st.set_page_config(page_title="attnkit", page_icon="🔍", layout="wide")
     nav = st.navigation(st_pages(pages), position="hidden")
+    _frame.saved = False
     follow(in_frame=True)
     spec = spec_of(nav, pages)
     path = str.__str__(spec.title) if spec else nav.title      # the page's identity: its English title
@@ -65,10 +67,28 @@ def run_frame(pages: tuple[PageSpec, ...] = PAGES) -> None:
             nav.run()
     finally:
         _frame.active, _frame.ctx = False, None
-        notice = url_save()
-        if notice:
-            st.sidebar.caption(plain(notice))
-        flush_notices()
+        _save_link()
+
+
+def _save_link() -> None:
+    """The end of a run: the link written and the notices still waiting shown (once per run)."""
+    if getattr(_frame, "saved", False):
+        return
+    _frame.saved = True
+    notice = url_save()
+    if notice:
+        st.sidebar.caption(plain(notice))
+    flush_notices()
+
+
+def stop() -> NoReturn:
+    """End the page's run here (instead of ``st.stop()``), after writing its link and its waiting notices.
+
+    Nothing a run sends after ``st.stop()`` reaches the browser, so a page that stops early (waiting for a
+    button, a job still running, an error said) with ``st.stop()`` alone would leave its link without the
+    model, the prompt and its inputs, and a shared link would open the default view."""
+    _save_link()
+    st.stop()
 
 
 def _opened_by_address(spec: PageSpec | None) -> bool:
@@ -108,15 +128,14 @@ def page(name: str, icon: str | None = None) -> Context:
         if _opened_by_address(spec):
             st.rerun()                      # again, this time through app.py's frame
         begin_run(None)
+        _frame.saved = False
         url_restore(None)
     setup_page(title, icon)
     if not getattr(_frame, "active", False):
         follow(in_frame=False)
     ctx = _frame.ctx if getattr(_frame, "active", False) else sidebar()
     if ctx is None:
-        url_save()                          # nothing written after st.stop() reaches the browser
-        flush_notices()
-        st.stop()
+        stop()
     return ctx
 
 

@@ -16,8 +16,9 @@ from .. import examples
 from .. import patching
 from .. import prompts
 from ..i18n import msg, t
-from .caches import cached_model
+from .caches import budgeted, cached_model
 from .escaping import plain, show_error
+from .frame import stop
 from .jobs import job_result
 from .state import match_choice, notice
 from .tokens import show_spaces
@@ -30,7 +31,7 @@ CUSTOM = msg("Your own")
 SET_LIMIT_NOTE = 20            # problems of an upload shown one by one; the rest are counted
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
+@budgeted
 def example_checks(model_name: str, device: str, bos: int | None) -> dict:
     """{example name: examples.Check} on the loaded model (solved or not, and why)."""
     return examples.check_examples(cached_model(model_name, device), bos=bos)
@@ -160,7 +161,7 @@ def pairs_from_inputs(model, prefix: str, bos: int | None = None, *, more: bool 
                                    get(f"{prefix}_distractor"), bos=bos) for k in corrupted]
     except patching.PatchError as e:
         _show_pair_error(e)
-        st.stop()
+        stop()
 
 
 @dataclass

@@ -165,6 +165,9 @@ class PageState:
     prefix: ClassVar[str] = ""
     #: the link's free text: stored text by hash (set by url.py: ``lookup(sha) -> str | None``)
     lookup: ClassVar[Callable[[str], str | None] | None] = None
+    #: called when a page's inputs are loaded (set by url.py: the link is written at once, so that a link copied
+    #: while the page still computes already names what is on screen; the end of the run writes it again)
+    loaded: ClassVar[Callable[[], object] | None] = None
 
     @classmethod
     def load(cls, **defaults):
@@ -187,6 +190,8 @@ class PageState:
         self = cls(**{f.name: ss[f.key] for f in specs})
         _states()[cls.prefix] = specs
         remember(cls.prefix)
+        if PageState.loaded is not None:
+            PageState.loaded()
         return self
 
     def _field(self, name: str) -> Field:
@@ -275,14 +280,7 @@ def _from_link(prefix: str, specs: list[Field]) -> dict:
     for f in specs:
         if f.url is None:
             continue
-        raw = params.get(f.url)
-        if raw is None and f.text and params.get(f.url + "_sha") and PageState.lookup is not None:
-            raw = PageState.lookup(params[f.url + "_sha"])
-            if raw is None:
-                notice(t("The link's {field} text (stored by hash {sha}…) is not on this machine; the default is "
-                         "used and everything else the link names is kept.", field=f.url,
-                         sha=params[f.url + '_sha'][:12]))
-                continue
+        raw = link_text(params, f.url) if f.text else params.get(f.url)
         if raw is None:
             continue
         try:
@@ -292,6 +290,26 @@ def _from_link(prefix: str, specs: list[Field]) -> dict:
                      value=repr(raw[:40]), kind=f.kind))
     ss.setdefault(FROM_LINK, set()).update(out)
     return out
+
+
+def link_text(params: dict, name: str) -> str | None:
+    """A free-text parameter of a link: ``name`` itself, or the text stored under its hash ``<name>_sha``.
+
+    Said in one line, never silently: a hash not stored on this machine (None: the default is used), and a
+    link naming both whose texts differ (the written text is used: it is what the link shows)."""
+    raw, sha = params.get(name), params.get(name + "_sha")
+    if not sha or PageState.lookup is None:
+        return raw
+    stored = PageState.lookup(sha)
+    if raw is not None:
+        if stored != raw:
+            notice(t("The link names {name} twice, as text and by hash ({sha}…), and they differ; the text "
+                     "written in the link is used.", name=name, sha=str(sha)[:12]))
+        return raw
+    if stored is None:
+        notice(t("The link's {name} (stored by hash {sha}…) is not on this machine; the default is used and "
+                 "everything else the link names is kept.", name=name, sha=str(sha)[:12]))
+    return stored
 
 
 def from_link(*keys: str) -> bool:

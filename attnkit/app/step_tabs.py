@@ -8,6 +8,7 @@ import streamlit as st
 from .. import steps as head_steps
 from ..i18n import t
 from ..charts import steps as step_charts
+from .caches import budgeted
 from .context import Context
 from .escaping import show_error
 from .exports import download_buttons, meta_for
@@ -104,7 +105,7 @@ def kv_cache(ctx: Context, state: PageState) -> None:
         st.info(t("Press the button to run both decodings."))
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+@budgeted
 def _symmetry(name: str, device: str, ids: tuple, layer: int, head: int, _weights, _resid) -> dict:
     r = head_steps.xx_vs_qk(_weights, list(ids), layer, head, resid_pre=_resid)
     return {"xx": r["xx"].cpu(), "qk": r["qk"].cpu(), "xx_stats": r["xx_stats"], "qk_stats": r["qk_stats"]}

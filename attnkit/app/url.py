@@ -19,8 +19,7 @@ from .. import i18n
 from ..loading import MODEL_CHOICES, split_revision
 from .language import SESSION_KEY as LANG_KEY
 from .context import DEFAULT_PROMPT, LOCAL
-from .escaping import plain
-from .state import LINK, FROM_LINK, PageState, link_params, notice, remember
+from .state import LINK, FROM_LINK, PageState, link_params, link_text, remember
 
 #: URL query parameter -> session key of the sidebar's choices (a page's own inputs come from its PageState).
 URL_KEYS = {"model": "ak_model", "folder": "ak_folder", "prompt": "ak_text", "bos": "ak_bos", "lang": LANG_KEY}
@@ -153,15 +152,9 @@ def url_restore(page_path: str | None = None) -> None:
     if "ak_model" not in ss:
         _link_model(params)
     if "ak_text" not in ss:
-        if params.get("prompt") is not None:
-            ss["ak_text"], ss["ak_source"] = params["prompt"], "Type"
-        elif params.get("prompt_sha"):
-            text = stored_prompt(params["prompt_sha"])
-            if text is None:
-                notice(i18n.t("The link's prompt (stored by hash {sha}…) is not on this machine; the default prompt "
-                              "is used, everything else the link names is kept.", sha=plain(params['prompt_sha'][:12])))
-            else:
-                ss["ak_text"], ss["ak_source"] = text, "Type"
+        text = link_text(params, "prompt")
+        if text is not None:
+            ss["ak_text"], ss["ak_source"] = text, "Type"
     if "bos" in params and "ak_bos" not in ss:
         ss["ak_bos"] = params["bos"].lower() in ("1", "true", "yes")
     ss.setdefault(FROM_LINK, set())
@@ -213,3 +206,6 @@ def url_save() -> str | None:
             st.query_params[q] = value
     remember()
     return msg
+
+
+PageState.loaded = staticmethod(url_save)

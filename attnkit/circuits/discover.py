@@ -79,7 +79,9 @@ class _CircuitRun:
         self.qkv: dict = {}
 
     def _write(self, s: tuple, out: torch.Tensor) -> None:
-        i = self.s_index[s]
+        i = self.s_index.get(s)
+        if i is None:                       # not a sender here (an MLP when MLPs are not nodes): part of the stream
+            return
         self.D[:, i] = out - self.abl[i]
         self.n = max(self.n, i + 1)
 

@@ -30,7 +30,8 @@ class Family:
     model_types: tuple[str, ...] = ()
     examples: tuple[str, ...] = ()
     #: the activation functions attnkit implements (see :func:`attnkit.model.act`)
-    activations: tuple[str, ...] = ("gelu_new", "gelu_pytorch_tanh", "gelu_fast", "gelu", "relu", "silu", "swish")
+    activations: tuple[str, ...] = ("gelu_new", "gelu_pytorch_tanh", "gelu_fast", "gelu", "relu", "silu", "swish",
+                                     "quick_gelu")
 
     def config(self, hf_cfg) -> ModelConfig:          # pragma: no cover - abstract
         raise NotImplementedError

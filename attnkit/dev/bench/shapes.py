@@ -15,6 +15,9 @@ At each shape (random weights), on the CPU:
     why          :func:`attnkit.score_terms.score_terms` for the last layer's head 0 at the last query: one key's
                  split and a whole query row ÷ one forward (no capture) at ``T``; target ≤ 2 for the row
                  (issue 34's), and the row's peak rise ≤ the forward's
+    circuits     the Circuits page's first run (AppTest, a fresh session, the model already loaded; b: the same
+                 with the model's loading) in seconds; target ≤ 10 s (issue 33's): what takes longer waits for
+                 a button labelled with its estimate (:mod:`attnkit.app.costs`)
     ablation     the V = X ablation with its convex-hull check (:func:`attnkit.ablations.measure`, the Ablations
                  page's default) at ``T`` ÷ the same without the hull check; target ≤ 5 (check 9's)
 
@@ -38,6 +41,8 @@ from transformers.utils import logging as hf_logging
 
 from ... import patching
 from ...ablations.base import Spec
+from ...app import opening
+from ...app import pairs as pair_widgets
 from ...ablations.measure import measure
 from ...circuits.timing import circuit_bench
 from ...entropy import entropy_profile
@@ -74,6 +79,7 @@ SHAPE_TARGETS = {
     "shape_why_key_vs_forward": ("score terms, one key's split / one forward", "<=", 2.0),
     "shape_why_row_vs_forward": ("score terms, a whole query row / one forward", "<=", 2.0),
     "shape_why_row_rise_vs_forward": ("score terms row's peak memory rise / the forward's", "<=", 1.0),
+    "shape_circuits_open_s": ("Circuits page, first run in a fresh session (s; b: model loading included)", "<=", 10.0),
 }
 
 
@@ -235,6 +241,25 @@ def _why(loaded, T: int, repeats: int, warmup: int) -> tuple[list, dict]:
                   "why_row_peak_rise_bytes": r_row, "why_forward_peak_rise_bytes": r_fwd}
 
 
+#: The Circuits page's pair at the bench's shapes: their byte-level tokenizer makes no example's answer one token.
+CIRCUITS_PAIR = {"ci_example": pair_widgets.CUSTOM, "ci_clean": "ab ab ab a", "ci_corrupt": "ab cb ab a", "ci_answer": "b",
+                 "ci_distractor": "c"}
+
+
+def _circuits_page(loaded) -> tuple[list, dict]:
+    """The Circuits page opened twice in fresh sessions on ``loaded``'s folder: the first run loads the model
+    (the server's cache), the second is what a new visitor waits for. Also: the computations left waiting
+    behind a button with their estimate, and whether the page showed the pair's logit differences."""
+    got = opening.open_page("circuits", loaded.name, state=CIRCUITS_PAIR)
+    times = got["seconds"]
+    waiting = [b for b in got["buttons"] if b.endswith(")") and "about" in b]
+    shown = any("tokens; the prompts differ at position" in x for x in got["texts"])
+    row = _judged("shape_circuits_open_s", loaded.device, len(loaded.encode(CIRCUITS_PAIR["ci_clean"])), side("fresh session", [times[1]]),
+                  side("first open, model loading included", [times[0]]), ratio=times[1])
+    return [row], {"circuits_open_s": times[1], "circuits_first_open_s": times[0], "circuits_waiting": waiting,
+                   "circuits_pair_shown": shown, "circuits_errors": got["errors"]}
+
+
 def shape_rows(loaded, T: int, repeats: int, warmup: int, parts=("trace", "patching", "attribution"),
                log=lambda s: None) -> tuple[list, dict]:
     """The per-shape rows on a loaded model: (rows, figures)."""
@@ -246,7 +271,7 @@ def shape_rows(loaded, T: int, repeats: int, warmup: int, parts=("trace", "patch
     steps = {"trace": lambda: _trace(loaded, T, repeats, warmup), "patching": lambda: _patching(loaded, repeats),
              "attribution": lambda: _attribution(loaded, repeats),
              "entropy": lambda: _entropy(loaded, T, repeats, warmup), "ablation": lambda: _ablation(loaded, T, repeats),
-             "why": lambda: _why(loaded, T, repeats, warmup)}
+             "why": lambda: _why(loaded, T, repeats, warmup), "circuits": lambda: _circuits_page(loaded)}
     for part in parts:
         log(f"[bench]   {part} …")
         t0 = time.perf_counter()
@@ -266,7 +291,7 @@ def _rss() -> int:
 
 
 def shape_section(shapes, *, T: int = 256, repeats: int = 2, warmup: int = 1, cache=None,
-                  parts=("trace", "patching", "attribution", "entropy", "ablation", "why"),
+                  parts=("trace", "patching", "attribution", "entropy", "ablation", "why", "circuits"),
                   log=lambda s: None) -> dict:
     """Every shape in turn (built or read from the cache, loaded, measured, freed): JSON-ready."""
     out = {"T": T, "repeats": repeats, "cache": str(cache_folder(cache)), "shapes": {}, "rows": []}
@@ -315,6 +340,11 @@ def format_shapes(sec: dict) -> str:
                    f"{_mb(s.get('hf_eager_peak_rise_bytes')):>9} {_mb(s.get('pattern_bytes')):>9} "
                    f"{secs('patch_s'):>10} {_mb(s.get('patch_peak_rise_bytes')):>11} {secs('attribution_s'):>8} "
                    f"{secs('entropy_s'):>8} {secs('vx_hull_s'):>8}")
+        if "circuits_open_s" in s:
+            out.append(f"  {name:<8} Circuits page: first run {s['circuits_open_s']:.1f}s in a fresh session "
+                       f"({s['circuits_first_open_s']:.1f}s with the model's loading); pair shown: "
+                       f"{'yes' if s['circuits_pair_shown'] else 'no'}; waiting for a click: "
+                       + ("; ".join(s["circuits_waiting"]) or "nothing"))
         if "why_row_s" in s:
             out.append(f"  {name:<8} score terms: one key {s['why_key_s']:.2f}s (rise {_mb(s['why_key_peak_rise_bytes'])}), "
                        f"a query row {s['why_row_s']:.2f}s (rise {_mb(s['why_row_peak_rise_bytes'])}), one forward "
