@@ -244,7 +244,7 @@ def grid_table(mats: list, masks: list, panels: list) -> pd.DataFrame:
 
 if view != VIEWS[3]:
     drawn = range(cfg.n_layers) if view == VIEWS[2] else [layer]
-    st.caption(heatmap_charts.mask_caption(T, kind, scale, [cfg.window(layer_) for layer_ in drawn]))
+    st.caption(heatmap_charts.mask_caption(T, kind, scale, [cfg.window(layer_) for layer_ in drawn]))  # internal text
 if view not in (VIEWS[1], VIEWS[2]):
     ui.forget_click("hm_grid", "open")              # back on a grid, the same panel can be clicked again
 {VIEWS[0]: one_head, VIEWS[1]: grid, VIEWS[2]: grid, VIEWS[3]: token_view}[view]()

@@ -110,7 +110,7 @@ def vectors_section(hs, e: int):
 
 def scores_section(hs, e: int, window: int | None):
     st.subheader("3 · scores, mask and softmax over the visible keys")
-    st.markdown(
+    st.markdown(                                    # internal text: numbers and formulas
         f"s_j = q·k_j × {hs.scale:.6g}  (÷ √{e} = ÷ {math.sqrt(e):.4f}"
         + ("" if abs(hs.scale - e ** -0.5) < 1e-12 else "; this checkpoint scales differently") + ")"
         f";  {step_charts.mask_formula(query, window)};  a_j = exp(s_j + M_j) / Σ exp(s + M).")
@@ -140,7 +140,7 @@ def scores_section(hs, e: int, window: int | None):
         "weight": [f"{float(hs.weights[j]):.4f}" if math.isfinite(float(hs.mask_row[j])) else "0 (exactly)"
                    for j in around],
     }).set_index("key").T, width="stretch")
-    st.caption(step_charts.mask_row_caption(query, T, window))
+    st.caption(step_charts.mask_row_caption(query, T, window))  # internal text: numbers
     st.altair_chart(step_charts.weights_chart(head_steps.key_frame(hs, [ui.show_spaces(t) for t in tokens], dims=0),
                                               query, f"softmax weights of query {query}"), width="stretch")
     m1, m2, m3 = st.columns(3)
@@ -179,7 +179,7 @@ def heads_section(hs, e: int):
 
 def one_head_tab(hs):
     e, window = cfg.d_head, cfg.window(layer)
-    st.markdown(f"Layer **{layer}**, head **{head}**, query position **{query}** · "
+    st.markdown(f"Layer **{layer}**, head **{head}**, query position **{query}** · "  # internal text: numbers
                 f"{step_charts.visible_header(query, T, window)} · d_model = {cfg.d_model}, d_head = {e}.")
     st.text(f"query token: {tokens[query]!r}")
     vectors_section(hs, e)

@@ -14,6 +14,7 @@ import streamlit as st
 
 from ..charts import heatmaps as heatmap_charts
 from .clicks import new_click
+from .escaping import plain
 from .exports import download_buttons
 from .state import from_link
 
@@ -90,7 +91,7 @@ def focus_view(m: Matrix, png: bytes, table, meta: dict, matrix_csv) -> None:
                                       domain=domain, legend=False, labels=m.labels, select="cell",
                                       title=f"All {T}×{T} cells · click to move the window",
                                       window=(q0, k0, size, size))
-    st.markdown(f"**{m.title}**")
+    st.markdown(f"**{plain(m.title)}**")
     limit = heatmap_charts.MARK_LIMIT
     st.info(f"{T} tokens is more than the {limit} drawn cell by cell: the whole matrix is one image (one pixel per "
             f"cell; hover it for the strongest cell of each {kb}×{kb} block, click it to move the window there), "
@@ -120,5 +121,5 @@ def _window(m: Matrix, domain, table, meta: dict) -> None:
                                       title=f"Window: queries {q0}–{q0 + size - 1}, keys {k0}–{k0 + size - 1}",
                                       name=m.name, legend_orient="bottom", legend_length=260)
     st.altair_chart(chart, width="content")
-    st.caption(window_caption(m, size, block, st.session_state.get("hm_win_start") == (q0, k0)))
+    st.caption(window_caption(m, size, block, st.session_state.get("hm_win_start") == (q0, k0)))  # internal text
     download_buttons(table(block, q0, k0), chart, f"{m.kind}_{m.name}_q{q0}_k{k0}", meta, key="win")

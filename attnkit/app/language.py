@@ -12,6 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from .. import i18n
+from .escaping import plain
 
 __all__ = ["SESSION_KEY", "choose", "apply", "switch"]
 
@@ -37,7 +38,7 @@ def apply() -> str:
     st.session_state[SESSION_KEY] = lang
     i18n.set_language(lang)
     if notice:
-        st.toast(str(notice))
+        st.toast(plain(str(notice)))       # the notice repeats the link's lang value
     return lang
 
 

@@ -163,7 +163,7 @@ def prompt_set_upload(prefix: str, model, bos: int | None = None) -> PromptSet |
     """The upload of a prompt set (.csv / .jsonl with the fields of :data:`attnkit.prompts.PAIR_FIELDS`),
     kept in the session; rows left out are warned about one line each. None until a usable file is there."""
     fields = ", ".join(prompts.PAIR_FIELDS)
-    up = st.file_uploader(f"Prompt set: .csv or .jsonl with columns {fields}", type=["csv", "jsonl"],
+    up = st.file_uploader(f"Prompt set: .csv or .jsonl with columns {fields}", type=["csv", "jsonl"],  # internal text
                           key=f"{prefix}_upload")
     if up is not None:
         st.session_state[f"{prefix}_upload_data"] = (up.name, up.getvalue())
