@@ -12,6 +12,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")      # CI has no hub; never wait fo
 # browser tests' servers inherit it unless a test asks for live progress (streamlit_server(env=…)).
 os.environ.setdefault("ATTNKIT_JOB_WAIT", "600")
 
+from transformers.utils import logging as hf_logging  # noqa: E402
+
+# Tests build checkpoints with save_pretrained, whose "Writing model shards" bar goes to stderr. attnkit
+# turns HF's bars off when it loads a model (loading._build), so without this a test that reads a CLI's
+# stderr after building a checkpoint passes or fails depending on whether an earlier test loaded one.
+hf_logging.disable_progress_bar()
+
 from helpers import make_checkpoint  # noqa: E402
 
 

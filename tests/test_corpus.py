@@ -15,6 +15,10 @@ import attnkit
 from attnkit import corpus as C
 from attnkit.tolerances import CORPUS_ATOL
 from attnkit.corpus import analyses as CA
+# Imported here, not inside the test that patches attnkit.loading.load: the corpus CLI's imports (the bench
+# among them) bind `load` by name, and a first import under the patch kept the fake for later test files.
+from attnkit.cli import corpus as corpus_cli  # noqa: F401
+from attnkit.cli import main
 
 WINDOW = 16
 KW = dict(model="attnkit-tiny", analyses=("heads", "entropy", "ablation-loss"), window=WINDOW, batch=4,
@@ -239,8 +243,6 @@ def test_cli_refuses_bad_input_before_any_work(args, message, corpus_file, tmp_p
     base = {"--model": "attnkit-tiny", "--input": str(corpus_file), "--out": str(out)}
     for k, v in zip(args[::2], args[1::2]):
         base[k] = v
-    from attnkit.cli import main
-
     assert main(["corpus", *[x for kv in base.items() for x in kv]]) == 2
     err = capsys.readouterr().err
     assert err.startswith("attnkit corpus: ") and message in err

@@ -41,7 +41,7 @@ INTERNAL = {
     "base", "change", "which", "ranked", "names", "order", "res", "lo", "r", "row", "ex", "hs", "cfg", "kv",
     "mode", "view", "per_layer", "max_docs", "top", "scale", "domain", "S", "V", "A", "C", "hm", "LABELS",
     "STATS", "MARK_LIMIT", "COMPACT_DIMS", "spec", "stem", "fmt", "counts", "total", "d_model",
-    "head_i", "tail", "rows", "df", "np", "devices", "n_rows", "n_all", "how",
+    "head_i", "tail", "rows", "df", "np", "devices", "n_rows", "n_all", "how", "kb", "limit", "n_layers",
 }
 
 

@@ -125,20 +125,26 @@ def test_the_checker_finds_a_loop_and_a_breach(tmp_path):
     assert front_end_breaches(graph, external) == ["attnkit.b imports streamlit", "attnkit.core imports attnkit.cli"]
 
 
-def test_no_import_loops():
-    graph, _ = import_graph()
+@pytest.fixture(scope="module")
+def real_graph():
+    """attnkit/'s import graph, read once for the tests below (parsing every module takes seconds)."""
+    return import_graph()
+
+
+def test_no_import_loops(real_graph):
+    graph, _ = real_graph
     loops = [c for c in cycles(graph) if not set(c) <= EXEMPT]
     assert not loops, "import loops: " + "; ".join(" <-> ".join(c) for c in loops)
 
 
-def test_core_and_analyses_never_import_a_front_end():
-    graph, external = import_graph()
+def test_core_and_analyses_never_import_a_front_end(real_graph):
+    graph, external = real_graph
     bad = [b for b in front_end_breaches(graph, external) if b.split(" ")[0] not in EXEMPT]
     assert not bad, "\n".join(bad)
 
 
-def test_exemptions_are_still_needed():
-    graph, external = import_graph()
+def test_exemptions_are_still_needed(real_graph):
+    graph, external = real_graph
     breaching = {b.split(" ")[0] for b in front_end_breaches(graph, external)} | {m for c in cycles(graph) for m in c}
     stale = sorted(m for m in EXEMPT if m not in breaching)
     assert not stale, f"remove from EXEMPT in tests/test_layers.py (fixed or gone): {stale}"
@@ -207,8 +213,8 @@ def test_the_layer_table_is_read_from_the_readme():
     assert layer_of("attnkit.corpus.store", table) == 2 and layer_of("attnkit.app.jobs", table) == 3
 
 
-def test_every_module_is_in_one_layer_and_imports_go_downward():
-    graph, _ = import_graph()
+def test_every_module_is_in_one_layer_and_imports_go_downward(real_graph):
+    graph, _ = real_graph
     bad = layer_breaches(graph, layer_table(_readme()))
     assert not bad, "\n".join(bad)
 

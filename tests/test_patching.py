@@ -11,7 +11,7 @@ from attnkit import patching as P
 from attnkit.app.navigation import GOTO
 from attnkit.tolerances import ZERO_ATOL
 from attnkit.cli.patch import cli as patch_cli
-from helpers import apptest
+from helpers import apptest, selectbox
 
 CLEAN = "The animal didn't cross the street because it was too tired."
 CORRUPT = "The animal didn't cross the street because it was too tired!"
@@ -260,10 +260,9 @@ def test_page_prompt_set_averages(odd_dir):
 
 
 def test_page_in_the_app_opens_a_clicked_head_in_heatmaps(odd_dir):
-    """What a click on the patching map leaves behind (the chart's callback calls ui.open_head: the Heatmaps
-    page's inputs and the page switch asked for) is followed: AppTest runs a switched-to page's later runs
-    on their own, outside app.py's frame, where the switch is a one-line note saying where the head went
-    (the frame's switch itself is navigation.follow's, tested by pages-views)."""
+    """In the app started from app.py: what a click on the patching map leaves behind (the chart's callback
+    calls ui.open_head: the Heatmaps page's inputs and the page switch asked for) switches to Heatmaps on
+    that head, also on a later run that AppTest makes of the page without app.py's frame."""
     at = apptest("app.py", odd_dir, he_clean=CLEAN, he_corrupt=CORRUPT, he_answer="it", he_distractor="the",
                  he_example="Your own")
     at.switch_page("pages/7_Head_effects.py").run()
@@ -273,7 +272,8 @@ def test_page_in_the_app_opens_a_clicked_head_in_heatmaps(odd_dir):
     at.session_state[GOTO] = ("heatmaps", {"view": "One head", "layer": 2, "head": 4})
     at.run()
     assert not at.exception, at.exception
-    assert any("Head L2H4" in i.value and "Heatmaps page" in i.value for i in at.info), [i.value for i in at.info]
+    assert [t.value for t in at.title] == ["Heatmaps"]
+    assert at.selectbox(key="hm_layer").value == 2 and selectbox(at, "hm_head").value == 4
     assert GOTO not in at.session_state
 
 

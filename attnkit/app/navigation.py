@@ -150,14 +150,19 @@ def open_head(layer: int, head: int, prompt: str | None = None) -> None:
 def follow(in_frame: bool) -> None:
     """Do a page switch asked for by :func:`open_page` (the frame calls this before the page runs).
 
-    Outside the navigation (a page run on its own by ``streamlit run pages/X.py`` or AppTest) there is no
-    page to switch to: a one-line note says where the choice went."""
+    Outside the navigation (a page run on its own by ``streamlit run pages/X.py`` or AppTest) the switch is
+    tried too: it works wherever Streamlit knows the page (an app started from app.py, whose later runs
+    of a page go without the frame); where it does not (``streamlit run pages/X.py``) a one-line note
+    says where the choice went."""
     goto = st.session_state.pop(GOTO, None)
     if goto is None:
         return
     spec = page_spec(goto[0])
-    if in_frame:
+    try:
         st.switch_page(spec.path)
+    except st.errors.StreamlitAPIException:
+        if in_frame:                        # the frame's own page list: a missing page is a bug
+            raise
     what = goto[1]
     if {"layer", "head"} <= set(what):
         text = t("Head {head} and the prompt are selected on the {page} page; open it from the navigation.",
