@@ -1,15 +1,12 @@
-"""Circuits: how heads in different layers work together — composition scores from the weights, path
-patching into one head's query, key or value, attribution patching beside exact patching, and a circuit
-found automatically and checked by running it with every other edge ablated."""
+"""Circuits: how heads in layers work together — composition scores, path patching into a head's q, k or v,
+attribution beside exact patching, and a circuit found and checked with every other edge ablated."""
 import functools
 from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
 
-from attnkit import app as ui
-from attnkit import examples
-from attnkit import patching
+from attnkit import app as ui, examples, patching
 from attnkit.app import costs as app_costs
 from attnkit.app import pairs as pair_widgets
 from attnkit.app import planted as planted_view
