@@ -75,6 +75,17 @@ def test_chinese_prompt_on_an_english_model_offers_the_chinese_model(small_dir):
         assert not [w for w in at.sidebar.warning if cjk.CHINESE_MODEL in w.value]
 
 
+def test_chinese_prompt_on_attnkit_tiny_offers_the_chinese_model():
+    # attnkit-tiny keeps most common characters whole (classical poems in its corpus) but only 13 % of its
+    # vocabulary is Chinese: the notice says so and offers the Chinese model in one click
+    at = apptest("pages/0_Home.py", text=ZH_PROMPT, ak_model="attnkit-tiny").run()
+    assert not at.exception
+    notes = [w.value for w in at.sidebar.warning if cjk.CHINESE_MODEL in w.value]
+    assert len(notes) == 1 and "13%" in notes[0], [w.value for w in at.sidebar.warning]
+    at.button(key="ak_load_zh").click().run()
+    assert at.session_state["ak_model"] == cjk.CHINESE_MODEL and at.session_state["ak_text"] == ZH_PROMPT
+
+
 def test_english_prompt_shows_no_cjk_notice():
     at = apptest("pages/0_Home.py", text="The cat sat on the mat.", ak_model="attnkit-tiny").run()
     assert not at.exception

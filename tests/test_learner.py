@@ -163,6 +163,10 @@ def test_cjk_notice_names_the_chinese_model_when_the_characters_are_split():
     assert cjk.cjk_notice(text, whole, "attnkit-tiny") is None                       # it reads them
     assert cjk.cjk_notice(text, whole, "attnkit-tiny", knows_cjk=False) is not None  # trained on none
     assert cjk.cjk_notice(text, split, cjk.CHINESE_MODEL) is None
+    little = cjk.cjk_notice(text, whole, "attnkit-tiny", vocab_share=0.13)        # whole, but little Chinese
+    assert little is not None and "13%" in little and "attnkit-tiny-zh" in little
+    assert cjk.cjk_notice(text, whole, "attnkit-tiny", vocab_share=0.45) is None
+    assert cjk.vocab_cjk_share([b"ab", "猫".encode(), b"\xe7", "上海".encode()]) == 0.5
     assert cjk.cjk_notice("The cat 猫", char_groups(_split_bytes("The cat 猫")), "attnkit-tiny") is None
 
 

@@ -196,17 +196,17 @@ def _load_chinese_model() -> None:
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _knows_cjk(key: tuple, _model) -> bool:
-    """Whether the vocabulary of the model ``key`` (name, device) holds any CJK character (once per model)."""
-    return cjk.vocab_has_cjk(_model.token_bytes(range(len(_model.tokenizer))))
+def _vocab_cjk(key: tuple, _model) -> float:
+    """The share of the vocabulary of the model ``key`` (name, device) that holds a CJK character (once per model)."""
+    return cjk.vocab_cjk_share(_model.token_bytes(range(len(_model.tokenizer))))
 
 
 def _cjk_notice(ctx: Context) -> None:
     """A mostly-CJK prompt on a model that cannot read it: the one-line notice and the one-click switch."""
     if ctx.model_name == cjk.CHINESE_MODEL or cjk.cjk_share(ctx.text) <= cjk.MOSTLY:
         return
-    notice = cjk.cjk_notice(ctx.text, ctx.model.token_groups(ctx.ids), ctx.model_name,
-                            _knows_cjk(ctx.key, ctx.model))
+    share = _vocab_cjk(ctx.key, ctx.model)
+    notice = cjk.cjk_notice(ctx.text, ctx.model.token_groups(ctx.ids), ctx.model_name, share > 0, share)
     if notice is None:
         return
     st.sidebar.warning(plain(str(notice)), icon="🀄")
