@@ -38,13 +38,13 @@ spec = st.text_input(t("Series"), key="tr_series", help=t(
 series, error = view.resolve(spec)
 if series is None:
     st.error(ui.plain(error), icon="⚠️")
-    st.stop()
+    ui.stop()
 st.caption(ui.plain(t("{n} checkpoints, steps {first}–{last} ({source})", n=len(series), first=series.steps[0],
                       last=series.steps[-1], source=series.source)))
 
 res = view.analysis(ctx, series)
 if res is None:
-    st.stop()
+    ui.stop()
 
 st.subheader(t("Curves over steps"))
 view.curves(res)

@@ -35,6 +35,7 @@ def hf_cache(tmp_path_factory):
 
 LOAD_FROM_CACHE = """
 import json, sys
+from attnkit.loading import load
 from attnkit.verify import compare
 import torch
 out = {}

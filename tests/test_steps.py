@@ -185,7 +185,7 @@ def test_xx_is_symmetric_qk_is_not(odd, prompt):
     q, k = tr["q", 1][0, 3].double(), tr["k", 1][0, 3].double()
     assert_close(r["qk"].double(), q @ k.T, rtol=1e-5, atol=1e-5)
     assert r["xx_stats"]["asymmetry"] < 1e-6
-    assert r["qk_stats"]["asymmetry"] > 0.1
+    assert r["qk_stats"]["asymmetry"] > 0.05           # ≫ X·Xᵀ's float noise (< 1e-6): W_Q ≠ W_K
     assert r["xx_stats"]["diagonal ratio"] > r["qk_stats"]["diagonal ratio"]
 
 

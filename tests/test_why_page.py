@@ -140,6 +140,7 @@ def test_the_whole_row_runs_as_a_job_when_slow(monkeypatch):
     assert at.metric                                                  # the key's split came from its job
     jobs = at.session_state["_ak_results"]
     assert {"hm_why", "hm_why_row"} <= set(jobs)
-    row = jobs["hm_why_row"][1][0]
+    from attnkit.app import jobs as app_jobs                          # a session keeps keys; results are shared
+    row = app_jobs.recall(dict(jobs), "hm_why_row", jobs["hm_why_row"])[1][0]
     assert list(row.keys) == list(range(Q + 1))
     assert row.key_side.sum(0) == pytest.approx(row.scores, abs=1e-4)

@@ -13,6 +13,7 @@ from ..circuits import attribution_patching
 from ..circuits import cost as cost_lib
 from ..circuits import path as path_patching
 from ..i18n import t
+from .escaping import plain
 from .caches import cached_model
 from .jobs import job_result
 
@@ -43,14 +44,14 @@ def gate(key: str, label: str, est: cost_lib.Estimate, dg=st) -> bool:
     when = seconds_text(est.seconds)
     asked = st.session_state.setdefault(ASKED, set())
     if est.seconds <= AUTO_S or key in asked:
-        dg.caption(t("{what}: estimated {when} on this machine ({passes} passes of the model).", what=label,
-                     when=when, passes=f"{est.passes:,.0f}"))
+        dg.caption(plain(t("{what}: estimated {when} on this machine ({passes} passes of the model).", what=label,
+                           when=when, passes=f"{est.passes:,.0f}")))
         return True
-    if dg.button(t("Start: {what} ({when})", what=label, when=when), key=f"{key}_start"):
+    if dg.button(plain(t("Start: {what} ({when})", what=label, when=when)), key=f"{key}_start"):
         asked.add(key)
         return True
-    dg.caption(t("Not started: estimated {when} on this machine ({passes} passes of the model), from the "
-                 "model's shape.", when=when, passes=f"{est.passes:,.0f}"))
+    dg.caption(plain(t("Not started: estimated {when} on this machine ({passes} passes of the model), from the "
+                       "model's shape.", when=when, passes=f"{est.passes:,.0f}")))
     return False
 
 
@@ -68,11 +69,11 @@ def exact_choice(cfg, T: int, pos: int, mlps: bool, rate_: float | None, key: st
     |attribution| (the default). Returns (run it, top: None for every edge)."""
     top = attribution_patching.EXACT_TOP
     every = cost_lib.exact_cost(cfg, T, pos, mlps, None, rate_)
-    if st.checkbox(t("Every edge ({when}), not only the {n} of largest |attribution|",
-                     when=seconds_text(every.seconds), n=top), key=f"{key}_all"):
+    if st.checkbox(plain(t("Every edge ({when}), not only the {n} of largest |attribution|",
+                           when=seconds_text(every.seconds), n=top)), key=f"{key}_all"):
         top = None
     est = cost_lib.exact_cost(cfg, T, pos, mlps, top, rate_)
-    return st.checkbox(t("Run exact patching to compare ({when})", when=seconds_text(est.seconds)), key=key), top
+    return st.checkbox(plain(t("Run exact patching to compare ({when})", when=seconds_text(est.seconds))), key=key), top
 
 
 def job(ctx, slot: str, key: tuple, label: str, fn, *args, est: cost_lib.Estimate | None = None, **kw):

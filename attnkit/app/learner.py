@@ -16,6 +16,7 @@ from ..charts import steps as step_charts
 from ..loading import CHINESE_MODEL, SHIPPED
 from ..model import run
 from ..standard import head_name
+from .caches import budgeted
 from .context import Context
 from .escaping import plain, show_error
 from .navigation import open_page
@@ -132,7 +133,7 @@ def _links() -> None:
                            args=(page, ZH_CAT if page == "heatmaps" else ZH_TEXT), kwargs=inputs)
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
+@budgeted
 def _patterns(name: str, device: str, ids: tuple, _weights) -> list:
     tr = run(_weights, list(ids), capture="pattern")
     return [tr["pattern", layer][0].detach().double().cpu() for layer in range(_weights.config.n_layers)]

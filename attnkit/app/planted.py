@@ -12,6 +12,7 @@ import streamlit as st
 from .. import calibration
 from ..i18n import t
 from ..loading import PLANTED_MODELS
+from .caches import budgeted
 from .escaping import plain, show_error
 
 __all__ = ["Stated", "stated", "sidebar_note", "card_section", "Compared", "compare_section", "mark_labels"]
@@ -25,7 +26,7 @@ class Stated:
     card: dict
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+@budgeted
 def _read(source: str) -> tuple[Stated | None, str | None]:
     folder = calibration.planted_folder(source)
     if folder is None:

@@ -10,7 +10,7 @@ from .. import prompts as prompt_lib
 from ..i18n import msg, t
 from ..loading import MODEL_CHOICES, SHIPPED_MODEL, LoadError, resolve_device
 from . import language
-from .caches import cached_default_model, cached_model
+from .caches import budgeted, cached_default_model, cached_model
 from .context import KEPT_KEYS, DEFAULT_PROMPT, LOCAL, Context
 from .escaping import plain, show_error
 from .planted import sidebar_note
@@ -195,7 +195,7 @@ def _load_chinese_model() -> None:
     st.session_state["ak_model"] = cjk.CHINESE_MODEL          # the prompt and every other choice are kept
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+@budgeted
 def _vocab_cjk(key: tuple, _model) -> float:
     """The share of the vocabulary of the model ``key`` (name, device) that holds a CJK character (once per model)."""
     return cjk.vocab_cjk_share(_model.token_bytes(range(len(_model.tokenizer))))

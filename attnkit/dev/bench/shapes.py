@@ -41,8 +41,6 @@ from transformers.utils import logging as hf_logging
 
 from ... import patching
 from ...ablations.base import Spec
-from ...app import opening
-from ...app import pairs as pair_widgets
 from ...ablations.measure import measure
 from ...circuits.timing import circuit_bench
 from ...entropy import entropy_profile
@@ -242,7 +240,7 @@ def _why(loaded, T: int, repeats: int, warmup: int) -> tuple[list, dict]:
 
 
 #: The Circuits page's pair at the bench's shapes: their byte-level tokenizer makes no example's answer one token.
-CIRCUITS_PAIR = {"ci_example": pair_widgets.CUSTOM, "ci_clean": "ab ab ab a", "ci_corrupt": "ab cb ab a", "ci_answer": "b",
+CIRCUITS_PAIR = {"ci_example": "Your own", "ci_clean": "ab ab ab a", "ci_corrupt": "ab cb ab a", "ci_answer": "b",
                  "ci_distractor": "c"}
 
 
@@ -250,6 +248,7 @@ def _circuits_page(loaded) -> tuple[list, dict]:
     """The Circuits page opened twice in fresh sessions on ``loaded``'s folder: the first run loads the model
     (the server's cache), the second is what a new visitor waits for. Also: the computations left waiting
     behind a button with their estimate, and whether the page showed the pair's logit differences."""
+    from ...app import opening    # Streamlit only here: the corpus and bench commands import this module without it
     got = opening.open_page("circuits", loaded.name, state=CIRCUITS_PAIR)
     times = got["seconds"]
     waiting = [b for b in got["buttons"] if b.endswith(")") and "about" in b]
