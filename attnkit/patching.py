@@ -205,7 +205,7 @@ def resolve_token(model, word: str, role: str = "answer") -> tuple[int, str, str
         tried.append((c, ids))
     pieces = "; ".join(f"{c!r} is {len(ids)} tokens: " + " + ".join(printable_token(t) for t in model.token_texts(ids))
                        for c, ids in tried)     # a split character reads 猫[1/2] + 猫[2/2], as on every page
-    raise PatchError(f"the {role} must be a single token, but {pieces}; pick a word that is one token")
+    raise PatchError(msg("the {role} must be a single token, but {pieces}; pick a word that is one token", role=role, pieces=pieces))
 
 
 def side_by_side(clean_toks: list[str], corrupt_toks: list[str]) -> list[dict]:

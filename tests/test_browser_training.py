@@ -7,7 +7,7 @@ import pytest
 
 from attnkit import series as series_mod
 from attnkit import training
-from browser import act, chromium, need_browser, open_page, screenshot, streamlit_server, wait_idle
+from browser import act, chromium, need_browser, open_page, screenshot, streamlit_server, track_runs, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -20,6 +20,7 @@ def test_training_page_curves_slider_and_one_click_to_heatmaps(tmp_path, monkeyp
     with streamlit_server(env={"ATTNKIT_CACHE": str(tmp_path / "cache")}, timeout=120) as (url, _proc), \
             chromium() as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
+        track_runs(page)
         open_page(page, url, "Training", heading="Watching attention learn", charts=2, timeout=300_000)
         main = page.locator("[data-testid='stMain']")
         assert f"phase change at step {res.phase_change_step}:" in main.inner_text()

@@ -77,7 +77,7 @@ PAGES: tuple[PageSpec, ...] = (
         "attnkit against HuggingFace, layer by layer — why the numbers on the other pages can be trusted.")),
     PageSpec("glossary", "pages/9_Glossary.py", msg("Glossary"), "📖", summary=msg(
         "the terms these pages use, in English and in the seeds' Chinese (注意力, 查询/键/值, 掩码 …).")),
-    PageSpec("training", "pages/10_Training.py", msg("Training"), "🌱", "tr", msg("Watching attention learn"),
+    PageSpec("training", "pages/10_Training.py", msg("Training"), "🌱", "tr", msg("Training: watching attention learn"),
              summary=msg("a series of training checkpoints: head scores and the ICL score over steps, the induction "
                          "phase change, a head's pattern step by step, any checkpoint opened on the other pages.")),
 )

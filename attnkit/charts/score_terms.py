@@ -11,6 +11,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from ..i18n import t
 from ..score_terms import KINDS, L0_CELLS, RowTerms, ScoreTerms, part_kind, top_terms
 from .effects import _diverging
 from .heatmaps import CONTENT_WIDTH, PAD
@@ -59,7 +60,7 @@ def terms_grid(st: ScoreTerms, max_parts: int = 30, *, title: str | None = None)
     cell = max(8, min(22, (CONTENT_WIDTH - 160) // max(len(ks), 1)))
     title = title or f"{st.head}: {_what(st)} = {st.score:+.4f}, split into query part × key part"
     tips = [alt.Tooltip("query:N", title="query part"), alt.Tooltip("key:N", title="key part"),
-            alt.Tooltip("value:Q", format="+.4f"), alt.Tooltip("share:Q", format="+.1%", title="share of the score")]
+            alt.Tooltip("value:Q", format="+.4f"), alt.Tooltip("share:Q", format="+.1%", title=t("share of the score"))]
     return alt.Chart(d, title=title).mark_rect().encode(
         x=alt.X("key:N", sort=ks, title="key side (what the key carries)"),
         y=alt.Y("query:N", sort=qs, title="query side (what the query reads with)"),
@@ -87,7 +88,7 @@ def side_bars(st: ScoreTerms, side: str = "key", n: int = 15) -> alt.Chart:
     s = s.reindex(s.abs().sort_values(ascending=False).index[:n])
     d = pd.DataFrame({"part": list(s.index), "value": s.to_numpy(), "kind": [part_kind(p) for p in s.index]})
     return alt.Chart(d, title=f"{st.head}: the {side} side's parts ({_what(st)})").mark_bar().encode(
-        y=alt.Y("part:N", sort=list(d["part"]), title=f"{side} part"), x=alt.X("value:Q", title="share of the score"),
+        y=alt.Y("part:N", sort=list(d["part"]), title=f"{side} part"), x=alt.X("value:Q", title=t("share of the score")),
         color=_diverging("value", d["value"], "value"),
         tooltip=["part:N", "kind:N", alt.Tooltip("value:Q", format="+.4f")],
     ).properties(width=CONTENT_WIDTH - 260, height=18 * len(d), autosize=PAD)
@@ -121,7 +122,7 @@ def layer0_bars(cells: dict | pd.DataFrame, *, title: str = "") -> alt.LayerChar
     d["lo"], d["hi"] = d["mean"] - d["std"].fillna(0), d["mean"] + d["std"].fillna(0)
     base = alt.Chart(d, title=title or "layer 0: query side × key side")
     bars = base.mark_bar().encode(
-        y=alt.Y("cell:N", sort=list(L0_CELLS), title=None), x=alt.X("mean:Q", title="share of the score"),
+        y=alt.Y("cell:N", sort=list(L0_CELLS), title=None), x=alt.X("mean:Q", title=t("share of the score")),
         color=_diverging("mean", d["mean"], "value"),
         tooltip=["cell:N", alt.Tooltip("mean:Q", format="+.4f"), alt.Tooltip("std:Q", format=".4f"), "n:Q"])
     errs = base.mark_rule().encode(y=alt.Y("cell:N", sort=list(L0_CELLS)), x="lo:Q", x2="hi:Q")
