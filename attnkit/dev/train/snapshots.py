@@ -44,7 +44,7 @@ def pick_along_curve(points: list[tuple[int, float]], n: int) -> list[int]:
         i = min(range(len(points)), key=lambda j: abs(arc[j] - target))
         if i not in picked:
             picked.append(i)
-    for i in range(len(points)):        # ties merged two picks: fill with the largest gaps' midpoints
+    for i in range(len(points)):        # two targets fell on one point: fill with the earliest points not picked
         if len(picked) >= n:
             break
         if i not in picked:
