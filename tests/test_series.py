@@ -239,3 +239,10 @@ def test_icl_positions_stay_inside_the_trained_window(folder_series, tmp_path):
     assert where == {"window": 20, "early": [1, 2], "late": [18, 19], "windows": where["windows"]}
     assert where["windows"] >= 2 and all(math.isfinite(c.icl_se) for c in res.checkpoints)
     assert res.to_json()["checkpoints"][0]["icl_late_positions"] == [18, 19]
+
+
+def test_t_quantile_matches_scipy():
+    stats = pytest.importorskip("scipy.stats")
+    from attnkit.training import t_quantile
+    for df in (1, 2, 3, 5, 10, 30):
+        assert t_quantile(0.975, df) == pytest.approx(stats.t.ppf(0.975, df), rel=1e-6)
