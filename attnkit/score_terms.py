@@ -300,7 +300,7 @@ def _first_pass(weights: Weights, ids: list[int], layer: int):
     own q and k there (rotated)."""
     rot = weights.config.position == "rotary"
     names = ["resid_pre"] + (["q_rot", "k_rot"] if rot else ["q", "k"])
-    tr = run(weights, ids, capture=names, layers=[layer], stop=layer + 1)
+    tr = run(weights, ids, capture=names, layers=[layer], stop=layer + 1, logits=False)
     x = tr["resid_pre", layer][0].double()
     return x, norm_scale(weights, x), tr[names[1], layer][0], tr[names[2], layer][0]
 
@@ -423,21 +423,30 @@ def _carries(part: str):
 def explain(st: ScoreTerms, tokens: list[str] | None = None) -> Message:
     """One plain-text sentence from the real numbers: the key part that matters most (summed over the query
     side), the query part reading it most, and the single largest term. Not Markdown: show it as text. A
-    :class:`~attnkit.i18n.Message`: English as a str, shown in the session's language."""
+    :class:`~attnkit.i18n.Message`: English as a str, shown in the session's language.
+
+    A single score reads "towards" or "away from" by the sign of that key part (it raises or lowers the
+    score); a contrast (``against``) reads by the sign of the difference itself: which key wins, by how much,
+    and the key part whose difference between the two keys matters most."""
     def tok(p):
         return f"{p} ({tokens[p]!r})" if tokens is not None else str(p)
     kpart, kval = _side_top(st.key_side)
     col = pd.Series(st.values[:, st.key_parts.index(kpart)], index=st.query_parts)
     qpart, qval = _side_top(col)
-    what = (f"score_{st.query},{st.key} − score_{st.query},{st.against}" if st.against is not None
-            else msg("the score"))
+    common = dict(head=st.head, query=tok(st.query), kpart=_carries(kpart), kval=f"{kval:+.3f}",
+                  score=f"{st.score:+.3f}", qpart=_carries(qpart), qval=f"{qval:+.3f}", n=st.values.size,
+                  total=f"{st.total:+.4f}")
+    if st.against is not None:
+        wins, loses = (st.key, st.against) if st.score >= 0 else (st.against, st.key)
+        return msg("From {query}, {head} scores {wins} above {loses} (score_{query_pos},{key_pos} − "
+                   "score_{query_pos},{against_pos} = {score}) above all because {kpart} differs between the two "
+                   "keys ({kval} of the difference), read most by the query's {qpart} ({qval}); the sum of all {n} "
+                   "terms is {total}.", wins=tok(wins), loses=tok(loses), query_pos=st.query, key_pos=st.key,
+                   against_pos=st.against, **common)
     goes = msg("towards") if kval >= 0 else msg("away from")
-    rather = msg(" rather than {key}", key=tok(st.against)) if st.against is not None else ""
-    return msg("{head} attends from {query} {goes} {key}{rather} above all because its key carries {kpart} "
-               "({kval} of {what} {score}), read most by the query's {qpart} ({qval}); the sum of all {n} terms "
-               "is {total}.", head=st.head, query=tok(st.query), goes=goes, key=tok(st.key), rather=rather,
-               kpart=_carries(kpart), kval=f"{kval:+.3f}", what=what, score=f"{st.score:+.3f}",
-               qpart=_carries(qpart), qval=f"{qval:+.3f}", n=st.values.size, total=f"{st.total:+.4f}")
+    return msg("{head} attends from {query} {goes} {key} above all because its key carries {kpart} "
+               "({kval} of the score {score}), read most by the query's {qpart} ({qval}); the sum of all {n} terms "
+               "is {total}.", goes=goes, key=tok(st.key), **common)
 
 
 # ----------------------------------------------------------------------------- layer 0: the seeds' X·Xᵀ

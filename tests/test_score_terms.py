@@ -207,7 +207,12 @@ def test_tiny_induction_key_reads_the_previous_token_head_in_three_views():
     assert "L2H1" in list(ks.index[:3]) and ks["L2H1"] > 0
     c = ST.score_terms(m.weights, ids, 3, 0, 11, 3, against=7)
     assert c.key_side.abs().idxmax() == "L2H1" and c.key_side["L2H1"] > 0 and c.score > 0
-    assert "L2H1's output" in ST.explain(c, m.token_strs(ids))
+    said = str(ST.explain(c, m.token_strs(ids)))
+    assert "L2H1's output" in said and "L3H0 scores 3 (' source') above 7 (' binary')" in said
+    # the contrast the other way round names the same winner (its sign, not the order asked, decides)
+    back = ST.score_terms(m.weights, ids, 3, 0, 11, 7, against=3)
+    assert back.score == pytest.approx(-c.score, abs=1e-5)
+    assert "L3H0 scores 3 (' source') above 7 (' binary')" in str(ST.explain(back, m.token_strs(ids)))
     comp = CO.composition(m.weights, "k")
     into = comp.block("k", 2, 3)[:, 0]
     assert int(np.argmax(into)) == 1 and into[1] > comp.baseline["q99"]

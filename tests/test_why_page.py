@@ -41,7 +41,7 @@ def test_the_page_and_the_cli_give_the_same_terms(tmp_path):
     assert metrics["The model's score"] == f"{cli['score']:+.4f}"
     assert metrics["Sum of the terms"] == f"{cli['total']:+.4f}"
     texts = " ".join(x.value for x in at.text)
-    assert "L3H0 attends from 11" in texts and "rather than" in texts      # the sentence and the contrast
+    assert "L3H0 attends from 11" in texts and "differs between the two keys" in texts  # the sentence, the contrast
     # the grouped view adds up to the score too
     grouped = next(d.value for d in at.dataframe if "query part" not in getattr(d.value, "columns", ["query part"]))
     assert float(grouped.data.to_numpy().sum() if hasattr(grouped, "data") else grouped.to_numpy().sum()) == \
@@ -144,3 +144,25 @@ def test_the_whole_row_runs_as_a_job_when_slow(monkeypatch):
     row = app_jobs.recall(dict(jobs), "hm_why_row", jobs["hm_why_row"])[1][0]
     assert list(row.keys) == list(range(Q + 1))
     assert row.key_side.sum(0) == pytest.approx(row.scores, abs=1e-4)
+
+
+def test_step_by_step_averages_layer0_over_the_uploaded_prompts():
+    """With a prompt set in the sidebar, Step by step shows layer 0's split averaged over it: the library's
+    layer0_average on the same prompts (mean, std over prompts, n), the cells adding up to each prompt's score."""
+    from attnkit import loading
+    m = loading.load("attnkit-tiny", "cpu")
+    texts = ["The cat sat on the mat because it was tired", "Install the kernel source and the module binary",
+             "Mary and John went to the store"]
+    data = "\n".join(json.dumps({"text": x}) for x in texts).encode()
+    at = apptest(STEPS, ak_source="Upload", ak_upload_data=("set.jsonl", data), st_head=1).run()
+    assert not at.exception
+    shown = next(d.value for d in at.dataframe if "mean" in getattr(d.value, "columns", []))
+    want = terms_lib.layer0_average(m.weights, [m.encode(x) for x in texts], 1)
+    assert list(shown["cell"]) == list(want["cell"]) and set(shown["n"]) == {3}
+    assert shown["mean"].to_numpy() == pytest.approx(want["mean"].to_numpy(), abs=1e-9)
+    assert shown["std"].to_numpy() == pytest.approx(want["std"].to_numpy(), abs=1e-9)
+    assert (want["std"] > 0).any()                       # three different prompts: a real spread
+    # the mean of the cells is the mean of each prompt's top score (the split is exact)
+    tops = [float(terms_lib.score_terms(m.weights, ids, 0, 1, len(ids) - 1).scores.max())
+            for ids in (m.encode(x) for x in texts)]
+    assert shown["mean"].sum() == pytest.approx(sum(tops) / 3, abs=1e-4)

@@ -38,12 +38,24 @@ def _parser():
                    f"patching, peak memory) at these real shapes with random weights: {', '.join(SHAPE_NAMES)} "
                    "(checkpoints are built once into --shape-cache; xl is ~6 GB)")
     p.add_argument("--shape-T", type=cli_args.int_in(2, MAX_T), default=256, help="with --shapes: the trace's length (default 256)")
+    p.add_argument("--shape-parts", type=_shape_parts, metavar="P,…", help="with --shapes: only these parts, of "
+                   f"{', '.join(SHAPE_PARTS)} (default all)")
     p.add_argument("--shape-cache", type=cli_args.writable_dir, help="with --shapes: where the checkpoints are kept "
                    "(default $ATTNKIT_BENCH_CACHE or <tmp>/attnkit-bench-cache)")
     return p
 
 
 SHAPE_NAMES = [s for s in bench_lib.shapes.REAL_SHAPES if s != "tiny"]
+SHAPE_PARTS = bench_lib.shapes.SHAPE_PARTS
+
+
+def _shape_parts(text: str) -> list[str]:
+    """--shape-parts: comma-separated names of attnkit.dev.bench.shapes.SHAPE_PARTS."""
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [n for n in names if n not in SHAPE_PARTS]
+    if not names or bad:
+        raise cli_args.Err(f"{', '.join(bad) or 'nothing'} is not a part; choose from {', '.join(SHAPE_PARTS)}")
+    return list(dict.fromkeys(names))
 
 
 def _shapes(text: str) -> list[str]:
@@ -98,7 +110,8 @@ def _add_long(res: dict, a) -> None:
 
 def _add_shapes(res: dict, a) -> None:
     """--shapes: the per-shape rows into ``res``, its summary recounted."""
-    sec = bench_lib.shapes.shape_section(a.shapes, T=a.shape_T, repeats=a.repeats or 2, cache=a.shape_cache, log=_log)
+    sec = bench_lib.shapes.shape_section(a.shapes, T=a.shape_T, repeats=a.repeats or 2, cache=a.shape_cache, log=_log,
+                                             parts=a.shape_parts or SHAPE_PARTS)
     res["shapes"] = sec
     res["results"] += sec["rows"]
     res["summary"].update(bench_lib.judged_summary(res["results"]))

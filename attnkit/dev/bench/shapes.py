@@ -50,7 +50,7 @@ from ...score_terms import score_terms
 from .common import byte_tokenizer, interleaved, judge, random_ids, ratio_row, reset_peak_rss, side, vm_hwm_bytes
 from .sections import PATCH_T, patch_pair
 
-__all__ = ["REAL_SHAPES", "SHAPE_TARGETS", "cache_folder", "shape_checkpoint", "peak_rise", "shape_rows",
+__all__ = ["REAL_SHAPES", "SHAPE_TARGETS", "SHAPE_PARTS", "cache_folder", "shape_checkpoint", "peak_rise", "shape_rows",
            "shape_section", "format_shapes"]
 
 #: name -> (model_type, config kwargs): the full shapes of real checkpoints (their config.json); random weights.
@@ -289,8 +289,11 @@ def _rss() -> int:
     return 0
 
 
-def shape_section(shapes, *, T: int = 256, repeats: int = 2, warmup: int = 1, cache=None,
-                  parts=("trace", "patching", "attribution", "entropy", "ablation", "why", "circuits"),
+#: The parts of a shape's rows, in the order they run (``--shape-parts`` picks some).
+SHAPE_PARTS = ("trace", "patching", "attribution", "entropy", "ablation", "why", "circuits")
+
+
+def shape_section(shapes, *, T: int = 256, repeats: int = 2, warmup: int = 1, cache=None, parts=SHAPE_PARTS,
                   log=lambda s: None) -> dict:
     """Every shape in turn (built or read from the cache, loaded, measured, freed): JSON-ready."""
     out = {"T": T, "repeats": repeats, "cache": str(cache_folder(cache)), "shapes": {}, "rows": []}

@@ -306,10 +306,12 @@ def _step(model, opt, data: Data, o: Options, p: Schedule, gen, step: int) -> tu
 
 def train_loop(model, opt, data: Data, o: Options, p: Schedule, gen, log, pool: Path | None = None) -> Progress:
     """Optimise until ``p.stop_at`` (or the time box, or SIGUSR1), logging every ``eval_every`` steps (and
-    keeping a float16 snapshot in ``pool`` at each, when given)."""
-    stop_flag = []
+    keeping a float16 snapshot in ``pool`` at each, when given). Under a time box, SIGUSR2 ends the
+    constant phase now: the decay (and long windows) then take a quarter of the time trained so far."""
+    stop_flag, finish_flag = [], []
     try:
         signal.signal(signal.SIGUSR1, lambda *_: stop_flag.append(1))  # emergency stop
+        signal.signal(signal.SIGUSR2, lambda *_: finish_flag.append(1))  # finish early, with the decay
     except (ValueError, AttributeError, OSError):
         pass
     recent: list[float] = []
@@ -319,6 +321,10 @@ def train_loop(model, opt, data: Data, o: Options, p: Schedule, gen, log, pool: 
     while pr.step < p.stop_at:
         now = time.time()
         recent = (recent + [now])[-101:]
+        if finish_flag and p.budget is not None and p.decay_start is None:
+            p.budget = min(p.budget, (now - t_train) / 0.8)
+            log(f"SIGUSR2: finishing, {p.budget / 60:.1f} min of training in all")
+            finish_flag.clear()
         if o.minutes is not None and _time_box(p, o, pr.step, recent, now - t_train, log):
             break
         if stop_flag:
