@@ -18,6 +18,7 @@ plain GELU MLP; a Llama has RMSNorm (no bias), rotary positions, GQA and a gated
 from __future__ import annotations
 
 from .families import family_for
+from .i18n import msg
 from .standard import LayerWeights, ModelConfig, Weights, head_name
 
 __all__ = [
@@ -45,7 +46,8 @@ def attention_weight_count(d_model: int, n_heads: int) -> int:
 
 
 def param_counts(cfg: ModelConfig, weights: Weights | None = None) -> dict[str, int]:
-    """Parameter counts per component (the whole model; biases and norms included).
+    """Parameter counts per component (the whole model; biases and norms included). The names are
+    :class:`~attnkit.i18n.Message` s: English strings as keys (``counts["total"]``), translated when shown.
 
     Without ``weights`` the GPT-2 layout is assumed (biases everywhere, ``wte`` tied to the
     unembedding and counted once); with ``weights`` the tensors present are counted.
@@ -54,18 +56,18 @@ def param_counts(cfg: ModelConfig, weights: Weights | None = None) -> dict[str, 
         return _counted(weights)
     d, L = cfg.d_model, cfg.n_layers
     per_layer = {
-        "attention Q/K/V weights": 3 * d * d,
-        "attention Q/K/V biases": 3 * d,
-        "attention O weight": d * d,
-        "attention O bias": d,
-        "MLP": d * cfg.d_mlp + cfg.d_mlp + cfg.d_mlp * d + d,
-        "LayerNorms (ln_1, ln_2)": 4 * d,
+        msg("attention Q/K/V weights"): 3 * d * d,
+        msg("attention Q/K/V biases"): 3 * d,
+        msg("attention O weight"): d * d,
+        msg("attention O bias"): d,
+        msg("MLP"): d * cfg.d_mlp + cfg.d_mlp + cfg.d_mlp * d + d,
+        msg("LayerNorms (ln_1, ln_2)"): 4 * d,
     }
     counts = {name: L * n for name, n in per_layer.items()}
-    counts["token embedding (wte)"] = cfg.d_vocab * d
-    counts["position embedding (wpe)"] = cfg.n_ctx * d
-    counts["final LayerNorm"] = 2 * d
-    counts["total"] = sum(counts.values())
+    counts[msg("token embedding (wte)")] = cfg.d_vocab * d
+    counts[msg("position embedding (wpe)")] = cfg.n_ctx * d
+    counts[msg("final LayerNorm")] = 2 * d
+    counts[msg("total")] = sum(counts.values())
     return counts
 
 
@@ -76,19 +78,19 @@ def _n(*ts) -> int:
 def _counted(w: Weights) -> dict[str, int]:
     cfg = w.config
     counts = {
-        "attention Q/K/V weights": sum(_n(l.W_Q, l.W_K, l.W_V) for l in w.layers),
-        "attention Q/K/V biases": sum(_n(l.b_Q, l.b_K, l.b_V) for l in w.layers),
-        "attention O weight": sum(_n(l.W_O) for l in w.layers),
-        "attention O bias": sum(_n(l.b_O) for l in w.layers),
-        "MLP": sum(_n(l.W_in, l.b_in, l.W_gate, l.W_out, l.b_out) for l in w.layers),
-        f"{'RMSNorms' if cfg.norm == 'rmsnorm' else 'LayerNorms'} (ln_1, ln_2)":
+        msg("attention Q/K/V weights"): sum(_n(l.W_Q, l.W_K, l.W_V) for l in w.layers),
+        msg("attention Q/K/V biases"): sum(_n(l.b_Q, l.b_K, l.b_V) for l in w.layers),
+        msg("attention O weight"): sum(_n(l.W_O) for l in w.layers),
+        msg("attention O bias"): sum(_n(l.b_O) for l in w.layers),
+        msg("MLP"): sum(_n(l.W_in, l.b_in, l.W_gate, l.W_out, l.b_out) for l in w.layers),
+        msg("RMSNorms (ln_1, ln_2)") if cfg.norm == "rmsnorm" else msg("LayerNorms (ln_1, ln_2)"):
             sum(_n(l.ln1_w, l.ln1_b, l.ln2_w, l.ln2_b) for l in w.layers),
-        "token embedding (wte)": _n(w.wte),
+        msg("token embedding (wte)"): _n(w.wte),
     }
     if w.wpe is not None:
-        counts["position embedding (wpe)"] = _n(w.wpe)
-    counts["final norm"] = _n(w.lnf_w, w.lnf_b)
+        counts[msg("position embedding (wpe)")] = _n(w.wpe)
+    counts[msg("final norm")] = _n(w.lnf_w, w.lnf_b)
     if w.W_U.data_ptr() != w.wte.data_ptr():
-        counts["unembedding (W_U, untied)"] = _n(w.W_U, w.b_U)
-    counts["total"] = sum(counts.values())
+        counts[msg("unembedding (W_U, untied)")] = _n(w.W_U, w.b_U)
+    counts[msg("total")] = sum(counts.values())
     return counts

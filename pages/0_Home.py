@@ -34,7 +34,7 @@ with right:
     counts = param_counts(cfg, ctx.model.weights)
     total = counts["total"]
     st.dataframe(pd.DataFrame({
-        t("component"): list(counts),
+        t("component"): [str(name) for name in counts],
         t("parameters"): [f"{n:,}" for n in counts.values()],
         t("share"): [f"{n / total:.1%}" for n in counts.values()],
     }), hide_index=True, width="stretch")
