@@ -17,10 +17,12 @@ query side, j for the key side), so
 exactly. Under grouped-query attention the key side is the key/value head the query head shares. A
 contrast score_ij − score_ij′ (why j beats j′) is split the same way.
 
-Two runs of the model up to the head's layer, nothing T × T × parts: the first keeps the residual stream
-entering the layer (σ at every position) and the model's own q and k there; the second projects each
-part onto the head's query (position i only) and key space as the forward pass produces it, and for a
-whole query row reduces each part at once to its key-side total per key.
+One run of the model up to the head's layer projects each part onto the head's query (position i only)
+and key space as the forward pass produces it, keeps those projections and divides them by σ when the run
+has reached the layer (σ is known only then). A whole query row would keep parts × keys × d_head numbers;
+when that is more than the logits a forward allocates (T × vocab; GPT-2 xl at T = 1,024 has 1,271 parts),
+the row takes two runs instead — the first for σ and the model's q_i, the second reducing each part at once
+to its key-side total per key — so memory stays within a forward's. Nothing T × T × parts either way.
 """
 from __future__ import annotations
 
@@ -38,7 +40,8 @@ from .standard import head_name
 from .weights import Weights
 
 __all__ = ["ScoreTermsError", "ScoreTerms", "RowTerms", "score_terms", "part_kind", "part_layer", "KINDS",
-           "grouped", "top_terms", "explain", "layer0_split", "layer0_average", "visible_keys", "refusal", "cost"]
+           "grouped", "top_terms", "explain", "layer0_split", "layer0_average", "visible_keys", "refusal", "cost",
+           "kept_bytes", "two_runs"]
 
 #: Kinds of parts, in the order the grouped views list them.
 KINDS = ("embeddings", "heads", "MLPs", "biases")
@@ -181,13 +184,15 @@ def refusal(cfg, T: int, layer: int, head: int, query: int, key: int) -> str | N
     return None
 
 
-def cost(cfg, T: int, layer: int) -> float:
-    """Floating-point operations of one split (a key or a whole row) of a head in ``layer`` at T tokens, roughly:
-    two runs up to the layer (projections, attention, MLP) and each part projected onto the query/key space."""
+def cost(cfg, T: int, layer: int, row: bool = True) -> float:
+    """Floating-point operations of one split (a key, or a whole row with ``row``) of a head in ``layer`` at T
+    tokens, roughly: the runs up to the layer (projections, attention, MLP; two for a row too large to keep,
+    see :func:`two_runs`) and each part projected onto the query/key space."""
     d, e = cfg.d_model, cfg.d_head
     per_layer = T * (2 * (4 * d * d + 3 * d * cfg.d_mlp) + 4 * T * d)
     parts = layer * (cfg.n_heads + 2) + 4
-    return float((2 * layer + 1) * per_layer + parts * T * d * e * 4)
+    runs = layer + 1 + (layer if row and two_runs(cfg, T, layer, T) else 0)
+    return float(runs * per_layer + parts * T * d * e * 4)
 
 
 # ----------------------------------------------------------------------------- the parts
@@ -196,18 +201,22 @@ class _Parts:
     """Projects each residual-stream part onto the head's query (at i) and key (at ``keys``) spaces.
 
     ``fold`` is the norm (centring, weight) times W_Q[h] / W_K[g], [d, e], float64; a part x [.., d] becomes
-    x·fold / σ(position), then rotated at its position. With ``q_total`` given (a row), each key part is
-    reduced at once to ⟨q_i, K_c′(j)⟩·scale per key instead of being kept."""
+    x·fold / σ(position), then rotated at its position. With ``sigma`` None the projections are kept as they
+    are and :meth:`finish` divides and rotates them once σ is known (one run); with ``sigma`` and ``q_total``
+    given (a row's second run), each key part is reduced at once to ⟨q_i, K_c′(j)⟩·scale per key."""
 
-    def __init__(self, weights: Weights, layer: int, head: int, query: int, keys: list[int], sigma, q_total=None,
-                 progress=None):
+    def __init__(self, weights: Weights, layer: int, head: int, query: int, keys: list[int], sigma=None,
+                 q_total=None, progress=None):
         cfg, lw = weights.config, weights.layers[layer]
         self.progress = progress
         self.w, self.cfg, self.scale = weights, cfg, cfg.attn_scale(layer)
         self.g = head // cfg.group
         self.query, self.keys, self.q_total = query, torch.tensor(keys), q_total
         self.fq, self.fk = self._fold(lw.W_Q[head], lw.ln1_w), self._fold(lw.W_K[self.g], lw.ln1_w)
-        self.sig_q, self.sig_k = sigma[query], sigma[self.keys]                 # [1], [J, 1]
+        self.raw: list = []                   # (names, xq, xk, scaled) until σ is known (one run)
+        self.sig_q = self.sig_k = None
+        if sigma is not None:
+            self.sig_q, self.sig_k = sigma[query], sigma[self.keys]             # [1], [J, 1]
         self.rot_q = self.rot_k = None
         if cfg.position == "rotary":
             self.rot_q = A.rotary_tables(weights.inv_freq, torch.tensor([query]), weights.rope_attention_scale,
@@ -225,6 +234,9 @@ class _Parts:
 
     def add(self, names: list[str], xq: torch.Tensor, xk: torch.Tensor, scaled: bool = True) -> None:
         """Parts already projected: xq [P, e] at the query, xk [P, J, e] at the keys (before σ and rotation)."""
+        if self.sig_q is None:
+            self.raw.append((names, xq, xk, scaled))
+            return
         if scaled:
             xq, xk = xq / self.sig_q, xk / self.sig_k
         q = self._rot(xq[:, None, :], self.rot_q)[:, 0]
@@ -233,6 +245,13 @@ class _Parts:
         self.q_vals.append(q)
         self.k_names += names
         self.k_vals.append(k if self.q_total is None else (k @ self.q_total) * self.scale)
+
+    def finish(self, sigma: torch.Tensor, q_total=None) -> None:
+        """One run: divide the kept projections by σ (now known) and rotate them, in the order they came."""
+        self.sig_q, self.sig_k, self.q_total = sigma[self.query], sigma[self.keys], q_total
+        raw, self.raw = self.raw, []
+        for names, xq, xk, scaled in raw:
+            self.add(names, xq, xk, scaled)
 
     def vectors(self, names: list[str], x: torch.Tensor) -> None:
         """Parts given as residual-stream vectors x [P, T, d] (or [P, d], the same at every position)."""
@@ -244,10 +263,10 @@ class _Parts:
 
     def heads(self, layer: int, z: torch.Tensor) -> None:
         """Every head of ``layer`` from its z [H, T, e]: z_h·(W_O[h]·fold)."""
-        W_O = self.w.layers[layer].W_O.double()
+        W_O = self.w.layers[layer].W_O.double()                                 # [H, e, d]
         zq, zk = z[:, self.query].double(), z[:, self.keys].double()
-        xq = torch.einsum("he,hef->hf", zq, W_O @ self.fq)
-        xk = torch.einsum("hje,hef->hjf", zk, W_O @ self.fk)
+        xq = torch.einsum("he,hed->hd", zq, W_O) @ self.fq                       # [H, e]: the query's head outputs first
+        xk = torch.einsum("hje,hef->hjf", zk, W_O @ self.fk)                    # [H, J, e]
         self.add([head_name(layer, h) for h in range(z.shape[0])], xq, xk)
         b_O = self.w.layers[layer].b_O
         if b_O is not None:
@@ -317,20 +336,52 @@ def _held(weights: Weights, layer: int, x: torch.Tensor, sigma: torch.Tensor, W,
     return A.rotate(out, *tables)
 
 
+def kept_bytes(cfg, layer: int, n_keys: int) -> int:
+    """Bytes one run keeps for a split of a head in ``layer`` against ``n_keys`` keys: every part's key-side
+    projection (float64, d_head numbers per key)."""
+    parts = 2 + layer * (cfg.n_heads + 2)                    # embed, pos_embed; per layer: heads, b_O, MLP
+    return parts * n_keys * cfg.d_head * 8
+
+
+#: Parts kept up to this many bytes never take a second run, whatever the model's vocabulary.
+KEEP_FLOOR = 64 * 2**20
+
+
+def two_runs(cfg, T: int, layer: int, n_keys: int) -> bool:
+    """Whether the split takes two runs: when one run would keep more than the logits a forward allocates
+    (T × vocab float32) and more than :data:`KEEP_FLOOR`."""
+    return kept_bytes(cfg, layer, n_keys) > max(T * cfg.d_vocab * 4, KEEP_FLOOR)
+
+
 @torch.inference_mode()
 def _collect(weights: Weights, ids: list[int], layer: int, head: int, query: int, keys: list[int], row: bool,
              progress=None):
     step = progress or (lambda done, total: None)
     step(0, layer + 2)
-    x, sigma, q, k = _first_pass(weights, ids, layer)
-    step(1, layer + 2)
     cfg, lw = weights.config, weights.layers[layer]
     g = head // cfg.group
+    rot = cfg.position == "rotary"
+    names = ["resid_pre"] + (["q_rot", "k_rot"] if rot else ["q", "k"])
+    second = row and two_runs(cfg, len(ids), layer, len(keys))
+    if second:                       # σ and q_i first, then each part reduced as it comes
+        x, sigma, q, k = _first_pass(weights, ids, layer)
+        step(1, layer + 2)
+        parts = None
+    else:                            # one run: the parts kept, divided by σ at the end
+        parts = _Parts(weights, layer, head, query, keys, progress=progress)
+        tr = run(weights, ids, capture=names, layers=[layer], stop=layer + 1, logits=False, hooks=parts.hooks(layer))
+        x = tr["resid_pre", layer][0].double()
+        sigma, q, k = norm_scale(weights, x), tr[names[1], layer][0], tr[names[2], layer][0]
+        del tr
     own = A.scores(q[head, query][None].double(), k[g, keys].double(), cfg.attn_scale(layer))[0]
     q_held = _held(weights, layer, x[[query]], sigma[[query]], lw.W_Q[head], _row(lw.b_Q, head), [query])[0]
     k_held = _held(weights, layer, x[keys], sigma[keys], lw.W_K[g], _row(lw.b_K, g), keys)
-    parts = _Parts(weights, layer, head, query, keys, sigma, q_held if row else None, progress)
-    run(weights, ids, stop=layer, hooks=parts.hooks(layer))
+    del x, q, k
+    if second:
+        parts = _Parts(weights, layer, head, query, keys, sigma, q_held, progress)
+        run(weights, ids, stop=layer, hooks=parts.hooks(layer))
+    else:
+        parts.finish(sigma, q_held if row else None)
     parts.biases(lw, head)
     Q = torch.cat(parts.q_vals)                                                   # [P, e]
     K = torch.cat(parts.k_vals)                                                   # [P, J, e] or [P, J]

@@ -95,6 +95,39 @@ def test_terms_add_up_to_the_models_score(family, name):
     assert abs(c.total - (own_row[list(row.keys).index(key)] - own_row[list(row.keys).index(c.against)])) <= TOL_F64
 
 
+@pytest.mark.parametrize("name", ["gpt2", "qwen2.5-0.5b"])
+def test_a_row_too_large_to_keep_takes_two_runs_and_the_same_terms(family, name, monkeypatch):
+    """A row whose kept parts would exceed a forward's logits is split in two runs (σ and q_i first, then
+    each part reduced at once): the same terms as the one run, to float64 noise, and the same exact row."""
+    w = with_biases(family(name), torch.float64)
+    ids = ids_for(w, 4)
+    cfg = w.config
+    assert not ST.two_runs(cfg, T, 2, T)                        # a small model keeps its row in one run
+    one = ST.score_terms(w, ids, 2, 1, T - 1)
+    calls = []
+    real_run = ST.run
+    monkeypatch.setattr(ST, "two_runs", lambda *a: True)
+    monkeypatch.setattr(ST, "run", lambda *a, **k: calls.append(k.get("stop")) or real_run(*a, **k))
+    two = ST.score_terms(w, ids, 2, 1, T - 1)
+    assert calls == [3, 2]                                      # up to the layer, then up to its input
+    assert two.key_parts == one.key_parts and two.query_parts == one.query_parts
+    np.testing.assert_allclose(two.key_side, one.key_side, atol=TOL_F64, rtol=0)
+    np.testing.assert_allclose(two.query_side, one.query_side, atol=TOL_F64, rtol=0)
+    np.testing.assert_allclose(two.key_side.sum(0), exact_scores(w, ids, 2, 1)[T - 1, two.keys].numpy(),
+                               atol=TOL_F64, rtol=0)
+
+
+def test_one_run_for_a_key_and_a_kept_row_two_for_xl_at_full_context():
+    """The rule with real shapes: GPT-2 small keeps a 1,024-token row (about 80 MB of parts against 206 MB of
+    logits), GPT-2 xl's last layer does not (1,271 parts: 666 MB); a single key is always one run."""
+    from types import SimpleNamespace
+    small = SimpleNamespace(n_heads=12, d_head=64, d_vocab=50257)
+    xl = SimpleNamespace(n_heads=25, d_head=64, d_vocab=50257)
+    assert not ST.two_runs(small, 1024, 11, 1024) and ST.two_runs(xl, 1024, 47, 1024)
+    assert ST.kept_bytes(xl, 47, 1024) == (2 + 47 * 27) * 1024 * 64 * 8
+    assert not ST.two_runs(xl, 1024, 47, 2)
+
+
 def exact_scores(w, ids, layer, head, minus=None):
     """Independent float64 reference: the scores of ``(layer, head)`` recomputed from the residual stream
     entering the layer with a float64 norm (the model's RMSNorm rounds to float32, as HF's does), keys
