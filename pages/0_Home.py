@@ -19,21 +19,21 @@ st.caption(t("Model **{model}** on **{device}** · every number on these pages i
 left, right = st.columns([1, 1])
 with left:
     st.subheader(t("Model card"))
-    st.dataframe(pd.DataFrame({
+    ui.show_table(pd.DataFrame({
         "": [t("family"), t("layers"), t("heads per layer"), t("key/value heads"), "d_model", "d_head",
              t("context (positions)"), t("vocabulary"), t("MLP width"), t("norm (ε)"), t("positions"), "MLP",
              t("attention and MLP")],
         t("value"): [cfg.family] + [f"{v:,}" for v in (cfg.n_layers, cfg.n_heads, cfg.kv_heads, cfg.d_model, cfg.d_head,
                                                    cfg.n_ctx, cfg.d_vocab, cfg.d_mlp)]
                  + [f"{cfg.norm} ({cfg.layer_norm_eps:g})",
-                    cfg.position + (t(" (first {n} dims of each head)", n=cfg.rotary_dim) if cfg.rotary_dim else ""),
-                    f"{cfg.mlp} ({cfg.act_fn})", t("in parallel") if cfg.parallel else t("one after the other")],
+                    ui.tables.shown(cfg.position) + (t(" (first {n} dims of each head)", n=cfg.rotary_dim) if cfg.rotary_dim else ""),
+                    f"{ui.tables.shown(cfg.mlp)} ({cfg.act_fn})", t("in parallel") if cfg.parallel else t("one after the other")],
     }), hide_index=True, width="stretch")
 with right:
     st.subheader(t("Parameters per component"))
     counts = param_counts(cfg, ctx.model.weights)
     total = counts["total"]
-    st.dataframe(pd.DataFrame({
+    ui.show_table(pd.DataFrame({
         t("component"): [str(name) for name in counts],
         t("parameters"): [f"{n:,}" for n in counts.values()],
         t("share"): [f"{n / total:.1%}" for n in counts.values()],

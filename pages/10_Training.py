@@ -67,5 +67,5 @@ view.open_buttons(res, step, head)
 
 with st.expander(t("Every checkpoint's numbers")):
     table = res.frame()
-    st.dataframe(table.drop(columns=["folder", "name", "k_pair", "cached"]), hide_index=True)
+    ui.show_table(table.drop(columns=["folder", "name", "k_pair", "cached"]), hide_index=True)
     ui.download_buttons(table, None, stem="training_series", meta={"series": series.name}, key="tr_table")

@@ -155,7 +155,7 @@ def beside_corpus(stat: str, df_stat):
                 c_chart = hm.head_overview_chart(df_c, stat, label=shown(stat))
                 left, right = st.columns([1, 1])
                 left.altair_chart(c_chart, width="content")
-                right.dataframe(table, hide_index=True, width="stretch", height=360)
+                ui.show_table(table, on=right, hide_index=True, width="stretch", height=360)
                 st.caption(t("Corpus: {n} documents; intervals: bootstrap over documents. A head whose prompt value "
                              "lies outside its corpus interval behaves unusually here.", n=f"{len(corpus.documents):,}"))
                 ui.download_buttons(table, c_chart, f"corpus_head_{stat.replace(' ', '_')}", meta(statistic=stat),
@@ -239,10 +239,10 @@ def token_pair():
         left, right = st.columns([1, 1])
         left.altair_chart(bars, width="content")
         shown = table.head(20).assign(top_key=[labels[j] for j in table.head(20)["top_key"]])
-        right.dataframe(shown, hide_index=True, width="stretch",
-                        column_config={"rank_in_row": st.column_config.NumberColumn(
-                            t("rank in row"), help=t("1 = this key gets the most attention from this query in that head")),
-                            "top_key": st.column_config.TextColumn(t("most attended key"))})
+        ui.show_table(shown, on=right, hide_index=True, width="stretch",
+                      column_config={"rank_in_row": st.column_config.NumberColumn(
+                          t("rank in row"), help=t("1 = this key gets the most attention from this query in that head")),
+                          "top_key": st.column_config.TextColumn(t("most attended key"))})
         ui.download_buttons(table.assign(query_pos=q, query_token=toks[q], key_pos=k, key_token=toks[k]), bars,
                             f"heads_linking_{q}_{k}", meta(), key="pair")
 
@@ -282,7 +282,7 @@ def similarity_section():
             st.caption(t("{n} heads: drawn as an image; the order is listed below (position → head).", n=N))
         st.altair_chart(sim, width="content")
         with st.expander(t("The order, with each head's nearest neighbour")):
-            st.dataframe(sim_res.neighbours(), hide_index=True, width="stretch")
+            ui.show_table(sim_res.neighbours(), hide_index=True, width="stretch")
         ui.download_buttons(sim_res.long_frame(), sim, "head_similarity",
                             meta(rows_used=len(sim_res.rows), order=" ".join(sim_res.names[i] for i in sim_res.order)),
                             key="sim")

@@ -156,7 +156,7 @@ def slopes_and_sinks(s, layers: list, head_i, log_x: bool):
                          "attention; 0: the same focus at every length; negative: sharpens with length."))
             ui.download_buttons(sf, chs, stem="entropy_slopes", meta=meta, key="ent3")
         with st.expander(t("Slope table")):
-            st.dataframe(sf, hide_index=True, width="stretch")
+            ui.show_table(sf, hide_index=True, width="stretch")
     with right:
         st.subheader(t("First-token mass (attention sink)"))
         if layers:
@@ -199,7 +199,7 @@ def log_length_run(s):
 
 def log_length_results(s, s2, base: float, clamp: bool, head_i, log_x: bool):
     """The unmodified and the scaled model compared: loss, slopes, curves, loss per length."""
-    st.dataframe(pd.DataFrame({
+    ui.show_table(pd.DataFrame({
         t("model"): [t("unmodified"), t("log-length (b = {b})", b=f"{base:g}")],
         t("next-token loss (nats/token)"): [s.loss, s2.loss],
         t("change"): [0.0, s2.loss - s.loss],

@@ -129,7 +129,7 @@ def _verdict(res) -> None:
     for n in res.notes:
         st.caption(str(n))  # internal text: notes written by attnkit.ablations.measure (messages)
     if res.evidence:
-        st.dataframe(ablation_charts.evidence_frame(res), hide_index=True, width="stretch")
+        ui.show_table(ablation_charts.evidence_frame(res), hide_index=True, width="stretch")
 
     charted = [m for m in ablation_lib.get_kind(res.kind).metrics if m.chart]
     if charted:
@@ -181,11 +181,11 @@ with ui.guard(t("The ablation")):
     claims = _on_demand(t("Check every claim"), t("Check every claim"), "ab_all", (ctx.key, ids_key), lambda progress: ablation_lib.check_all(w, texts, progress))
     if claims is not None:
         df = ablation_charts.claims_frame(claims)
-        st.dataframe(df, hide_index=True, width="stretch",          # the verdict first: never cut at 1280 px
-                     column_order=("intervention", "verdict", "effect", "claim", "measured"),
-                     column_config={"intervention": st.column_config.TextColumn(t("intervention"), pinned=True),
-                                    "verdict": st.column_config.TextColumn(t("verdict"), width=150, pinned=True),
-                                    "effect": t("effect"),
-                                    "claim": st.column_config.TextColumn(t("claim"), width="medium"),
-                                    "measured": st.column_config.TextColumn(t("measured"), width="large")})
+        ui.show_table(df, hide_index=True, width="stretch",          # the verdict first: never cut at 1280 px
+                      column_order=("intervention", "verdict", "effect", "claim", "measured"),
+                      column_config={"intervention": st.column_config.TextColumn(t("intervention"), pinned=True),
+                                     "verdict": st.column_config.TextColumn(t("verdict"), width=150, pinned=True),
+                                     "effect": t("effect"),
+                                     "claim": st.column_config.TextColumn(t("claim"), width="medium"),
+                                     "measured": st.column_config.TextColumn(t("measured"), width="large")})
         ui.download_buttons(df, None, "ablation-claims", meta, key="abl-claims-")

@@ -91,17 +91,17 @@ def vectors_section(hs, e: int):
     first = ["position", "token"] + [f"x_hat[{j}]" for j in range(min(head_steps.COMPACT_DIMS, cfg.d_model))]
     compact = xdf[first].copy()
     compact["|x̂|"] = hs.x_hat.float().norm(dim=-1).cpu().numpy()
-    st.dataframe(compact, hide_index=True, width="stretch", height=min(300, 38 + 35 * len(compact)))
+    ui.show_table(compact, hide_index=True, width="stretch", height=min(300, 38 + 35 * len(compact)))
 
     st.subheader("2 · q = x̂_i·W_Q[h] + b_Q[h];  k_j, v_j = x̂_j·W_K[h] + b_K[h], x̂_j·W_V[h] + b_V[h]")
     if hs.q_pre is not None:              # rotary families: q and k are rotated by their position before q·k
-        st.dataframe(vec_row(t("q before rotation (position {query})", query=query), hs.q_pre), hide_index=True, width="stretch")
+        ui.show_table(vec_row(t("q before rotation (position {query})", query=query), hs.q_pre), hide_index=True, width="stretch")
         st.caption(t("Rotary position embedding: dims (k, k + r/2) of q and every k_j are rotated by the angle "
                      "position·θ_k (r = {r} of {e} dims), so q·k_j depends on the distance i − j.",
                      r=cfg.rotary_dim or e, e=e))
-    st.dataframe(vec_row(t("q (position {query}), rotated", query=query) if hs.q_pre is not None
-                         else t("q (position {query})", query=query), hs.q),
-                 hide_index=True, width="stretch")
+    ui.show_table(vec_row(t("q (position {query}), rotated", query=query) if hs.q_pre is not None
+                          else t("q (position {query})", query=query), hs.q),
+                  hide_index=True, width="stretch")
     if hs.kv_head is not None:
         st.caption(t("Grouped-query attention: head {head} reads key/value head {kv} (shared by {n} query heads).",
                      head=head, kv=hs.kv_head, n=cfg.group))
@@ -126,9 +126,9 @@ def scores_section(hs, e: int, window: int | None):
                   because=t("the query sees {n} keys", n=n_vis))
     top_k = st.slider(t("Keys to list (largest weights first)"), 1, n_vis, key="st_topk") if n_vis > 1 else 1
     kdf = head_steps.key_frame(hs, [ui.show_spaces(t) for t in tokens], top_k=top_k)
-    st.dataframe(kdf, hide_index=True, width="stretch",
-                 column_config={c: st.column_config.NumberColumn(format="%.4f") for c in kdf.columns
-                                if c not in ("position", "token")})
+    ui.show_table(kdf, hide_index=True, width="stretch",
+                  column_config={c: st.column_config.NumberColumn(format="%.4f") for c in kdf.columns
+                                 if c not in ("position", "token")})
     c_a, c_b = st.columns(2)
     c_a.download_button(t("All visible keys, first 8 dims of k and v (CSV)"),
                         lambda: ui.csv_bytes(head_steps.key_frame(hs, tokens).assign(**meta)),
@@ -139,7 +139,7 @@ def scores_section(hs, e: int, window: int | None):
                         .pipe(ui.csv_bytes),
                         file_name=f"{stem}_mask_row.csv", mime="text/csv", key="dl-mask", on_click="ignore")
     around = list(range(max(0, query - 3), min(T, query + 5)))
-    st.dataframe(pd.DataFrame({
+    ui.show_table(pd.DataFrame({
         t("key"): [labels[j] for j in around],
         t("M (mask)"): [fmt(float(hs.mask_row[j])) for j in around],
         "s + M": [fmt(float(hs.masked_row[j])) for j in around],
@@ -159,8 +159,8 @@ def scores_section(hs, e: int, window: int | None):
 
 def heads_section(hs, e: int):
     st.subheader(t("4 · z = Σ_j a_j·v_j, and this head's contribution z·W_O[h]"))
-    st.dataframe(pd.concat([vec_row("z", hs.z), vec_row(f"z·W_O[{head}]", hs.head_out)]),
-                 hide_index=True, width="stretch")
+    ui.show_table(pd.concat([vec_row("z", hs.z), vec_row(f"z·W_O[{head}]", hs.head_out)]),
+                  hide_index=True, width="stretch")
 
     st.subheader(t("5 · concatenating the heads"))
     st.markdown(
@@ -168,11 +168,12 @@ def heads_section(hs, e: int):
           "concat(z)·W_O + b_O = Σ_h z_h·W_O[h] + b_O = attn_out.", last=cfg.n_heads - 1, h=cfg.n_heads, e=e,
           n=cfg.n_heads * e, d=cfg.d_model))
     hdf = head_steps.heads_frame(hs)
-    st.dataframe(hdf.style.apply(lambda r: ["background-color: #fff3b0" if r["head"] == head else ""] * len(r),
-                                 axis=1), hide_index=True, width="stretch")
+    hot = hdf["head"] == head                     # by row: the shown frame's headers are translated
+    ui.show_table(hdf.style.apply(lambda r: ["background-color: #fff3b0" if hot[r.name] else ""] * len(r),
+                                  axis=1), hide_index=True, width="stretch")
     diff = float((hs.sum_of_heads - hs.attn_out).abs().max())
-    st.dataframe(pd.concat([vec_row("Σ_h z_h·W_O[h] + b_O", hs.sum_of_heads),
-                            vec_row(t("merge: concat(z)·W_O + b_O"), hs.attn_out)]), hide_index=True, width="stretch")
+    ui.show_table(pd.concat([vec_row("Σ_h z_h·W_O[h] + b_O", hs.sum_of_heads),
+                             vec_row(t("merge: concat(z)·W_O + b_O"), hs.attn_out)]), hide_index=True, width="stretch")
     st.caption(t("max |Σ_h − merge| = {diff} (float32 rounding: the same sum in a different order).", diff=f"{diff:.2e}"))
 
     with st.expander(t("Check every step against the model's own run")):
@@ -180,8 +181,8 @@ def heads_section(hs, e: int):
         if st.button(t("Compare with the Trace"), key="st_check"):
             with st.spinner(t("Running the model with captures …")):
                 tr = ui.trace(ctx, capture=head_steps.TRACE_CAPTURES, layers=(layer,))
-                st.dataframe(head_steps.trace_differences(hs, tr), hide_index=True, width="stretch",
-                             column_config={"max |Δ|": st.column_config.NumberColumn(format="%.2e")})
+                ui.show_table(head_steps.trace_differences(hs, tr), cells=("step",), hide_index=True, width="stretch",
+                              column_config={"max |Δ|": st.column_config.NumberColumn(format="%.2e")})
 
 
 def one_head_tab(hs):

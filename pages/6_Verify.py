@@ -86,15 +86,15 @@ for dev, r in results.items():
     if r["reference"].get("note"):
         st.info(r["reference"]["note"])  # internal text: the memory note written by attnkit.verify
     rows = verify_lib.checks(r, dev)
-    st.dataframe(rows.drop(columns=["run"]), hide_index=True, width="stretch",
-                 column_config={c: NUM for c in ("attnkit error", "HF error", "allowed", "float64 |Δ|")})
+    ui.show_table(rows.drop(columns=["run"]), cells=("layer", "quantity"), hide_index=True, width="stretch",
+                  column_config={c: NUM for c in ("attnkit error", "HF error", "allowed", "float64 |Δ|")})
     st.altair_chart(verify_charts.verify_chart(rows, title=t("error against HuggingFace in float64 ({device})",
                                                              device=dev)), width="stretch")
-    st.dataframe(pd.DataFrame({"": [t("device"), t("reference"), *r["versions"]],
-                               t("value"): [r["device"], t("float64 on the CPU, {n} tokens",
-                                                           n=f"{r['reference']['n_tokens']:,}"),
-                                         *map(str, r["versions"].values())]}),
-                 hide_index=True, width="stretch")
+    ui.show_table(pd.DataFrame({"": [t("device"), t("reference"), *r["versions"]],
+                                t("value"): [r["device"], t("float64 on the CPU, {n} tokens",
+                                                            n=f"{r['reference']['n_tokens']:,}"),
+                                          *map(str, r["versions"].values())]}),
+                  hide_index=True, width="stretch")
     frames.append(rows)
     if r.get("generation_line"):
         st.caption(r["generation_line"])  # internal text: numbers measured by attnkit.verify

@@ -255,9 +255,9 @@ def lens_section(pair: patching.Pair, ids: list, tokens: list, labels: list, met
                           "and the unembedding; the text is its top token, the colour the rank of {answer} (1 = top). The "
                           "top row is the model's own prediction.", answer=repr(pair.answer_token)) + cut))
     ui.download_buttons(ldf, lch, f"logit_lens_{meta['run']}", meta, key="he_lens")
-    st.dataframe(ldf[ldf["position"] == pair.pos][["row", "top_k", "answer_rank", "answer_prob"]], hide_index=True,
-                 width="stretch", column_config={"top_k": st.column_config.TextColumn(t("top 5 tokens")),
-                                                 "answer_prob": st.column_config.NumberColumn(format="%.4f")})
+    ui.show_table(ldf[ldf["position"] == pair.pos][["row", "top_k", "answer_rank", "answer_prob"]], cells=("row",),
+                  hide_index=True, width="stretch", column_config={"top_k": st.column_config.TextColumn(t("top 5 tokens")),
+                                                  "answer_prob": st.column_config.NumberColumn(format="%.4f")})
 
 
 # ============================================================================= a prompt set
@@ -284,7 +284,7 @@ def prompt_set():
     meta = ui.meta_for(ctx, prompt_set=pset.name, pairs=len(pset.pairs), target=target, direction=direction)
     ui.download_buttons(avg.frame(), chart, f"patch_set_{target}_{direction}", meta, key="he_set")
     with st.expander(t("Per pair")):
-        st.dataframe({"row": pset.rows, "clean_minus_corrupted": avg.gaps}, hide_index=True, width="stretch")
+        ui.show_table({"row": pset.rows, "clean_minus_corrupted": avg.gaps}, hide_index=True, width="stretch")
 
 
 CHECKS = pair_widgets.example_checks(ctx.model_name, ctx.device, BOS)

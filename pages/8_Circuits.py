@@ -117,9 +117,9 @@ def weights_section():
     top = pd.DataFrame(comp.top(mode, 12), columns=["sender", "receiver", "score"])
     left, right = st.columns(2)
     left.caption(t("Largest pairs"))
-    left.dataframe(top.assign(**{t("× baseline mean"): top["score"] / baseline["mean"]}), hide_index=True, width="stretch")
+    ui.show_table(top.assign(**{t("× baseline mean"): top["score"] / baseline["mean"]}), on=left, hide_index=True, width="stretch")
     right.caption(t("Per head: {notes}", notes=ui.plain(" · ".join(map(str, per_head.notes)))))
-    right.dataframe(per_head.frame().drop(columns=["layer", "index"]), hide_index=True, width="stretch", height=300)
+    ui.show_table(per_head.frame().drop(columns=["layer", "index"]), on=right, hide_index=True, width="stretch", height=300)
     ui.download_buttons(comp.frame(), None, f"composition_{mode}", ui.meta_for(ctx, mode=mode), key="ci_comp")
 
 
@@ -170,7 +170,7 @@ def path_section(pair: patching.Pair):
         row = df[df["sender"] == picked].iloc[0]
         st.info(ui.plain(t("{sender} → {recv}: logit difference {ld} (change {change}, normalised {norm}).", sender=picked, recv=recv,
                            ld=f"{row['logit_diff']:+.4f}", change=f"{row['change']:+.4f}", norm=f"{row['normalised']:+.3f}")), icon="🔗")
-    st.dataframe(df[~is_head], hide_index=True, width="content")
+    ui.show_table(df[~is_head], hide_index=True, width="content")
     ui.download_buttons(df, chart, f"path_{recv}", ui.meta_for(ctx, receiver=recv, source=source, direction=direction),
                         key="ci_path")
 
@@ -210,7 +210,7 @@ def discovery_section(pairs: list):
                                          title=t("The circuit (click an edge: its path patch above; click a head: Heatmaps)"))
     st.altair_chart(graph, width="content", on_select=_edge_clicked, selection_mode=["edge", "node"], key="ci_graph")
     edges = pd.DataFrame(found.edges, columns=["sender", "receiver", "attribution"])
-    st.dataframe(edges, hide_index=True, width="stretch", height=260)
+    ui.show_table(edges, hide_index=True, width="stretch", height=260)
     meta = ui.meta_for(ctx, share=found.target, ablation=found.ablation, pairs=found.n_pairs)
     ui.download_buttons(edges, graph, "circuit_edges", meta, key="ci_edges")
     ui.download_buttons(found.curve_frame(), curve, "faithfulness", meta, key="ci_curve")

@@ -12,7 +12,7 @@ st.caption(t("Each term in English and in the Chinese of the seed articles, with
              "language of this page. Switch the language in the sidebar."))
 first, second = ("zh", "en") if current() == "zh" else ("en", "zh")
 names = {"en": t("English"), "zh": t("Chinese")}
-st.dataframe(pd.DataFrame({
+ui.show_table(pd.DataFrame({
     names[first]: [getattr(term, first) for term in GLOSSARY],
     names[second]: [getattr(term, second) for term in GLOSSARY],
     t("Definition"): [str(term.definition) for term in GLOSSARY],

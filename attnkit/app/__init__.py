@@ -14,8 +14,9 @@ jobs      long work in the background: progress, stale result, Stop
 navigation  PAGES (the page list, once), open_page / open_head (the one way to open another page)
 clicks    clicked / new_click / forget_click (the one reader of a chart click)
 why       "Why does this query attend to this key?" (Heatmaps) and layer 0's token/position split (Step by step)
+tables    show_table (THE way to show a table: st.dataframe with headers in the session's language), TABLE_TEXT
 """
-from . import labels
+from . import labels, tables
 from .caches import TRACE_CACHE_MB, TraceCache, budgeted, cached_model, cached_result, corpus_result, trace, traces_for_all
 from .context import DEFAULT_PROMPT, LOCAL, Context
 from .escaping import plain, show_error
@@ -26,15 +27,17 @@ from .navigation import PAGES, PageSpec, open_head, open_page, page_spec
 from .jobs import Job, Stopped, job, job_result
 from .sidebar import sidebar
 from .tokens import show_spaces, show_tokens, token_labels, tokens_inline
+from .tables import TABLE_TEXT, show_table, shown_frame
 from .state import PageState, from_link, match_choice, notice, param, select
 from .url import URL_KEYS, URL_PROMPT_MAX, prompt_folder, store_prompt, stored_prompt, url_restore, url_save
 
 __all__ = [
-    "labels",
+    "labels", "tables",
     "TRACE_CACHE_MB", "TraceCache", "budgeted", "cached_model", "cached_result", "corpus_result", "trace", "traces_for_all", "DEFAULT_PROMPT",
     "LOCAL", "Context", "plain", "show_error", "FORMULA_START", "csv_bytes", "download_buttons", "json_bytes",
     "meta_for", "neutralise", "tensor_csv", "Job", "Stopped", "job", "job_result", "guard", "page", "run_frame", "setup_page", "stop", "sidebar", "show_spaces",
     "show_tokens", "token_labels", "tokens_inline", "URL_KEYS", "url_restore", "url_save",
     "clicked", "forget_click", "new_click", "PAGES", "PageSpec", "open_head", "open_page", "page_spec",
+    "TABLE_TEXT", "show_table", "shown_frame",
     "PageState", "from_link", "match_choice", "notice", "param", "select", "URL_PROMPT_MAX", "prompt_folder", "store_prompt", "stored_prompt",
 ]

@@ -20,6 +20,7 @@ from .caches import budgeted
 from .context import Context
 from .escaping import plain, show_error
 from .navigation import open_page
+from .tables import show_table
 from .tokens import show_spaces
 
 __all__ = ["SEED_SCORES", "ZH_CAT", "ZH_FOOD", "ZH_TEXT", "percent", "calculator_frame", "softmax_calculator",
@@ -70,7 +71,7 @@ def softmax_calculator(key: str = "st_calc", d: int = 64):
     except CalculatorError as e:
         show_error(str(e))
         return None
-    st.dataframe(calculator_frame(res), hide_index=True, width="stretch")
+    show_table(calculator_frame(res), hide_index=True, width="stretch")
     st.caption(i18n.t("The weights of each column add up to 100 %. Computed in float64 with the largest score "
                       "subtracted first, so no score is too large."))
     return res
@@ -99,7 +100,7 @@ def next_token_table(ctx: Context, k: int = 5) -> list | None:
     st.subheader(i18n.t("What the model predicts next"))
     st.caption(i18n.t("The {k} most likely next tokens after the prompt ({model}), softmax of the last position's "
                       "logits.", k=len(preds), model=plain(ctx.model_name)))
-    st.dataframe(next_token_frame(preds), hide_index=True, width="content")
+    show_table(next_token_frame(preds), hide_index=True, width="content")
     return preds
 
 
@@ -181,11 +182,11 @@ def _food_example(model) -> None:
                      **{i18n.t("layer {layer}, mean of heads", layer=layer):
                         percent(float(p[:, -1, where].sum(-1).mean())) if where else "—"
                         for layer, p in enumerate(pats)}})
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    show_table(pd.DataFrame(rows), hide_index=True, width="stretch")
     st.caption(i18n.t("The seed says 上海 matters more than 昨天 and 北京 for what comes after 吃了; the table is "
                       "the attention of the last position on each word (the sum over its tokens), from the model."))
     preds = next_tokens(model.weights, ids, _decode(model), k=5)
-    st.dataframe(next_token_frame(preds), hide_index=True, width="content")
+    show_table(next_token_frame(preds), hide_index=True, width="content")
 
 
 def zh_examples(ctx: Context, layer: int = 0) -> None:

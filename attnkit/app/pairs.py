@@ -21,6 +21,7 @@ from .escaping import plain, show_error
 from .frame import stop
 from .jobs import job_result
 from .state import match_choice, notice
+from .tables import show_table
 from .tokens import show_spaces
 
 __all__ = ["CUSTOM", "SET_LIMIT_NOTE", "PromptSet", "pair_key", "patch_job", "patch_set_job", "example_checks",
@@ -145,8 +146,8 @@ def _show_pair_error(err: patching.PatchError) -> None:
     show_error(pair_error(err))
     if err.table is not None:
         st.caption(t("The two tokenizations side by side (✗ marks positions that differ):"))
-        st.dataframe(pd.DataFrame(err.table).assign(same=lambda d: np.where(d["same"], "", "✗")),
-                     hide_index=True, width="stretch", height=min(420, 38 + 35 * len(err.table)))
+        show_table(pd.DataFrame(err.table).assign(same=lambda d: np.where(d["same"], "", "✗")),
+                   hide_index=True, width="stretch", height=min(420, 38 + 35 * len(err.table)))
 
 
 def pairs_from_inputs(model, prefix: str, bos: int | None = None, *, more: bool = False) -> list:

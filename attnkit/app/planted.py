@@ -14,6 +14,7 @@ from ..i18n import t
 from ..loading import PLANTED_MODELS
 from .caches import budgeted
 from .escaping import plain, show_error
+from .tables import show_table
 
 __all__ = ["Stated", "stated", "sidebar_note", "card_section", "Compared", "compare_section", "mark_labels"]
 
@@ -91,9 +92,9 @@ def card_section(ctx) -> None:
     left, right = st.columns([1, 2])
     heads, edges = circuit_tables(circuit)
     left.caption(t("Stated heads"))  # internal text: the catalog's
-    left.dataframe(heads, hide_index=True, width="stretch")
+    show_table(heads, on=left, hide_index=True, width="stretch")
     right.caption(t("Stated edges (named as path patching names them)"))  # internal text: the catalog's
-    right.dataframe(edges, hide_index=True, width="stretch")
+    show_table(edges, on=right, hide_index=True, width="stretch")
     st.caption(plain(t("Task: {task}. Metric: {metric}", task=circuit.get("task", "—"), metric=circuit.get("metric", "—"))))
     with st.expander(t("The whole model card")):  # internal text: the catalog's
         st.text(card["text"] or t("This folder has no MODEL_CARD.md."))
@@ -151,8 +152,8 @@ def compare_section(ctx, found) -> Compared:
     left, right = st.columns(2)
     is_extra = table[t("stated circuit")] == labels["extra"]
     left.caption(t("Stated edges: found or missed"))  # internal text: the catalog's
-    left.dataframe(table[~is_extra], hide_index=True, width="stretch")
+    show_table(table[~is_extra], on=left, hide_index=True, width="stretch")
     right.caption(t("Discovered edges the stated circuit does not have"))  # internal text: the catalog's
-    right.dataframe(table[is_extra], hide_index=True, width="stretch")
+    show_table(table[is_extra], on=right, hide_index=True, width="stretch")
     missed = [(s, r, scores.get((s, r), 0.0)) for (s, r), m in marks.items() if m == "missed"]
     return Compared(list(found.edges) + missed, marks, labels)

@@ -13,6 +13,7 @@ from .context import Context
 from .escaping import show_error
 from .exports import download_buttons, meta_for
 from .state import PageState
+from .tables import show_table
 
 
 def seed_examples() -> None:
@@ -88,9 +89,9 @@ def kv_cache(ctx: Context, state: PageState) -> None:
             st.error(t("The tokens differ between the cached and the uncached run."), icon="❌")
         st.text(t("generated (cache):") + "    " + repr("".join(ctx.model.token_strs(kv.tokens_cached))))
         st.text(t("generated (no cache):") + " " + repr("".join(ctx.model.token_strs(kv.tokens_full))))
-        st.dataframe(kv.summary(), hide_index=True, width="stretch",
-                     column_config={"seconds": st.column_config.NumberColumn(format="%.4f"),
-                                    "GFLOP": st.column_config.NumberColumn(format="%.4f")})
+        show_table(kv.summary(), cells=("mode",), hide_index=True, width="stretch",
+                   column_config={"seconds": st.column_config.NumberColumn(format="%.4f"),
+                                  "GFLOP": st.column_config.NumberColumn(format="%.4f")})
         st.caption(t("GFLOP counts the matrix products (2 per multiply-add): projections, q·kᵀ, weights·v, MLP "
                      "and the unembedding of every fed position. Seconds are wall-clock on a shared machine and "
                      "include step 0, which in both modes runs the whole prompt."))
@@ -98,7 +99,7 @@ def kv_cache(ctx: Context, state: PageState) -> None:
         shown = kv.steps[["step", "predicts position", "fed (cache)", "reused rows", "new rows",
                           "fed (no cache)", "GFLOP (cache)", "GFLOP (no cache)", "seconds (cache)",
                           "seconds (no cache)"]]
-        st.dataframe(shown, hide_index=True, width="stretch")
+        show_table(shown, hide_index=True, width="stretch")
         download_buttons(kv.steps, None, stem="kv_cache_steps", meta=meta_for(ctx, n_new=int(n_new)),
                             key="kv")
     else:
@@ -124,13 +125,13 @@ def symmetry(ctx: Context, state: PageState, layer: int, head: int, resid, label
         sym = _symmetry(ctx.model_name, ctx.device, tuple(ids), layer, head, ctx.model.weights, resid)
     table = pd.DataFrame([{"matrix": "x̂·x̂ᵀ", **sym["xx_stats"]}, {"matrix": t("q·kᵀ (head {head})", head=head),
                                                                     **sym["qk_stats"]}])
-    st.dataframe(table, hide_index=True, width="stretch",
-                 column_config={"asymmetry": st.column_config.NumberColumn("‖S−Sᵀ‖/‖S‖", format="%.4f"),
-                                "diagonal share": st.column_config.NumberColumn(
-                                    t("queries whose top visible key is itself"), format="%.3f"),
-                                "diagonal ratio": st.column_config.NumberColumn(
-                                    t("mean diagonal / mean |off-diagonal|"), format="%.3f"),
-                                "matrix": st.column_config.TextColumn(t("matrix"))})
+    show_table(table, hide_index=True, width="stretch",
+               column_config={"asymmetry": st.column_config.NumberColumn("‖S−Sᵀ‖/‖S‖", format="%.4f"),
+                              "diagonal share": st.column_config.NumberColumn(
+                                  t("queries whose top visible key is itself"), format="%.3f"),
+                              "diagonal ratio": st.column_config.NumberColumn(
+                                  t("mean diagonal / mean |off-diagonal|"), format="%.3f"),
+                              "matrix": st.column_config.TextColumn(t("matrix"))})
     W = 32
     start = 0
     if T > W:

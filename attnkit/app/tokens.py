@@ -6,6 +6,7 @@ import streamlit as st
 
 from .context import Context
 from ..i18n import t
+from .tables import show_table
 
 def show_spaces(tok: str) -> str:
     """A token with its spaces and line breaks made visible (GPT-2 tokens often start with a space)."""
@@ -35,7 +36,7 @@ def show_tokens(ctx: Context, ids: list[int] | None = None):
         st.caption(t("{n} character(s) are split over several tokens by the byte-level tokenizer: each is drawn "
                      "once above; the table lists every token, its bytes and its id.", n=f"{split:,}"))
     with st.expander(t("As a table (position, id, token)")):
-        st.dataframe(pd.DataFrame({"position": range(len(ids)), "id": ids,
-                                   "token": [show_spaces(t) for t in ctx.model.token_texts(ids)],
-                                   "bytes": [show_spaces(t) for t in ctx.model.token_strs(ids)]}),
-                     hide_index=True, width="stretch", height=min(400, 38 + 35 * len(ids)))
+        show_table(pd.DataFrame({"position": range(len(ids)), "id": ids,
+                                 "token": [show_spaces(t) for t in ctx.model.token_texts(ids)],
+                                 "bytes": [show_spaces(t) for t in ctx.model.token_strs(ids)]}),
+                   hide_index=True, width="stretch", height=min(400, 38 + 35 * len(ids)))

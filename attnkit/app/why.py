@@ -25,6 +25,7 @@ from .escaping import plain
 from .exports import json_bytes
 from .jobs import job_result
 from .navigation import open_head, open_page
+from .tables import show_table
 
 __all__ = ["CHART_KEY", "SELECT", "Q_KEY", "K_KEY", "JOB_SECONDS", "FLOPS", "OVERHEAD_S", "seconds", "draw_clickable",
            "panel", "layer0_section", "runner_up", "pair_inputs"]
@@ -146,17 +147,17 @@ def _show_split(ctx: Context, main: terms_lib.ScoreTerms, tokens: list[str], ids
         "{head}: score({q}, {k}) = {score}, split into query part × key part", head=main.head, q=main.query,
         k=main.key, score=f"{main.score:+.4f}")), width="content")
     top = terms_lib.top_terms(main, 15)
-    st.dataframe(top.rename(columns={"query": t("query part"), "key": t("key part"), "value": t("term"),
-                                     "share": t("share of the score")}),
-                 hide_index=True, width="stretch",
-                 column_config={t("term"): st.column_config.NumberColumn(format="%+.4f"),
-                                t("share of the score"): st.column_config.NumberColumn(format="%+.3f")})
+    show_table(top.rename(columns={"query": "query part", "key": "key part", "value": "term",
+                                   "share": "share of the score"}),
+               hide_index=True, width="stretch",
+               column_config={"term": st.column_config.NumberColumn(format="%+.4f"),
+                              "share of the score": st.column_config.NumberColumn(format="%+.3f")})
     by = st.radio(t("Group the terms by"), ["kind", "layer"], key=GROUP_KEY, horizontal=True,
                   format_func=lambda b: t("kind (embeddings, heads, MLPs, biases)") if b == "kind" else t("layer"))
     table = terms_lib.grouped(main, by).pivot_table(index="query_group", columns="key_group", values="value",
                                                     sort=False, aggfunc="sum")
     st.caption(t("Rows: the query side's groups; columns: the key side's. Every cell is a sum of terms."))
-    st.dataframe(table.style.format("{:+.4f}"), width="stretch")
+    show_table(table.style.format("{:+.4f}"), index=True, width="stretch")
     out = {"model": ctx.model_name, "tokens": tokens, "ids": list(ids), **main.to_json()}
     st.download_button(t("Every term (JSON, as the CLI's --json)"), json_bytes(out),
                        file_name=f"why_{main.head}_q{main.query}_k{main.key}.json", mime="application/json",
@@ -273,4 +274,4 @@ def layer0_section(ctx: Context, head: int, query: int) -> None:
     st.altair_chart(term_charts.layer0_bars(df, title=t(
         "{head}: mean ± std over {n} prompts (each: its last token → the key it scores highest)", head=name,
         n=len(prompts))), width="content")
-    st.dataframe(df, hide_index=True, width="stretch")
+    show_table(df, cells=("cell",), hide_index=True, width="stretch")
