@@ -64,7 +64,7 @@ def head_section(out: Path, info: dict) -> str | None:
                                "token + 50 random tokens repeated twice, averaged over the whole offset diagonal "
                                "(TransformerLens's recipe; at most 50/52 = 0.96). Scores are fractions of attention "
                                "mass (see `attnkit.metrics.HEAD_STATS`).\n\n" + report + "\n\n" + _sink_text(best)
-                               + "\n\n" + _targets_text(best))
+                               + "\n\n" + _targets_text(best, zh))
         info["best_heads"] = best
     except Exception as e:  # noqa: BLE001 - the card must still be written
         return f"head report failed: {e.__class__.__name__}: {e}"
@@ -210,7 +210,25 @@ The same command with the same versions and Debian package versions reproduces t
 def write_card(out: Path, info: dict) -> None:
     """Write ``out/MODEL_CARD.md`` from the training log ``info``."""
     card = _architecture(info) + _corpus(info) + _training(info) + _heads_and_reproduce(info)
+    status = _status(info)
+    if status:                                   # after the title: a reader sees it first
+        title, rest = card.split("\n", 1)
+        card = f"{title}\n\n{status}{rest}"
     (out / "MODEL_CARD.md").write_text(card, encoding="utf-8")
+
+
+def _status(info: dict) -> str:
+    """One paragraph when a head target was not met (the numbers, from the measured heads), else ""."""
+    best, zh = info.get("best_heads") or {}, info.get("corpus") == "zh"
+    missed = [(stat, target, best[stat]) for stat, target in (HEAD_TARGETS_ZH if zh else HEAD_TARGETS).items()
+              if stat in best and best[stat]["score"] < target]
+    if not missed:
+        return ""
+    said = "; ".join(f"best {stat} score {b['score']:.3f} ({head_name(b['layer'], b['head'])}) against a target of "
+                     f"≥ {target}" for stat, target, b in missed)
+    return (f"> **Status (read first).** Not every head target was met: {said} (measured on "
+            + ("Chinese text" if zh else "its English paragraph") + " and on repeated random tokens; see *Head "
+            "structure*). Patterns on this model show these heads as they are, weaker than the targets.\n")
 
 
 def _last_stage_note(info: dict) -> str:
@@ -268,11 +286,13 @@ def _sink_text(best: dict) -> str:
 
 #: What the shipped model is meant to show (issue 14): heads a researcher recognises from real GPT-2.
 HEAD_TARGETS = {"previous-token": 0.7, "induction (random repeats)": 0.5, "induction (TL recipe)": 0.5}
+#: The Chinese model's (issue 36): as attnkit-tiny's on English, measured on Chinese text.
+HEAD_TARGETS_ZH = {"previous-token": 0.8, "induction (random repeats)": 0.9, "induction (TL recipe)": 0.9}
 
 
-def _targets_text(best: dict) -> str:
+def _targets_text(best: dict, zh: bool = False) -> str:
     rows = []
-    for stat, target in HEAD_TARGETS.items():
+    for stat, target in (HEAD_TARGETS_ZH if zh else HEAD_TARGETS).items():
         b = best.get(stat)
         if b is None:
             continue
