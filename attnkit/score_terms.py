@@ -47,6 +47,8 @@ __all__ = ["ScoreTermsError", "ScoreTerms", "RowTerms", "score_terms", "part_kin
 KINDS = ("embeddings", "heads", "MLPs", "biases")
 #: The stated names of the bias parts of the head's own layer.
 LN_BIAS, B_Q, B_K = "ln1 bias", "b_Q", "b_K"
+#: Keys projected at a time (float64 copies of this many rows of the residual stream).
+KEY_BLOCK = 128
 
 
 class ScoreTermsError(ValueError):
@@ -255,20 +257,25 @@ class _Parts:
 
     def vectors(self, names: list[str], x: torch.Tensor) -> None:
         """Parts given as residual-stream vectors x [P, T, d] (or [P, d], the same at every position)."""
-        x = x.double()
         if x.dim() == 2:
+            x = x.double()
             self.add(names, x @ self.fq, (x @ self.fk)[:, None, :].expand(-1, len(self.keys), -1))
-        else:
-            self.add(names, x[:, self.query] @ self.fq, x[:, self.keys] @ self.fk)
+            return
+        xq = x[:, self.query].double() @ self.fq
+        # the keys a block at a time: float64 copies of a few rows, not of the whole [P, T, d] stream
+        xk = torch.cat([x[:, ks].double() @ self.fk for ks in self.keys.split(KEY_BLOCK)], dim=1)
+        self.add(names, xq, xk)
 
     def heads(self, layer: int, z: torch.Tensor) -> None:
-        """Every head of ``layer`` from its z [H, T, e]: z_h·(W_O[h]·fold)."""
+        """Every head of ``layer`` from its z [H, T, e]: z_h·(W_O[h]·fold), one head at a time (float64 copies
+        of one head's W_O and z; the whole layer's, made and dropped layer after layer, left GPT-2 xl's process
+        holding 0.8 GB more than it used, in the allocator's free lists)."""
         W_O = self.w.layers[layer].W_O                                          # [H, e, d], the model's dtype
-        zq, zk = z[:, self.query].double(), z[:, self.keys].double()
-        # head by head: a float64 copy of one head's W_O at a time (the whole layer's is 20 MB on GPT-2 xl)
-        xq = torch.stack([(zq[h] @ W_O[h].double()) @ self.fq for h in range(len(W_O))])         # [H, e]
-        xk = torch.stack([zk[h] @ (W_O[h].double() @ self.fk) for h in range(len(W_O))])        # [H, J, e]
-        self.add([head_name(layer, h) for h in range(z.shape[0])], xq, xk)
+        for h in range(len(W_O)):
+            W_h = W_O[h].double()                                               # [e, d]
+            xq = (z[h, self.query].double() @ W_h) @ self.fq                    # [e]
+            xk = z[h, self.keys].double() @ (W_h @ self.fk)                     # [J, e]
+            self.add([head_name(layer, h)], xq[None], xk[None])
         b_O = self.w.layers[layer].b_O
         if b_O is not None:
             self.vectors([f"L{layer} b_O"], b_O[None])
