@@ -42,7 +42,7 @@ from .patching import Pair, patch
 from .score_terms import score_terms
 from .weights import Weights
 
-__all__ = ["Row", "Context", "METHODS", "read_circuit", "planted_folder", "read_card", "make_pairs", "pair_words",
+__all__ = ["Row", "Context", "METHODS", "read_circuit", "planted_folder", "read_card", "make_pairs", "pair_words", "planted_word",
            "roc_auc", "compare_circuits", "edge_marks", "calibrate_model", "calibrate", "report"]
 
 _KV_RECEIVER = re.compile(r"^L(\d+)H(\d+)\.([kv])$")
@@ -156,11 +156,17 @@ def make_pairs(circuit: dict, n: int = 4, T: int = 16, vocab: int = 40, seed: in
     return out
 
 
+def planted_word(i: int) -> str:
+    """The word of token id ``i`` in the planted models' word-level tokenizer (``t0``, ``t1``, …): the one
+    definition, used by attnkit/dev/planted when it writes the tokenizer and by :func:`pair_words`."""
+    return f"t{int(i)}"
+
+
 def pair_words(pair: Pair) -> dict[str, str]:
-    """A planted pair as the texts the planted tokenizer reads (token id i is the word ``t{i}``, as
-    attnkit/dev/planted names them): {"clean", "corrupt", "answer", "distractor"}."""
+    """A planted pair as the texts the planted tokenizer reads (token id i is :func:`planted_word`'s ``t{i}``):
+    {"clean", "corrupt", "answer", "distractor"}."""
     def words(ids) -> str:
-        return " ".join(f"t{int(i)}" for i in ids)
+        return " ".join(planted_word(i) for i in ids)
 
     return {"clean": words(pair.clean), "corrupt": words(pair.corrupt), "answer": words([pair.answer]),
             "distractor": words([pair.distractor])}

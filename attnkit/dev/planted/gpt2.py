@@ -30,6 +30,8 @@ from pathlib import Path
 
 import torch
 
+from ...calibration import planted_word
+
 V, P, D, H = 40, 48, 256, 4
 E = D // H
 TOK, PREV, MID, OUT, POS, SCR = 0, 40, 80, 120, 160, 208
@@ -44,7 +46,7 @@ MODELS_DIR = Path(__file__).resolve().parents[2] / "models"
 
 
 def words() -> list[str]:
-    return [f"t{i}" for i in range(V)]
+    return [planted_word(i) for i in range(V)]
 
 
 def save_tokenizer(folder: Path) -> None:
@@ -242,14 +244,15 @@ def probe(n: int = 20, batch: int = 8, seed: int = 0) -> torch.Tensor:
 
 def scale_norms(model, norms: list, spread) -> None:
     """Each norm's weight := the median over the probe of ``spread(input, norm)`` (what it divides by), set in
-    forward order, so a one-hot feature of size 1 reads ≈ 1 after it."""
+    forward order, so a one-hot feature of size 1 reads ≈ 1 after it. Rounded to 4 decimals: the forward's
+    last bits differ between CPUs (ln_f's median moved by 1.5e-8 on an AMD EPYC), the rebuild must not."""
     ids = probe()
     for norm in norms:
         seen = []
         hook = norm.register_forward_pre_hook(lambda mod, args: seen.append(args[0].detach()))
         model(ids)
         hook.remove()
-        norm.weight.fill_(float(spread(seen[0], norm).median()))
+        norm.weight.fill_(round(float(spread(seen[0], norm).median()), 4))
 
 
 def _scale_norms(model) -> None:
