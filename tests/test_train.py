@@ -307,3 +307,11 @@ def test_formation_text_counts_every_stage():
     assert "below 0.1 up to step 800" in text
     info["history"] = [{"step": 1, "best_induction": 0.02}]
     assert train.formation_text(info) == ""
+    # a later stage that opens with the head already formed: the stage where it formed says so, not this log
+    first = train.formation_text({**info, "history": [{"step": 1, "best_induction": 0.02},
+                                                      {"step": 300, "best_induction": 0.6}]})
+    later = {**info, "stages": [{"steps": 600}, {"steps": 900, "formation": first}, {"steps": 500}],
+             "history": [{"step": 1, "best_induction": 0.86}, {"step": 500, "best_induction": 0.9}]}
+    text = train.formation_text(later)
+    assert "at step 900" in text and text.endswith(", in stage 2; later stages kept it.")
+    assert "step 1,501" not in text                  # not the later stage's first step

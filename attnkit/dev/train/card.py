@@ -309,8 +309,10 @@ def formation_text(info: dict) -> str:
     before = sum(s_["steps"] for s_ in stages[:-1]) if len(stages) > 1 else 0
     tok_per_step = info["batch"] * info.get("short_block", info["config"]["n_positions"])
     firsts = {lv: next((i for i, h in enumerate(hist) if h.get("best_induction", 0) >= lv), None) for lv in (0.1, 0.5)}
-    if firsts[0.1] is None:
-        return ""
+    earlier = next((s_["formation"] for s_ in reversed(stages[:-1]) if s_.get("formation")), "")
+    if firsts[0.1] is None or (firsts[0.1] == 0 and before):      # not in this stage's log: an earlier stage's
+        stage = next((n for n, s_ in enumerate(stages, 1) if s_.get("formation") == earlier), None)
+        return earlier and earlier.rstrip(".") + f", in stage {stage}; later stages kept it."
     marks = []
     for level, i in firsts.items():
         if i is not None:

@@ -20,7 +20,7 @@ from torch.nn import functional
 import transformers
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from .card import head_section, reproduce_argv, write_card
+from .card import formation_text, head_section, reproduce_argv, write_card
 from .evaluate import bits_per_byte, eval_windows, format_head_table, full_loss, prev_induction_scores, unigram_baseline
 from .mixture import sample_batch, sample_mixed_batch
 from .sources import EOT, TrainError, build_corpus, package_versions
@@ -173,6 +173,7 @@ def build_model(o: Options, data: Data, block: int, log) -> tuple[GPT2LMHeadMode
             stages = prev.get("stages") or [{"command": prev["command"], "steps": prev["steps"],
                                              "tokens_seen": prev["tokens_seen"],
                                              "train_seconds": prev["train_seconds"]}]
+            stages[-1].setdefault("formation", formation_text(prev))   # a later stage's log may not show it
         log(f"stage {len(stages) + 1}: continuing from {init}")
     else:
         model = GPT2LMHeadModel(cfg)
