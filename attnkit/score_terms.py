@@ -322,14 +322,34 @@ def _drop_empty(names: list[str], vals: torch.Tensor, side_bias: str) -> tuple[l
     return [n for n, k in zip(names, keep) if k], vals[torch.tensor(keep)]
 
 
-def _first_pass(weights: Weights, ids: list[int], layer: int):
+class _Reached(Exception):
+    """Raised by a hook once the head's layer has projected its keys: the rest of the model is not needed."""
+
+
+def _first_pass(weights: Weights, ids: list[int], layer: int, hooks: dict | None = None):
     """The residual stream entering ``layer`` (float64), σ of its norm at every position, and the model's
-    own q and k there (rotated)."""
-    rot = weights.config.position == "rotary"
-    names = ["resid_pre"] + (["q_rot", "k_rot"] if rot else ["q", "k"])
-    tr = run(weights, ids, capture=names, layers=[layer], stop=layer + 1, logits=False)
-    x = tr["resid_pre", layer][0].double()
-    return x, norm_scale(weights, x), tr[names[1], layer][0], tr[names[2], layer][0]
+    own q and k there (rotated): blocks 0 … layer − 1 (with ``hooks``, point -> fn), then only ``layer``'s
+    q/k/v projections — the run stops there."""
+    q_name, k_name = ("q_rot", "k_rot") if weights.config.position == "rotary" else ("q", "k")
+    got = {}
+
+    def keep(name):
+        def fn(t, l):
+            if l == layer:
+                got[name] = t[0]
+                if name == k_name:
+                    raise _Reached
+        return fn
+
+    points = {name: [keep(name)] for name in ("resid_pre", q_name, k_name)}
+    for name, fn in (hooks or {}).items():
+        points.setdefault(name, []).append(fn)
+    try:
+        run(weights, ids, stop=layer + 1, logits=False, hooks=points)
+    except _Reached:
+        pass
+    x = got["resid_pre"].double()
+    return x, norm_scale(weights, x), got[q_name], got[k_name]
 
 
 def _held(weights: Weights, layer: int, x: torch.Tensor, sigma: torch.Tensor, W, b, positions) -> torch.Tensor:
@@ -368,8 +388,6 @@ def _collect(weights: Weights, ids: list[int], layer: int, head: int, query: int
     step(0, layer + 2)
     cfg, lw = weights.config, weights.layers[layer]
     g = head // cfg.group
-    rot = cfg.position == "rotary"
-    names = ["resid_pre"] + (["q_rot", "k_rot"] if rot else ["q", "k"])
     second = row and two_runs(cfg, len(ids), layer, len(keys))
     if second:                       # σ and q_i first, then each part reduced as it comes
         x, sigma, q, k = _first_pass(weights, ids, layer)
@@ -377,10 +395,7 @@ def _collect(weights: Weights, ids: list[int], layer: int, head: int, query: int
         parts = None
     else:                            # one run: the parts kept, divided by σ at the end
         parts = _Parts(weights, layer, head, query, keys, progress=progress)
-        tr = run(weights, ids, capture=names, layers=[layer], stop=layer + 1, logits=False, hooks=parts.hooks(layer))
-        x = tr["resid_pre", layer][0].double()
-        sigma, q, k = norm_scale(weights, x), tr[names[1], layer][0], tr[names[2], layer][0]
-        del tr
+        x, sigma, q, k = _first_pass(weights, ids, layer, hooks=parts.hooks(layer))
     own = A.scores(q[head, query][None].double(), k[g, keys].double(), cfg.attn_scale(layer))[0]
     q_held = _held(weights, layer, x[[query]], sigma[[query]], lw.W_Q[head], _row(lw.b_Q, head), [query])[0]
     k_held = _held(weights, layer, x[keys], sigma[keys], lw.W_K[g], _row(lw.b_K, g), keys)
