@@ -77,7 +77,8 @@ def reference(inputs, tmp_path_factory):
 
 
 SLOW_RUN = """
-import sys, time
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a shell's background job starts with SIGINT ignored
 import attnkit.corpus.engines as E
 real = E.ShardWorker.process
 E.ShardWorker.process = lambda self, docs: (time.sleep(0.5), real(self, docs))[1]
