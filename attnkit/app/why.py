@@ -43,9 +43,9 @@ FLOPS, OVERHEAD_S = 5e9, 0.2
 LINKS = 4
 
 
-def seconds(cfg, T: int, layer: int, n: int = 1) -> float:
-    """Estimated seconds of ``n`` splits of a head in ``layer`` at T tokens."""
-    return n * (OVERHEAD_S + terms_lib.cost(cfg, T, layer) / FLOPS)
+def seconds(cfg, T: int, layer: int, n: int = 1, row: bool = True) -> float:
+    """Estimated seconds of ``n`` splits of a head in ``layer`` at T tokens (whole rows, or single keys)."""
+    return n * (OVERHEAD_S + terms_lib.cost(cfg, T, layer, row) / FLOPS)
 
 
 def _compute(ctx: Context, slot: str, key: tuple, label: str, fn, estimate: float):
@@ -125,7 +125,7 @@ def panel(ctx: Context, ids: list[int], layer: int, head: int, scores: np.ndarra
 
     got = _compute(ctx, "hm_why", (tuple(ids), layer, head, q, k, against),
                    t("Splitting {head}'s score from {q} to {k}", head=name, q=q, k=k), split,
-                   seconds(cfg, T, layer, 2))
+                   seconds(cfg, T, layer, 2, row=False))
     if got is None:
         return
     tokens = ctx.model.token_strs(ids)
