@@ -16,8 +16,9 @@ from helpers import ROOT
 from test_zh_pages_b import zh_page
 from untranslated import untranslated
 
-#: Terms the Chinese pages write in English everywhere (formulas and their functions), as the seeds do.
-TERMS = ("softmax", "logits", "logit")
+#: Terms the Chinese pages write in English everywhere, as the seeds do: formulas and their functions, and
+#: "token" (the seeds never write 词元; the glossary gives it as Token（词元）).
+TERMS = ("softmax", "logits", "logit", "token")
 #: A position:token label (the mask table's headers on Step by step): the model's input, shown as it is.
 TOKEN_LABEL = re.compile(r"^\d+:")
 FRONT = ["app.py", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "pages").glob("*.py")),
@@ -110,3 +111,12 @@ def test_show_table_keeps_column_config_and_styles(lang):
     assert list(plain.proto.column_order) == [weight, layer]
     assert json.loads(plain.proto.columns)[weight]["type_config"]["format"] == "%.1f"
     assert "color: red" in styled.proto.arrow_data.styler.styles              # the row picked by its index
+
+
+def test_one_word_for_token_in_the_catalog():
+    """Prose and headers say “token” as the seeds do; 词元 appears only where the glossary gives it as the
+    translation (a header saying 词元 above prose saying token read as two different things)."""
+    po = (ROOT / "attnkit" / "locale" / "zh_CN" / "LC_MESSAGES" / "attnkit.po").read_text(encoding="utf-8")
+    strs = re.findall(r'^msgstr(?:\[\d\])? "(.*)"$', po, flags=re.M)
+    assert sum("token" in s for s in strs) > 100
+    assert [s for s in strs if "词元" in s] == ["Token（词元）"]
