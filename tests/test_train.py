@@ -315,3 +315,7 @@ def test_formation_text_counts_every_stage():
     text = train.formation_text(later)
     assert "at step 900" in text and text.endswith(", in stage 2; later stages kept it.")
     assert "step 1,501" not in text                  # not the later stage's first step
+    # the next stage carries the text as it was recorded, and still names the stage where the head formed
+    assert train.formation_text(later, record=True) == first
+    carried = {**later, "stages": [*later["stages"][:2], {"steps": 500, "formation": first}, {"steps": 400}]}
+    assert train.formation_text(carried) == text

@@ -248,6 +248,9 @@ def _stages_text(info: dict) -> str:
         lines.append(f"{i}. {st_['steps']:,} steps, {st_['tokens_seen']:,} tokens, "
                      f"{st_['train_seconds'] / 60:.1f} min:")
         lines.append(f"   `{st_['command']}`")
+    if stages[0]["command"] != stages[-1]["command"]:
+        lines += ["", f"Each stage's `--init-from` is the previous stage's `--out`; the last stage's output folder "
+                      f"is what ships as `{info.get('name', 'the model')}`."]
     return "\n".join(lines)
 
 
@@ -302,17 +305,22 @@ def _targets_text(best: dict, zh: bool = False) -> str:
             + "\n".join(rows))
 
 
-def formation_text(info: dict) -> str:
-    """When (in the last stage's log) the best induction score on random repeats first passed 0.1 and 0.5."""
+def formation_text(info: dict, record: bool = False) -> str:
+    """When (in the last stage's log) the best induction score on random repeats first passed 0.1 and 0.5.
+
+    A stage whose log opens with the head already formed carries the text of the stage where it formed: the
+    earliest stage with a ``formation`` record (later records are copies of it). ``record=True`` gives that
+    text as it is stored (for the next stage's record); otherwise it says in which stage.
+    """
     hist = info.get("history") or []
     stages = info.get("stages") or []
     before = sum(s_["steps"] for s_ in stages[:-1]) if len(stages) > 1 else 0
     tok_per_step = info["batch"] * info.get("short_block", info["config"]["n_positions"])
     firsts = {lv: next((i for i, h in enumerate(hist) if h.get("best_induction", 0) >= lv), None) for lv in (0.1, 0.5)}
-    earlier = next((s_["formation"] for s_ in reversed(stages[:-1]) if s_.get("formation")), "")
     if firsts[0.1] is None or (firsts[0.1] == 0 and before):      # not in this stage's log: an earlier stage's
-        stage = next((n for n, s_ in enumerate(stages, 1) if s_.get("formation") == earlier), None)
-        return earlier and earlier.rstrip(".") + f", in stage {stage}; later stages kept it."
+        stage, earlier = next(((n, s_["formation"]) for n, s_ in enumerate(stages[:-1], 1) if s_.get("formation")),
+                              (None, ""))
+        return earlier if record or not earlier else earlier.rstrip(".") + f", in stage {stage}; later stages kept it."
     marks = []
     for level, i in firsts.items():
         if i is not None:

@@ -173,7 +173,7 @@ def build_model(o: Options, data: Data, block: int, log) -> tuple[GPT2LMHeadMode
             stages = prev.get("stages") or [{"command": prev["command"], "steps": prev["steps"],
                                              "tokens_seen": prev["tokens_seen"],
                                              "train_seconds": prev["train_seconds"]}]
-            stages[-1].setdefault("formation", formation_text(prev))   # a later stage's log may not show it
+            stages[-1].setdefault("formation", formation_text(prev, record=True))   # a later log may not show it
         log(f"stage {len(stages) + 1}: continuing from {init}")
     else:
         model = GPT2LMHeadModel(cfg)
