@@ -248,9 +248,8 @@ def _stages_text(info: dict) -> str:
         lines.append(f"{i}. {st_['steps']:,} steps, {st_['tokens_seen']:,} tokens, "
                      f"{st_['train_seconds'] / 60:.1f} min:")
         lines.append(f"   `{st_['command']}`")
-    if stages[0]["command"] != stages[-1]["command"]:
-        lines += ["", f"Each stage's `--init-from` is the previous stage's `--out`; the last stage's output folder "
-                      f"is what ships as `{info.get('name', 'the model')}`."]
+    lines += ["", f"Each stage's `--init-from` is the previous stage's `--out`; the last stage's output folder "
+                  f"is what ships as `{info.get('name', 'the model')}`."]
     return "\n".join(lines)
 
 
