@@ -41,7 +41,7 @@ from .weights import Weights
 
 __all__ = ["ScoreTermsError", "ScoreTerms", "RowTerms", "score_terms", "part_kind", "part_layer", "KINDS",
            "grouped", "top_terms", "explain", "layer0_split", "layer0_average", "visible_keys", "refusal", "cost",
-           "kept_bytes", "two_runs"]
+           "kept_bytes", "two_runs", "runner_up"]
 
 #: Kinds of parts, in the order the grouped views list them.
 KINDS = ("embeddings", "heads", "MLPs", "biases")
@@ -184,6 +184,15 @@ def refusal(cfg, T: int, layer: int, head: int, query: int, key: int) -> str | N
     except ScoreTermsError as e:
         return str(e)
     return None
+
+
+def runner_up(trace, cfg, layer: int, head: int, query: int, key: int) -> int | None:
+    """The key a split of ``key`` is contrasted with: the other key ``query`` scores highest in head
+    ``layer``/``head``, read from ``trace`` (one prompt's run that captured ``scores``); None when the query sees
+    no other key."""
+    row = trace["scores", layer][0, head, query].double().cpu()
+    seen = [j for j in visible_keys(cfg, layer, query) if j != key]
+    return None if not seen else seen[int(torch.argmax(row[seen]))]
 
 
 def cost(cfg, T: int, layer: int, row: bool = True) -> float:

@@ -1,5 +1,6 @@
-"""The dashboard's Streamlit helpers (a front end: nothing in the library imports it). With pages/ and
-attnkit/charts/, the only place that imports Streamlit. Pages stay thin::
+"""The dashboard's frame: what every page uses (a front end: nothing in the library imports it; with
+attnkit/charts/, the only place that imports Streamlit). Each page is a folder in :mod:`attnkit.app.pages`
+(its script ``page.py`` and the modules only it uses; ``pages/shared/`` what two pages share). Pages stay thin::
 
     from attnkit import app as ui
     ctx = ui.page("Title")                 # the sidebar's Context (the page stops when there is nothing to run)
@@ -13,10 +14,9 @@ tokens    spaces made visible, token labels, show_tokens      exports  csv_bytes
 jobs      long work in the background: progress, stale result, Stop
 navigation  PAGES (the page list, once), open_page / open_head (the one way to open another page)
 clicks    clicked / new_click / forget_click (the one reader of a chart click)
-why       "Why does this query attend to this key?" (Heatmaps) and layer 0's token/position split (Step by step)
 tables    show_table (THE way to show a table: st.dataframe with headers in the session's language), TABLE_TEXT
 """
-from . import labels, tables
+from . import tables
 from .caches import TRACE_CACHE_MB, TraceCache, budgeted, cached_model, cached_result, corpus_result, trace, traces_for_all
 from .context import DEFAULT_PROMPT, LOCAL, Context
 from .escaping import plain, show_error
@@ -32,7 +32,7 @@ from .state import PageState, from_link, match_choice, notice, param, select
 from .url import URL_KEYS, URL_PROMPT_MAX, prompt_folder, store_prompt, stored_prompt, url_restore, url_save
 
 __all__ = [
-    "labels", "tables",
+    "tables",
     "TRACE_CACHE_MB", "TraceCache", "budgeted", "cached_model", "cached_result", "corpus_result", "trace", "traces_for_all", "DEFAULT_PROMPT",
     "LOCAL", "Context", "plain", "show_error", "FORMULA_START", "csv_bytes", "download_buttons", "json_bytes",
     "meta_for", "neutralise", "tensor_csv", "Job", "Stopped", "job", "job_result", "guard", "page", "run_frame", "setup_page", "stop", "sidebar", "show_spaces",

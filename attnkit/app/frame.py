@@ -18,6 +18,7 @@ from .sidebar import sidebar
 from .state import begin_run, flush_notices, open_notices
 from .url import url_restore, url_save
 
+
 @contextlib.contextmanager
 def guard(view: str):
     """Run a page body; an unexpected error becomes a short message, and the session (prompt, uploads,
@@ -31,18 +32,14 @@ def guard(view: str):
                  icon="⚠️")
 
 
-def setup_page(title: str, icon: str = "🔍"):
-    """Page config and title (inside the navigation frame the frame has set the config already)."""
-    if not getattr(_frame, "active", False):
-        st.set_page_config(page_title=f"{title} · attnkit", page_icon=icon, layout="wide")
+def setup_page(title: str):
+    """The page's title and its notice area (the frame has set the page config already)."""
     st.title(title)
     open_notices()
 
 
-#: Set by the navigation frame (app.py) for the duration of one script run.
+#: Set by the frame (app.py) for the duration of one script run.
 _frame = threading.local()
-#: Session key: this session has asked Streamlit for the navigation once from a page run on its own.
-NAV_ASKED = "_ak_nav_asked"
 
 
 def run_frame(pages: tuple[PageSpec, ...] = PAGES) -> None:
@@ -55,7 +52,7 @@ def run_frame(pages: tuple[PageSpec, ...] = PAGES) -> None:
     st.set_page_config(page_title="attnkit", page_icon="🔍", layout="wide")
     nav = st.navigation(st_pages(pages), position="hidden")
     _frame.saved = False
-    follow(in_frame=True)
+    follow()
     spec = spec_of(nav, pages)
     path = str.__str__(spec.title) if spec else nav.title      # the page's identity: its English title
     begin_run(path)
@@ -91,51 +88,21 @@ def stop() -> NoReturn:
     st.stop()
 
 
-def _opened_by_address(spec: PageSpec | None) -> bool:
-    """True when this page runs by itself because its address was the first request to a fresh server.
-
-    An app with a ``pages/`` folder starts in Streamlit's old multipage mode: until some run has called
-    ``st.navigation``, a request for a page's address runs that page's script alone, without app.py, so the
-    frame never draws the links or writes the link, for every session, until someone opens Home. Calling
-    ``st.navigation`` (public API) ends that mode for the whole server; when the page it resolves for this
-    request is this page, the request came by its address and a rerun goes through app.py. Asked once per
-    session: a page run on its own (``streamlit run pages/X.py``, AppTest) resolves Home and goes on."""
-    if spec is None or st.session_state.get(NAV_ASKED):
-        return False
-    st.session_state[NAV_ASKED] = True
-    try:
-        resolved = st.navigation(st_pages(PAGES, absolute=True), position="hidden")
-    except st.errors.StreamlitAPIException:
-        return False
-    return resolved.url_path == spec.url_path and spec is not PAGES[0]
-
-
-def page(name: str, icon: str | None = None) -> Context:
-    """Start a page: its title, and the Context (model + prompt) from the sidebar; stops the page
+def page(name: str) -> Context:
+    """Start a page: its title, and the Context (model + prompt) the frame's sidebar resolved; stops the page
     (after the sidebar has said why) when there is nothing to run on. ``name``: the page's key, title or
-    heading in :data:`navigation.PAGES` (its heading and icon come from there), or any title.
+    heading in :data:`navigation.PAGES` (its heading comes from there), or any title.
 
-    Inside the frame the sidebar has been drawn once already; run on its own (``streamlit run
-    pages/X.py`` or AppTest) the page draws it itself."""
+    A page runs inside the frame (``streamlit run app.py``): a page script run on its own says so in one line."""
     if not getattr(_frame, "active", False):
-        language.apply()                    # a page run on its own: the language first, as the frame does
+        st.error(t("A page of attnkit runs inside its dashboard: start it with {command}.",
+                   command="streamlit run app.py"))
+        st.stop()
     try:
-        spec = page_spec(name)
+        title = str(page_spec(name).shown_title)
     except KeyError:
-        spec = None
-    title, icon = (str(spec.shown_title), icon or spec.icon) if spec else (name, icon or "🔍")
-    if not getattr(_frame, "active", False):
-        if _opened_by_address(spec):
-            st.rerun()                      # again, this time through app.py's frame
-        begin_run(None)
-        _frame.saved = False
-        url_restore(None)
-    setup_page(title, icon)
-    if not getattr(_frame, "active", False):
-        follow(in_frame=False)
-    ctx = _frame.ctx if getattr(_frame, "active", False) else sidebar()
-    if ctx is None:
+        title = name
+    setup_page(title)
+    if _frame.ctx is None:
         stop()
-    return ctx
-
-
+    return _frame.ctx

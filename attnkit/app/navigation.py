@@ -1,9 +1,10 @@
 """The dashboard's pages, defined once, and the one way to send the user from one page to another.
 
-:data:`PAGES` is the page list (file, title, icon, heading, session-key prefix) that app.py's navigation,
-the frame's links, Home's prose and the tests all read: adding a page is one file in ``pages/`` plus one
-line here. :func:`open_page` (and :func:`open_head`, a head on Heatmaps) is the only way a page opens
-another page with some of its inputs set: no page writes another page's session keys by name.
+:data:`PAGES` is the page list (folder, address, title, icon, heading, session-key prefix) that app.py's
+navigation, the frame's links, Home's prose and the tests all read: adding a page is one folder in
+``attnkit/app/pages/`` (its script ``page.py``) plus one line here. :func:`open_page` (and :func:`open_head`, a
+head on Heatmaps) is the only way a page opens another page with some of its inputs set: no page writes another
+page's session keys by name.
 """
 from __future__ import annotations
 
@@ -12,14 +13,13 @@ from pathlib import Path
 
 import streamlit as st
 
-from ..i18n import msg, t
-from ..standard import head_name
-from .escaping import plain
+from ..i18n import msg
 from .state import WIDGETS
 from .url import choose_model
 
-#: The repository root (pages/ and app.py live there).
-ROOT = Path(__file__).resolve().parents[2]
+#: The page folders: ``PAGE_DIR/<key>/page.py`` is a page's script (inside the package, so that an installed
+#: attnkit runs its pages too).
+PAGE_DIR = Path(__file__).resolve().parent / "pages"
 #: Session key of a page switch asked for by :func:`open_page` and not yet done.
 GOTO = "_ak_goto"
 
@@ -28,8 +28,8 @@ GOTO = "_ak_goto"
 class PageSpec:
     """One page of the dashboard."""
 
-    key: str            # short name for code: open_page("heatmaps", …)
-    path: str           # the script, relative to the repository root
+    key: str            # its folder in attnkit/app/pages/, and its name in code: open_page("heatmaps", …)
+    address: str        # its URL path (/Heatmaps): links in the wild use it, so it never changes
     title: str          # the navigation's label (and the window title)
     icon: str
     prefix: str = ""    # the page's session-key prefix (its PageState's ``prefix``)
@@ -37,14 +37,14 @@ class PageSpec:
     summary: str = ""   # one line for Home's "Start here" list (Markdown: the app's own words)
 
     @property
+    def path(self) -> Path:
+        """The page's script (absolute): ``attnkit/app/pages/<key>/page.py``."""
+        return PAGE_DIR / self.key / "page.py"
+
+    @property
     def url_path(self) -> str:
-        """The page's address as Streamlit derives it from the file name (``5_Step_by_step.py`` ->
-        ``Step_by_step``); the default page is at ``""``."""
-        if self is PAGES[0]:
-            return ""
-        stem = Path(self.path).stem
-        head, _, rest = stem.partition("_")
-        return rest if head.isdigit() and rest else stem
+        """The page's address as ``st.navigation`` serves it; the default page (Home) is at ``""``."""
+        return "" if self is PAGES[0] else self.address
 
     @property
     def shown_title(self) -> str:
@@ -53,50 +53,50 @@ class PageSpec:
 
 #: The pages in navigation order; the first is the default (Home).
 PAGES: tuple[PageSpec, ...] = (
-    PageSpec("home", "pages/0_Home.py", msg("Home"), "🏠", heading=msg("attnkit — attention, seen and checked")),
-    PageSpec("heatmaps", "pages/1_Heatmaps.py", msg("Heatmaps"), "🔥", "hm", summary=msg(
+    PageSpec("home", "Home", msg("Home"), "🏠", heading=msg("attnkit — attention, seen and checked")),
+    PageSpec("heatmaps", "Heatmaps", msg("Heatmaps"), "🔥", "hm", summary=msg(
         "the attention pattern (or pre-softmax scores) of any layer and head, a layer's heads as a grid, one head "
         "through all layers, and the prompt as text coloured by attention.")),
-    PageSpec("compare", "pages/2_Compare_heads.py", msg("Compare heads"), "🧭", "cmp", summary=msg(
+    PageSpec("compare", "Compare_heads", msg("Compare heads"), "🧭", "cmp", summary=msg(
         "every head coloured by a statistic (previous-token, induction, …), heads side by side, which heads link "
         "two tokens.")),
-    PageSpec("effects", "pages/7_Head_effects.py", msg("Head effects"), "🎯", "he", summary=msg(
+    PageSpec("effects", "Head_effects", msg("Head effects"), "🎯", "he", summary=msg(
         "which heads carry the answer on a clean/corrupted prompt pair — activation patching, direct logit "
         "attribution, the contribution graph and the logit lens.")),
-    PageSpec("circuits", "pages/8_Circuits.py", msg("Circuits"), "🕸️", "ci", summary=msg(
+    PageSpec("circuits", "Circuits", msg("Circuits"), "🕸️", "ci", summary=msg(
         "how heads in different layers work together — composition scores, path patching, the discovered "
         "circuit.")),
-    PageSpec("entropy", "pages/3_Entropy.py", msg("Entropy"), "📈", "ent", msg("Entropy versus context length"),
+    PageSpec("entropy", "Entropy", msg("Entropy"), "📈", "ent", msg("Entropy versus context length"),
              summary=msg("does attention spread out as the context grows? (a seed's claim)")),
-    PageSpec("ablations", "pages/4_Ablations.py", msg("Ablations"), "✂️", "ab", summary=msg(
+    PageSpec("ablations", "Ablations", msg("Ablations"), "✂️", "ab", summary=msg(
         "V = X, W_K = W_Q, no scaling, no mask, heads removed — the seeds' claims measured, each with its "
         "verdict.")),
-    PageSpec("steps", "pages/5_Step_by_step.py", msg("Step by step"), "🪜", "st", summary=msg(
+    PageSpec("steps", "Step_by_step", msg("Step by step"), "🪜", "st", summary=msg(
         "one head's formula with its real numbers, the seeds' worked examples, the KV cache.")),
-    PageSpec("verify", "pages/6_Verify.py", msg("Verify"), "✅", "vf", summary=msg(
+    PageSpec("verify", "Verify", msg("Verify"), "✅", "vf", summary=msg(
         "attnkit against HuggingFace, layer by layer — why the numbers on the other pages can be trusted.")),
-    PageSpec("glossary", "pages/9_Glossary.py", msg("Glossary"), "📖", summary=msg(
+    PageSpec("glossary", "Glossary", msg("Glossary"), "📖", summary=msg(
         "the terms these pages use, in English and in the seeds' Chinese (注意力, 查询/键/值, 掩码 …).")),
-    PageSpec("training", "pages/10_Training.py", msg("Training"), "🌱", "tr", msg("Training: watching attention learn"),
+    PageSpec("training", "Training", msg("Training"), "🌱", "tr", msg("Training: watching attention learn"),
              summary=msg("a series of training checkpoints: head scores and the ICL score over steps, the induction "
                          "phase change, a head's pattern step by step, any checkpoint opened on the other pages.")),
 )
 
 
 def page_spec(name: str) -> PageSpec:
-    """The page by key (``"heatmaps"``), title (``"Heatmaps"``), heading or script path; KeyError names
-    the keys when there is none."""
+    """The page by key (``"heatmaps"``), title (``"Heatmaps"``), heading or address (``"Step_by_step"``); KeyError
+    names the keys when there is none."""
     for spec in PAGES:
-        if name in (spec.key, spec.title, spec.heading, spec.path) or Path(name).name == Path(spec.path).name:
+        if name in (spec.key, spec.title, spec.heading, spec.address):
             return spec
     raise KeyError(f"no page {name!r}: one of {', '.join(p.key for p in PAGES)}")
 
 
-def st_pages(pages: tuple[PageSpec, ...] = PAGES, absolute: bool = False) -> list:
-    """The page list as ``st.Page`` objects for ``st.navigation`` (``absolute``: paths from the repository
-    root, for a call made while another script is the main one); the first page is the default."""
-    return [st.Page(ROOT / spec.path if absolute else spec.path, title=str(spec.title), icon=spec.icon,
-                    default=i == 0) for i, spec in enumerate(pages)]
+def st_pages(pages: tuple[PageSpec, ...] = PAGES) -> list:
+    """The page list as ``st.Page`` objects for ``st.navigation``: each page's script by its absolute path (the
+    package's own folder, wherever attnkit is installed) at its fixed address; the first page is the default."""
+    return [st.Page(spec.path, title=str(spec.title), icon=spec.icon, default=i == 0,
+                    url_path=None if i == 0 else spec.address) for i, spec in enumerate(pages)]
 
 
 def spec_of(nav, pages: tuple[PageSpec, ...] = PAGES) -> PageSpec | None:
@@ -109,7 +109,7 @@ def nav_links(pages: tuple[PageSpec, ...] = PAGES) -> None:
     ``client.showSidebarNavigation = false``), one ``st.page_link`` per page."""
     with st.sidebar:
         for spec in pages:
-            st.page_link(spec.path, label=str(spec.title), icon=spec.icon)
+            st.page_link(str(spec.path), label=str(spec.title), icon=spec.icon)
         st.divider()
 
 
@@ -147,26 +147,8 @@ def open_head(layer: int, head: int, prompt: str | None = None) -> None:
     open_page("heatmaps", prompt=prompt, view="One head", layer=int(layer), head=int(head))
 
 
-def follow(in_frame: bool) -> None:
-    """Do a page switch asked for by :func:`open_page` (the frame calls this before the page runs).
-
-    Outside the navigation (a page run on its own by ``streamlit run pages/X.py`` or AppTest) the switch is
-    tried too: it works wherever Streamlit knows the page (an app started from app.py, whose later runs
-    of a page go without the frame); where it does not (``streamlit run pages/X.py``) a one-line note
-    says where the choice went."""
+def follow() -> None:
+    """Do a page switch asked for by :func:`open_page` (the frame calls this before the page runs)."""
     goto = st.session_state.pop(GOTO, None)
-    if goto is None:
-        return
-    spec = page_spec(goto[0])
-    try:
-        st.switch_page(spec.path)
-    except st.errors.StreamlitAPIException:
-        if in_frame:                        # the frame's own page list: a missing page is a bug
-            raise
-    what = goto[1]
-    if {"layer", "head"} <= set(what):
-        text = t("Head {head} and the prompt are selected on the {page} page; open it from the navigation.",
-                 head=head_name(what["layer"], what["head"]), page=spec.title)
-    else:
-        text = t("The choice is selected on the {page} page; open it from the navigation.", page=spec.title)
-    st.info(plain(text), icon=spec.icon)
+    if goto is not None:
+        st.switch_page(str(page_spec(goto[0]).path))

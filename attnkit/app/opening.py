@@ -1,13 +1,33 @@
-"""How long a page takes to open in a fresh browser session (the bench's per-shape page rows): the page run
-by Streamlit's AppTest on a model folder, timed from the start of its first script run to its end."""
+"""A page opened the way a browser opens its address on a fresh session, under Streamlit's AppTest: the tests'
+one way to run a page (tests/helpers.py) and the bench's per-shape page rows (how long a page takes to open,
+timed from the start of its first script run to its end)."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
+from streamlit.util import calc_hash
 
 from .context import LOCAL
-from .navigation import ROOT, page_spec
+from .navigation import PAGES, page_spec
+
+#: The dashboard's script (``streamlit run app.py``): the frame, which runs every page.
+APP = Path(__file__).resolve().parents[2] / "app.py"
+
+
+def app_test(page: str, timeout: float = 120) -> AppTest:
+    """An AppTest of app.py whose first run opens ``page`` (a key of :data:`PAGES`) inside the frame, as a
+    browser's first request for the page's address does; later runs stay on the page the last run ended on.
+
+    AppTest has no public way to ask for an address before its first run (its ``switch_page`` then hashes the
+    script's file name, and every page's is ``page.py``), so the request carries the hash ``st.navigation``
+    gives a page: that of its address. A page that did not open shows Home's title instead of its own."""
+    at = AppTest.from_file(str(APP), default_timeout=timeout)
+    spec = page_spec(page)
+    if spec is not PAGES[0]:
+        at._page_hash = calc_hash(spec.url_path)
+    return at
 
 
 def open_page(page: str, folder: str, runs: int = 2, timeout: float = 900, state: dict | None = None) -> dict:
@@ -16,10 +36,9 @@ def open_page(page: str, folder: str, runs: int = 2, timeout: float = 900, state
     ``state``: session values set before the run (a page's inputs, as a link would set them).
     Returns {"seconds": [per run], "buttons": labels of the last run's buttons, "texts": its captions and
     markdown, "errors": its exceptions and error boxes}."""
-    path = str(ROOT / page_spec(page).path)
     times, at = [], None
     for _ in range(runs):
-        at = AppTest.from_file(path, default_timeout=timeout)
+        at = app_test(page, timeout)
         at.session_state["ak_model"], at.session_state["ak_folder"] = LOCAL, str(folder)
         for k, v in (state or {}).items():
             at.session_state[k] = v

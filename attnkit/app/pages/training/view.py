@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-from .. import series as series_mod
-from .. import training
-from ..charts import training as training_charts
-from ..i18n import t
-from ..loading import LoadError
-from ..standard import parse_head
-from .context import Context
-from .escaping import plain
-from .jobs import job_result
-from .navigation import PAGES, open_checkpoint
+from attnkit import series as series_mod
+from attnkit import training
+from attnkit.charts import training as training_charts
+from attnkit.i18n import t
+from attnkit.loading import LoadError
+from attnkit.standard import parse_head
+from attnkit.app.context import Context
+from attnkit.app.escaping import plain
+from attnkit.app.jobs import job_result
+from attnkit.app.navigation import PAGES, open_checkpoint
 
 __all__ = ["SLOT", "resolve", "analysis", "curve_titles", "curves", "pattern_view", "open_buttons", "OPEN_ON"]
 

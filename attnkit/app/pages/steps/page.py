@@ -8,8 +8,8 @@ import torch
 
 from attnkit import app as ui
 from attnkit import steps as head_steps
-from attnkit.app import learner, step_tabs
-from attnkit.app import why as why_view
+from attnkit.app.pages.shared.next_token import next_token_table
+from attnkit.app.pages.steps import calculator, chinese, layer0, tabs
 from attnkit.charts import steps as step_charts
 from attnkit.i18n import t
 from attnkit.standard import head_name
@@ -197,16 +197,16 @@ def one_head_tab(hs):
 
 with tab_head:
     one_head_tab(hs)
-    why_view.layer0_section(ctx, head, query)
+    layer0.layer0_section(ctx, head, query)
 
 with tab_seed:
-    step_tabs.seed_examples()
-    learner.zh_examples(ctx, layer)
+    tabs.seed_examples()
+    chinese.zh_examples(ctx, layer)
 with tab_calc:
-    learner.softmax_calculator(d=cfg.d_head)
+    calculator.softmax_calculator(d=cfg.d_head)
 with tab_next:
-    learner.next_token_table(ctx)
+    next_token_table(ctx)
 with tab_kv:
-    step_tabs.kv_cache(ctx, state)
+    tabs.kv_cache(ctx, state)
 with tab_sym:
-    step_tabs.symmetry(ctx, state, layer, head, resid, labels)
+    tabs.symmetry(ctx, state, layer, head, resid, labels)

@@ -12,12 +12,12 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from ..charts import heatmaps as heatmap_charts
-from ..i18n import t
-from .escaping import plain
-from .clicks import new_click
-from .exports import download_buttons
-from .state import from_link
+from attnkit.charts import heatmaps as heatmap_charts
+from attnkit.i18n import t
+from attnkit.app.escaping import plain
+from attnkit.app.clicks import new_click
+from attnkit.app.exports import download_buttons
+from attnkit.app.state import from_link
 
 
 @dataclass

@@ -1,59 +1,39 @@
-"""Why does this query attend to this key? Page logic for the Heatmaps panel (a cell clicked on the one-head
-chart, or query and key picked in two boxes) and Step by step's layer-0 split (the seeds' X·Xᵀ measured).
+"""Why does this query attend to this key? Heatmaps' panel below the one-head chart: a cell clicked on the chart,
+or query and key picked in two boxes, and the score split into query part × key part, against the row's
+runner-up key, with links to the heads behind the largest terms.
 
 The numbers are :mod:`attnkit.score_terms`'s, the same as ``python -m attnkit why`` prints for the same model,
-tokens, head, query and key (the JSON export here has the CLI's fields). Work estimated above
-:data:`JOB_SECONDS` (from the model's shape and T, :func:`attnkit.score_terms.cost`) runs as a job with
-progress and Stop; quicker work runs at once and is cached.
+tokens, head, query and key (the JSON export here has the CLI's fields); :mod:`..shared.splits` runs them at
+once or as a job, by their estimated cost.
 """
 from __future__ import annotations
 
 import altair as alt
-import numpy as np
 import pandas as pd
 import streamlit as st
 
-from .. import examples
-from .. import score_terms as terms_lib
-from ..charts import score_terms as term_charts
-from ..i18n import t
-from ..standard import head_name, parse_head
-from .caches import cached_result
-from .clicks import new_click
-from .context import Context
-from .escaping import plain
-from .exports import json_bytes
-from .jobs import job_result
-from .navigation import open_head, open_page
-from .tables import show_table
+from attnkit import examples
+from attnkit import score_terms as terms_lib
+from attnkit.charts import score_terms as term_charts
+from attnkit.i18n import t
+from attnkit.standard import head_name, parse_head
+from attnkit.app.clicks import new_click
+from attnkit.app.context import Context
+from attnkit.app.escaping import plain
+from attnkit.app.exports import json_bytes
+from attnkit.app.navigation import open_head, open_page
+from attnkit.app.pages.shared.splits import compute, seconds
+from attnkit.app.tables import show_table
+from attnkit.model import Trace
 
-__all__ = ["CHART_KEY", "SELECT", "Q_KEY", "K_KEY", "JOB_SECONDS", "FLOPS", "OVERHEAD_S", "seconds", "draw_clickable",
-           "panel", "layer0_section", "runner_up", "pair_inputs"]
+__all__ = ["CHART_KEY", "SELECT", "Q_KEY", "K_KEY", "draw_clickable", "panel", "pair_inputs"]
 
 #: The one-head chart's key and its click selection (fields: the query and key labels of the cell).
 CHART_KEY, SELECT = "hm_cell", "cell"
 #: Session keys of the panel's two boxes, and of its whole-row switch and grouping.
 Q_KEY, K_KEY, ROW_KEY, GROUP_KEY = "hm_why_q", "hm_why_k", "hm_why_row", "hm_why_by"
-#: Work estimated above this many seconds runs as a job (progress and Stop).
-JOB_SECONDS = 1.0
-#: The estimate: seconds = OVERHEAD_S + cost / FLOPS per split, fitted on attnkit-tiny's rows at T = 100 … 780
-#: on the shared 2-core machine under a load average of ~16 (0.52 s … 3.19 s measured).
-FLOPS, OVERHEAD_S = 5e9, 0.2
 #: Heads offered as links on each side (the largest in size).
 LINKS = 4
-
-
-def seconds(cfg, T: int, layer: int, n: int = 1, row: bool = True) -> float:
-    """Estimated seconds of ``n`` splits of a head in ``layer`` at T tokens (whole rows, or single keys)."""
-    return n * (OVERHEAD_S + terms_lib.cost(cfg, T, layer, row) / FLOPS)
-
-
-def _compute(ctx: Context, slot: str, key: tuple, label: str, fn, estimate: float):
-    """``fn(progress)``: at once (cached for every session) when quick, else as a job; None while it runs."""
-    full = (ctx.model_name, ctx.device, slot, *key)
-    if estimate <= JOB_SECONDS:
-        return cached_result(full, lambda: fn(None))
-    return job_result(slot, full, label, fn)
 
 
 # ----------------------------------------------------------------------------- picking a cell
@@ -88,17 +68,11 @@ def pair_inputs(T: int, labels: list[str]) -> tuple[int | None, int | None]:
     return q, k
 
 
-def runner_up(cfg, layer: int, query: int, key: int, scores: np.ndarray) -> int | None:
-    """The key with the highest score in the query's row other than ``key`` (None when it sees no other)."""
-    seen = [j for j in terms_lib.visible_keys(cfg, layer, query) if j != key]
-    return None if not seen else int(seen[int(np.argmax(scores[query, seen]))])
-
-
 # ----------------------------------------------------------------------------- the panel
 
-def panel(ctx: Context, ids: list[int], layer: int, head: int, scores: np.ndarray, labels: list[str]) -> None:
-    """Heatmaps' "Why does this query attend to this key?" below the one-head chart. ``scores``: the head's
-    [T, T] pre-softmax scores (the runner-up key is read from them)."""
+def panel(ctx: Context, ids: list[int], layer: int, head: int, trace: Trace, labels: list[str]) -> None:
+    """Heatmaps' "Why does this query attend to this key?" below the one-head chart. ``trace``: the page's run of
+    the prompt, with its ``scores`` (the runner-up key is read from them)."""
     cfg, T, name = ctx.model.config, len(ids), head_name(layer, head)
     st.subheader(t("Why does this query attend to this key?"))
     q, k = pair_inputs(T, labels)
@@ -111,7 +85,7 @@ def panel(ctx: Context, ids: list[int], layer: int, head: int, scores: np.ndarra
     if reason is not None:
         st.info(plain(reason), icon="🚫")
         return
-    against = runner_up(cfg, layer, q, k, scores)
+    against = terms_lib.runner_up(trace, cfg, layer, head, q, k)
     w = ctx.model.weights
 
     def split(progress):
@@ -123,9 +97,9 @@ def panel(ctx: Context, ids: list[int], layer: int, head: int, scores: np.ndarra
         vs = None if against is None else terms_lib.score_terms(w, ids, layer, head, q, k, against, half(False))
         return main, vs
 
-    got = _compute(ctx, "hm_why", (tuple(ids), layer, head, q, k, against),
-                   t("Splitting {head}'s score from {q} to {k}", head=name, q=q, k=k), split,
-                   seconds(cfg, T, layer, 2, row=False))
+    got = compute(ctx, "hm_why", (tuple(ids), layer, head, q, k, against),
+                  t("Splitting {head}'s score from {q} to {k}", head=name, q=q, k=k), split,
+                  seconds(cfg, T, layer, 2, row=False))
     if got is None:
         return
     tokens = ctx.model.token_strs(ids)
@@ -217,61 +191,10 @@ def _whole_row(ctx: Context, ids: list[int], layer: int, head: int, q: int, toke
     if not st.checkbox(plain(t("Split the whole row: every key query {q} sees, by kind of part", q=q)), key=ROW_KEY):
         return
     w, cfg = ctx.model.weights, ctx.model.config
-    row = _compute(ctx, "hm_why_row", (tuple(ids), layer, head, q),
-                   t("Splitting {head}'s row {q}", head=head_name(layer, head), q=q),
-                   lambda progress: (terms_lib.score_terms(w, ids, layer, head, q, progress=progress),),
-                   seconds(cfg, len(ids), layer))
+    row = compute(ctx, "hm_why_row", (tuple(ids), layer, head, q),
+                  t("Splitting {head}'s row {q}", head=head_name(layer, head), q=q),
+                  lambda progress: (terms_lib.score_terms(w, ids, layer, head, q, progress=progress),),
+                  seconds(cfg, len(ids), layer))
     if row is not None:
         st.altair_chart(term_charts.row_by_kind(row[0], tokens), width="content")
         st.caption(t("Bars: each key's score split by the kind of part its key carries; tick: the model's score."))
-
-
-# ----------------------------------------------------------------------------- Step by step: layer 0
-
-def _layer0(w, ids: list[int], head: int, query: int) -> dict:
-    row = terms_lib.score_terms(w, ids, 0, head, query)
-    best = int(row.keys[int(np.argmax(row.scores))])
-    return terms_lib.layer0_split(terms_lib.score_terms(w, ids, 0, head, query, best)) | {"key": best}
-
-
-def layer0_section(ctx: Context, head: int, query: int) -> None:
-    """Layer 0's score split into token × token, token × position, position × token, position × position —
-    the seeds' X·Xᵀ argument measured — on this prompt and averaged over the sidebar's prompts."""
-    st.subheader(t("Layer 0: the seeds' X·Xᵀ, measured"))
-    ids, cfg, w = ctx.ids, ctx.model.config, ctx.model.weights
-    name, tokens = head_name(0, head), ctx.tokens
-    try:
-        got = _compute(ctx, "st_l0", (tuple(ids), head, query), t("Splitting {head}'s score", head=name),
-                       lambda progress: (_layer0(w, ids, head, query),), seconds(cfg, len(ids), 0, 2))
-    except terms_lib.ScoreTermsError as e:
-        st.info(plain(str(e)), icon="ℹ️")
-        return
-    if got is None:
-        return
-    cells = dict(got[0])
-    key = cells.pop("key")
-    score = sum(cells.values())
-    big = max(terms_lib.L0_CELLS[:4], key=lambda c: abs(cells[c]))
-    st.text(t("In layer 0 a head reads only X = token embedding + position embedding, so its score is X·Xᵀ seen "
-              "through W_Q·W_Kᵀ, in four blocks. {head}'s score from {q} ({qt!r}) to the key it scores highest, "
-              "{k} ({kt!r}), is {score}: {big} gives {value} of it, token × token {tt}.", head=name, q=query,
-              qt=tokens[query], k=key, kt=tokens[key], score=f"{score:+.3f}", big=big, value=f"{cells[big]:+.3f}",
-              tt=f"{cells['token × token']:+.3f}"))
-    st.altair_chart(term_charts.layer0_bars(cells, title=t("{head}: query {q} → key {k}", head=name, q=query,
-                                                           k=key)), width="content")
-    prompts = [p for p in (ctx.encode(text)[0] for text in ctx.prompts) if p]
-    if len(prompts) < 2:
-        st.caption(t("Upload a prompt set in the sidebar (a file of prompts) to see this split averaged over "
-                     "them, with its spread."))
-        return
-    est = seconds(cfg, max(map(len, prompts)), 0, 2 * len(prompts))
-    avg = _compute(ctx, "st_l0_avg", (tuple(map(tuple, prompts)), head),
-                   t("Layer 0's split over {n} prompts", n=len(prompts)),
-                   lambda progress: (terms_lib.layer0_average(w, prompts, head, progress=progress),), est)
-    if avg is None:
-        return
-    df = avg[0]
-    st.altair_chart(term_charts.layer0_bars(df, title=t(
-        "{head}: mean ± std over {n} prompts (each: its last token → the key it scores highest)", head=name,
-        n=len(prompts))), width="content")
-    show_table(df, cells=("cell",), hide_index=True, width="stretch")

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from attnkit import app as ui
-from attnkit.app import training_view as view
+from attnkit.app.pages.training import view
 from attnkit.i18n import t
 from attnkit.series import SHIPPED_SERIES_NAME
 

@@ -10,14 +10,15 @@ import torch
 from attnkit import app as ui
 from attnkit import compare, metrics
 from attnkit.standard import parse_head
+from attnkit.app.pages.shared import labels as choice_labels
 from attnkit.charts import heatmaps as hm
 from attnkit.i18n import t
 
 CAPTURE = ("pattern", "scores")        # the same capture as the Heatmaps page: one cached run serves both
-RANDOM_INDUCTION = ui.labels.RANDOM_INDUCTION
-STATS = {**metrics.HEAD_STATS, RANDOM_INDUCTION: ui.labels.RANDOM_INDUCTION_HELP}
+RANDOM_INDUCTION = choice_labels.RANDOM_INDUCTION
+STATS = {**metrics.HEAD_STATS, RANDOM_INDUCTION: choice_labels.RANDOM_INDUCTION_HELP}
 SCOPES = ["all heads", "the heads of one layer"]
-shown = ui.labels.shown(ui.labels.COMPARE_NAMES)
+shown = choice_labels.shown(choice_labels.COMPARE_NAMES)
 
 
 @dataclass
@@ -170,7 +171,7 @@ def side_by_side(stat: str, all_heads: list, ranked: list):
     if ctx.all_selected:
         st.caption(t("Heatmaps use the first prompt; pick a single prompt in the sidebar for another."))
     side_scale = st.radio(t("Colour scale"), hm.SCALES, key="cmp_scale", horizontal=True,
-                          format_func=ui.labels.shown(ui.labels.SCALE_NAMES), help=t("The same choice as on the Heatmaps page."))
+                          format_func=choice_labels.shown(choice_labels.SCALE_NAMES), help=t("The same choice as on the Heatmaps page."))
     st.caption(hm.scale_note(side_scale))  # internal text: a sentence from the chart module
     if picked:
         tr = ui.trace(ctx, capture=CAPTURE, ids=ids)

@@ -12,17 +12,17 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from .. import examples
-from .. import patching
-from .. import prompts
-from ..i18n import msg, t
-from .caches import budgeted, cached_model
-from .escaping import plain, show_error
-from .frame import stop
-from .jobs import job_result
-from .state import match_choice, notice
-from .tables import show_table
-from .tokens import show_spaces
+from attnkit import examples
+from attnkit import patching
+from attnkit import prompts
+from attnkit.i18n import msg, t
+from attnkit.app.caches import budgeted, cached_model
+from attnkit.app.escaping import plain, show_error
+from attnkit.app.frame import stop
+from attnkit.app.jobs import job_result
+from attnkit.app.state import match_choice, notice
+from attnkit.app.tables import show_table
+from attnkit.app.tokens import show_spaces
 
 __all__ = ["CUSTOM", "SET_LIMIT_NOTE", "PromptSet", "pair_key", "patch_job", "patch_set_job", "example_checks",
            "example_names", "example_state", "fit_example", "direction_radio", "describe_pair", "gap_warning", "pair_inputs", "pairs_from_inputs", "pair_error",

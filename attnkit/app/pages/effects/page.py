@@ -9,8 +9,8 @@ import streamlit as st
 from attnkit import app as ui
 from attnkit import attribution
 from attnkit import patching
-from attnkit.app import pairs as pair_widgets
-from attnkit.app.pairs import word
+from attnkit.app.pages.shared import pairs as pair_widgets
+from attnkit.app.pages.shared.pairs import word
 from attnkit.charts import effects as effect_charts
 from attnkit.i18n import msg, t
 from attnkit.standard import head_name, parse_head
@@ -46,7 +46,7 @@ class Inputs(ui.PageState):
     set_pp: bool = False
 
 
-ctx = ui.page("Head effects", "🎯")
+ctx = ui.page("effects")
 model = ctx.model
 n_layers, n_heads = model.config.n_layers, model.config.n_heads
 BOS = ctx.bos_id if ctx.prepend_bos else None      # the sidebar's "Prepend <|endoftext|>", before both prompts

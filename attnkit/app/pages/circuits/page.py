@@ -7,9 +7,9 @@ import pandas as pd
 import streamlit as st
 
 from attnkit import app as ui, examples, patching
-from attnkit.app import costs as app_costs
-from attnkit.app import pairs as pair_widgets
-from attnkit.app import planted as planted_view
+from attnkit.app.pages.circuits import costs as app_costs
+from attnkit.app.pages.circuits import planted as planted_view
+from attnkit.app.pages.shared import pairs as pair_widgets
 from attnkit.charts import circuits as circuit_charts
 from attnkit.charts import effects as effect_charts
 from attnkit.circuits import attribution_patching
@@ -45,7 +45,7 @@ class Inputs(ui.PageState):
     heads_only: bool = False
 
 
-ctx = ui.page("Circuits", "🕸️")
+ctx = ui.page("circuits")
 cfg = ctx.model.config
 n_layers, n_heads = cfg.n_layers, cfg.n_heads
 BOS = ctx.bos_id if ctx.prepend_bos else None      # the sidebar's "Prepend <|endoftext|>", before both prompts

@@ -2,10 +2,10 @@
 the documents with progress and Stop (the Entropy page's logic, out of ``pages/3_Entropy.py``)."""
 from __future__ import annotations
 
-from .. import entropy as entropy_lib
-from .caches import cached_result
-from .context import Context
-from .jobs import job_result
+from attnkit import entropy as entropy_lib
+from attnkit.app.caches import cached_result
+from attnkit.app.context import Context
+from attnkit.app.jobs import job_result
 
 
 def _doc(name: str, device: str, weights, ids: tuple, base: float | None, clamp: bool, progress=None):

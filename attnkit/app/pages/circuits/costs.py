@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..circuits import attribution_patching
-from ..circuits import cost as cost_lib
-from ..circuits import path as path_patching
-from ..i18n import t
-from .escaping import plain
-from .caches import cached_model
-from .jobs import job_result
+from attnkit.circuits import attribution_patching
+from attnkit.circuits import cost as cost_lib
+from attnkit.circuits import path as path_patching
+from attnkit.i18n import t
+from attnkit.app.escaping import plain
+from attnkit.app.caches import cached_model
+from attnkit.app.jobs import job_result
 
 #: Computations estimated at most this many seconds start without a click.
 AUTO_S = 10.0

@@ -9,9 +9,9 @@ import torch
 
 from attnkit import app as ui
 from attnkit import metrics
-from attnkit.app import focus
-from attnkit.app import why as why_view
-from attnkit.app.labels import SCALE_NAMES, shown
+from attnkit.app.pages.heatmaps import focus
+from attnkit.app.pages.heatmaps import why as why_view
+from attnkit.app.pages.shared.labels import SCALE_NAMES, shown
 from attnkit.charts import heatmaps as heatmap_charts
 from attnkit.charts import tokens as token_charts
 from attnkit.i18n import msg, t
@@ -200,7 +200,7 @@ def one_head():
                                           title=title, size=side, name=name, legend_length=min(300, side))
         why_view.draw_clickable(chart)
         ui.download_buttons(long_table(vals, layer), chart, f"{kind}_{name}", meta(layer=layer, head=head), key="one")
-        why_view.panel(ctx, ids, layer, head, tr["scores", layer][0, head].float().cpu().numpy(), labels)
+        why_view.panel(ctx, ids, layer, head, tr, labels)
         return
     state.fit("win", range(8, heatmap_charts.MARK_LIMIT + 1, 4), min(32, heatmap_charts.MARK_LIMIT),
               what=t("Window size"),
@@ -210,7 +210,7 @@ def one_head():
     m = focus.Matrix(vals, masked(layer), labels, kind, scale, name, title, key)
     focus.focus_view(m, png, lambda block, q0, k0: long_table(block, layer, q0, k0), meta(layer=layer, head=head),
                      lambda: full_csv(vals))
-    why_view.panel(ctx, ids, layer, head, tr["scores", layer][0, head].float().cpu().numpy(), labels)
+    why_view.panel(ctx, ids, layer, head, tr, labels)
 
 
 def grid():

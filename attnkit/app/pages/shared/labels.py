@@ -2,7 +2,7 @@
 head statistics, … — each a catalog message, rendered in the session's language by :func:`shown`."""
 from __future__ import annotations
 
-from ..i18n import msg
+from attnkit.i18n import msg
 
 __all__ = ["SCALE_NAMES", "STAT_NAMES", "RANDOM_INDUCTION", "RANDOM_INDUCTION_HELP", "COMPARE_NAMES", "shown"]
 

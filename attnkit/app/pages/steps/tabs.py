@@ -5,15 +5,15 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from .. import steps as head_steps
-from ..i18n import t
-from ..charts import steps as step_charts
-from .caches import budgeted
-from .context import Context
-from .escaping import show_error
-from .exports import download_buttons, meta_for
-from .state import PageState
-from .tables import show_table
+from attnkit import steps as head_steps
+from attnkit.i18n import t
+from attnkit.charts import steps as step_charts
+from attnkit.app.caches import budgeted
+from attnkit.app.context import Context
+from attnkit.app.escaping import show_error
+from attnkit.app.exports import download_buttons, meta_for
+from attnkit.app.state import PageState
+from attnkit.app.tables import show_table
 
 
 def seed_examples() -> None:

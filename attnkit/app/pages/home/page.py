@@ -3,9 +3,9 @@ import pandas as pd
 import streamlit as st
 
 from attnkit import app as ui
-from attnkit.app import learner
 from attnkit.i18n import t
-from attnkit.app import planted as planted_view
+from attnkit.app.pages.home.planted import card_section
+from attnkit.app.pages.shared.next_token import next_token_table
 from attnkit.weights import attention_weight_count, param_counts
 
 
@@ -46,7 +46,7 @@ with right:
         st.caption(t("One layer's Q/O weights: {qo}; K/V weights: {kv} (grouped-query attention: {n} query heads "
                      "share each key/value head).", qo=f"2·{cfg.n_heads}·{cfg.d_model}·{cfg.d_head}",
                      kv=f"2·{cfg.kv_heads}·{cfg.d_model}·{cfg.d_head}", n=cfg.group))
-planted_view.card_section(ctx)                  # a planted model: its card and stated circuit
+card_section(ctx)                  # a planted model: its card and stated circuit
 
 st.subheader(t("Tokens"))
 if ctx.all_selected:
@@ -54,7 +54,7 @@ if ctx.all_selected:
 ids = ctx.ids
 st.write(t("{n} tokens (␣ marks a space, ↵ a line break).", n=len(ids)))
 ui.show_tokens(ctx, ids)
-learner.next_token_table(ctx)
+next_token_table(ctx)
 
 st.subheader(t("Start here"))
 st.markdown(  # internal text: the page list's own words

@@ -1,6 +1,5 @@
-"""What a reader of the seeds checks for themselves: the softmax calculator (type any scores an article
-gives), the next-token top 5 of the sidebar prompt (Home and Step by step), and the seeds' worked examples
-in Chinese on the Chinese model, their numbers computed live (Step by step's "Seed examples" tab).
+"""The seeds' worked examples in Chinese on the Chinese model, their numbers computed live (Step by step's
+"Seed examples" tab), and one click that opens each of the seeds' other claims on Chinese text.
 
 Nothing here hard-codes a model number: every weight and probability shown comes from the loaded model.
 """
@@ -9,25 +8,22 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from .. import i18n
-from ..attribution import next_tokens
-from ..calculator import CalculatorError, calculate
-from ..charts import steps as step_charts
-from ..loading import CHINESE_MODEL, SHIPPED
-from ..model import run
-from ..standard import head_name
-from .caches import budgeted
-from .context import Context
-from .escaping import plain, show_error
-from .navigation import open_page
-from .tables import show_table
-from .tokens import show_spaces
+from attnkit import i18n
+from attnkit.app.caches import budgeted
+from attnkit.app.context import Context
+from attnkit.app.escaping import plain, show_error
+from attnkit.app.navigation import open_page
+from attnkit.app.pages.shared.next_token import decoder, next_token_frame, percent
+from attnkit.app.tables import show_table
+from attnkit.app.tokens import show_spaces
+from attnkit.attribution import next_tokens
+from attnkit.charts import steps as step_charts
+from attnkit.loading import CHINESE_MODEL, SHIPPED
+from attnkit.model import run
+from attnkit.standard import head_name
 
-__all__ = ["SEED_SCORES", "ZH_CAT", "ZH_FOOD", "ZH_TEXT", "percent", "calculator_frame", "softmax_calculator",
-           "next_token_frame", "next_token_table", "zh_examples", "zh_model_ready", "open_in_chinese"]
+__all__ = ["ZH_CAT", "ZH_FOOD", "ZH_TEXT", "zh_examples", "zh_model_ready", "open_in_chinese"]
 
-#: The seed's example scores ("softmax turns 9, 3, −2 into 60 %, 30 %, 10 %" — it does not).
-SEED_SCORES = "9, 3, -2"
 #: The seeds' Chinese sentences: the three-token demo, and the 上海 example (what comes after 吃了?).
 ZH_CAT = "猫坐在垫子上"
 ZH_FOOD = "我昨天在北京吃了烤鸭，今天在上海吃了"
@@ -35,76 +31,6 @@ ZH_FOOD = "我昨天在北京吃了烤鸭，今天在上海吃了"
 ZH_TEXT = ("小猫坐在垫子上，猫看着窗外。我昨天在北京吃了烤鸭，今天在上海吃了小笼包。注意力让每个词回头看看上下文："
            "查询、键和值都由可学习的矩阵投影而来，因果掩码盖住未来的词。小猫坐在垫子上，猫看着窗外。")
 
-
-def percent(p: float) -> str:
-    """A probability as a percentage: two decimals, or one significant digit below 0.01 % (0.002 %)."""
-    x = 100 * float(p)
-    if x == 0 or x >= 0.01:
-        return f"{x:.2f} %"
-    return f"{float(f'{x:.1g}'):g} %"
-
-
-# ----------------------------------------------------------------------------- the calculator
-
-def calculator_frame(res) -> pd.DataFrame:
-    """One row per score: the score, softmax(s/T) and softmax(s/(√d·T)) as percentages (the calculator's table)."""
-    with_d = i18n.t("softmax(s / (√d·T)), d = {d}", d=res.d)
-    return pd.DataFrame([{i18n.t("score"): f"{r['score']:g}", i18n.t("softmax(s / T)"): percent(r["softmax"]),
-                          **({} if r["softmax_scaled"] is None else {with_d: percent(r["softmax_scaled"])})}
-                         for r in res.rows()])
-
-
-def softmax_calculator(key: str = "st_calc", d: int = 64):
-    """Type scores, see their softmax with and without 1/√d at a temperature (attnkit.calculator does the
-    arithmetic, in float64). Returns the :class:`attnkit.calculator.Softmax`, or None after an error line."""
-    st.subheader(i18n.t("Softmax calculator"))
-    st.caption(i18n.t("Type the scores an article gives and check its percentages: softmax turns scores s into "
-                      "weights exp(s/T) / Σ exp(s/T); attention divides the scores by √d first."))
-    c1, c2, c3 = st.columns([3, 1, 1])
-    text = c1.text_input(i18n.t("Scores (separated by commas)"), value=SEED_SCORES, key=f"{key}_scores")
-    dim = c2.number_input(i18n.t("d (the head dimension)"), 1, 1 << 16, value=int(d), key=f"{key}_d",
-                          help=i18n.t("The 1/√d column divides every score by √d before the softmax."))
-    temp = c3.number_input(i18n.t("Temperature T"), 0.01, 100.0, value=1.0, step=0.1, key=f"{key}_temp",
-                           help=i18n.t("Above 1 the weights spread out, below 1 they sharpen."))
-    try:
-        res = calculate(text, d=int(dim), temperature=float(temp))
-    except CalculatorError as e:
-        show_error(str(e))
-        return None
-    show_table(calculator_frame(res), hide_index=True, width="stretch")
-    st.caption(i18n.t("The weights of each column add up to 100 %. Computed in float64 with the largest score "
-                      "subtracted first, so no score is too large."))
-    return res
-
-
-# ----------------------------------------------------------------------------- the next token
-
-def _decode(model):
-    return lambda i: model.token_strs([int(i)])[0]
-
-
-def next_token_frame(preds) -> pd.DataFrame:
-    """The top-k predictions as a table: rank, token (spaces made visible), probability."""
-    return pd.DataFrame({i18n.t("rank"): range(1, len(preds) + 1),
-                         i18n.t("next token"): [show_spaces(p.token) for p in preds],
-                         i18n.t("probability"): [percent(p.prob) for p in preds]})
-
-
-def next_token_table(ctx: Context, k: int = 5) -> list | None:
-    """The model's top ``k`` next tokens after the sidebar prompt, with their probabilities (a table);
-    returns the predictions (attnkit.attribution.next_tokens), or None when the prompt has no tokens."""
-    ids = ctx.ids
-    if not ids:
-        return None
-    preds = next_tokens(ctx.model.weights, ids, _decode(ctx.model), k=k)
-    st.subheader(i18n.t("What the model predicts next"))
-    st.caption(i18n.t("The {k} most likely next tokens after the prompt ({model}), softmax of the last position's "
-                      "logits.", k=len(preds), model=plain(ctx.model_name)))
-    show_table(next_token_frame(preds), hide_index=True, width="content")
-    return preds
-
-
-# ----------------------------------------------------------------------------- the seeds in Chinese
 
 def zh_model_ready() -> bool:
     """True when the shipped Chinese model's folder is on disk."""
@@ -185,7 +111,7 @@ def _food_example(model) -> None:
     show_table(pd.DataFrame(rows), hide_index=True, width="stretch")
     st.caption(i18n.t("The seed says 上海 matters more than 昨天 and 北京 for what comes after 吃了; the table is "
                       "the attention of the last position on each word (the sum over its tokens), from the model."))
-    preds = next_tokens(model.weights, ids, _decode(model), k=5)
+    preds = next_tokens(model.weights, ids, decoder(model), k=5)
     show_table(next_token_frame(preds), hide_index=True, width="content")
 
 

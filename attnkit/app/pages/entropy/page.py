@@ -8,7 +8,7 @@ import streamlit as st
 
 from attnkit import entropy as entropy_lib
 from attnkit import app as ui
-from attnkit.app import entropy_runs
+from attnkit.app.pages.entropy import runs as entropy_runs
 from attnkit.charts import entropy as entropy_charts
 from attnkit.i18n import msg, status_label, t
 from attnkit.standard import head_name

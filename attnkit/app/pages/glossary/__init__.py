@@ -1,0 +1,1 @@
+"""Glossary: what do these pages' terms mean, in English and in the seeds' Chinese?"""
