@@ -41,7 +41,7 @@ from .weights import Weights
 
 __all__ = ["ScoreTermsError", "ScoreTerms", "RowTerms", "score_terms", "part_kind", "part_layer", "KINDS",
            "grouped", "top_terms", "explain", "layer0_split", "layer0_average", "visible_keys", "refusal", "cost",
-           "kept_bytes", "two_runs", "runner_up"]
+           "kept_bytes", "two_runs", "runner_up", "layer0_top"]
 
 #: Kinds of parts, in the order the grouped views list them.
 KINDS = ("embeddings", "heads", "MLPs", "biases")
@@ -555,6 +555,14 @@ def layer0_split(st: ScoreTerms) -> dict[str, float]:
     return out
 
 
+def layer0_top(weights: Weights, ids, head: int, query: int) -> tuple[dict[str, float], int]:
+    """:func:`layer0_split` of head L0H``head``'s score from ``query`` to the key it scores highest: (the
+    split, that key)."""
+    row = score_terms(weights, ids, 0, head, query)
+    best = int(row.keys[int(np.argmax(row.scores))])
+    return layer0_split(score_terms(weights, ids, 0, head, query, best)), best
+
+
 def layer0_average(weights: Weights, prompts: list[list[int]], head: int, query: int = -1,
                    progress=None) -> pd.DataFrame:
     """:func:`layer0_split` over a prompt set: in each prompt, head L0H``head``'s score from ``query``
@@ -564,10 +572,7 @@ def layer0_average(weights: Weights, prompts: list[list[int]], head: int, query:
     for n, ids in enumerate(prompts):
         if progress is not None:
             progress(n, len(prompts))
-        q = query % len(ids)
-        row = score_terms(weights, ids, 0, head, q)
-        best = int(row.keys[int(np.argmax(row.scores))])
-        rows.append(layer0_split(score_terms(weights, ids, 0, head, q, best)))
+        rows.append(layer0_top(weights, ids, head, query % len(ids))[0])
     df = pd.DataFrame(rows, columns=list(L0_CELLS))
     return pd.DataFrame({"cell": list(L0_CELLS), "mean": df.mean().to_numpy(),
                          "std": df.std(ddof=1).to_numpy() if len(df) > 1 else np.full(len(L0_CELLS), np.nan),

@@ -76,14 +76,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def apptest(page: str, model_dir=None, text: str | None = None, timeout: float = 120, **state):
-    """An AppTest of ``page`` ('app.py' or 'pages/….py') with the sidebar preset to a local model folder.
+    """An AppTest of app.py whose first run opens ``page`` (a key of ``PAGES``: "home", "heatmaps", …) inside
+    the frame, as the page's address does in a browser, with the sidebar preset to a local model folder.
 
     Without ``model_dir`` the page uses its default model (the shipped attnkit-tiny when offline).
     Extra keyword arguments are put into session_state before the first run.
     """
-    from streamlit.testing.v1 import AppTest
+    from attnkit.app.opening import app_test
 
-    at = AppTest.from_file(str(ROOT / page), default_timeout=timeout)
+    at = app_test(page, timeout)
     if model_dir is not None:
         at.session_state["ak_model"] = "Local folder…"
         at.session_state["ak_folder"] = str(model_dir)
@@ -92,6 +93,12 @@ def apptest(page: str, model_dir=None, text: str | None = None, timeout: float =
     for k, v in state.items():
         at.session_state[k] = v
     return at
+
+
+def dashboard_sources() -> list[Path]:
+    """Every source file of the dashboard: app.py, pages/ (the frame's copies) and attnkit/app/ with its page
+    folders."""
+    return [ROOT / "app.py", *sorted((ROOT / "attnkit" / "app").rglob("*.py")), *sorted((ROOT / "pages").glob("*.py"))]
 
 
 def selectbox(at, key: str):

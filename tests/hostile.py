@@ -14,10 +14,6 @@ from attnkit.loading import load, LoadError
 from helpers import make_checkpoint, make_family_checkpoint, ROOT
 
 
-def dashboard_sources() -> list[Path]:
-    return [ROOT / "app.py", *sorted((ROOT / "attnkit" / "app").glob("*.py")), *sorted((ROOT / "pages").glob("*.py"))]
-
-
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
     return make_checkpoint(tmp_path_factory.mktemp("tiny"), n_layer=2, n_head=2, n_embd=32, n_positions=64,

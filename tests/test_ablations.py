@@ -398,7 +398,7 @@ def test_cli_refuses_bad_input_before_loading_the_model(tmp_path, capsys):
 
 
 def test_page_runs_every_intervention_and_the_sweeps(odd_dir):
-    at = apptest("pages/4_Ablations.py", odd_dir, text=TEXT).run()
+    at = apptest("ablations", odd_dir, text=TEXT).run()
     assert not at.exception and not at.error
     assert any("convex" in m.value for m in list(at.markdown) + list(at.caption))   # the definition is shown
     for k in A.kinds():
@@ -418,7 +418,7 @@ def test_page_runs_every_intervention_and_the_sweeps(odd_dir):
 
 
 def test_page_one_token_prompt_is_explained(odd_dir):
-    at = apptest("pages/4_Ablations.py", odd_dir, text="The").run()
+    at = apptest("ablations", odd_dir, text="The").run()
     assert not at.exception and not at.error
     assert any("one-token" in i.value for i in at.info)
     at.button(key="_ak_run_ab_sweep").click().run()
@@ -427,7 +427,7 @@ def test_page_one_token_prompt_is_explained(odd_dir):
 
 def test_page_pools_a_prompt_set(odd_dir):
     data = "\n".join(json.dumps(t) for t in [TEXT, "The", "Attention lets every token look back."]).encode()
-    at = apptest("pages/4_Ablations.py", odd_dir, ak_source="Upload", ak_upload_data=("set.jsonl", data),
+    at = apptest("ablations", odd_dir, ak_source="Upload", ak_upload_data=("set.jsonl", data),
                  ak_pick="all", ab_kind="no-mask").run()
     assert not at.exception and not at.error
     assert any("All 3 prompts" in c.value for c in at.caption)

@@ -2,7 +2,7 @@ from helpers import apptest
 
 
 def test_home_shows_model_card_and_tokens(odd_dir):
-    at = apptest("app.py", odd_dir, text="Hello <b>world</b> 🙂").run()
+    at = apptest("home", odd_dir, text="Hello <b>world</b> 🙂").run()
     assert not at.exception
     assert not at.error
     assert any("tokens" in m.value for m in at.markdown)
@@ -21,12 +21,12 @@ def test_token_bytes_rebuild_the_text(odd):
 
 
 def test_empty_prompt_is_a_message_not_a_traceback(odd_dir):
-    at = apptest("app.py", odd_dir, text="   ").run()
+    at = apptest("home", odd_dir, text="   ").run()
     assert not at.exception
     assert any("empty" in e.value for e in at.error)
 
 
 def test_missing_folder_is_a_message(tmp_path):
-    at = apptest("app.py", tmp_path / "nope").run()
+    at = apptest("home", tmp_path / "nope").run()
     assert not at.exception
     assert any("not found" in e.value for e in at.error)

@@ -11,8 +11,8 @@ from untranslated import apptest_texts, untranslated
 
 ZH_PROMPT = "猫坐在垫子上。猫坐在垫子上。"
 #: The pages translated in this group (Ablations, Step by step, Head effects, Circuits: their own tests).
-PAGES = ["pages/0_Home.py", "pages/1_Heatmaps.py", "pages/2_Compare_heads.py", "pages/3_Entropy.py",
-         "pages/6_Verify.py", "pages/9_Glossary.py"]
+PAGES = ["home", "heatmaps", "compare", "entropy",
+         "verify", "glossary"]
 
 
 def _run_zh(page, model_dir, **state):
@@ -31,12 +31,12 @@ def test_page_in_zh_has_no_untranslated_english(page, small_dir):
 
 def test_every_view_of_heatmaps_in_zh(small_dir):
     for view in ("All heads of a layer", "One head through all layers", "Tokens"):
-        at = _run_zh("pages/1_Heatmaps.py", small_dir, hm_view=view)
+        at = _run_zh("heatmaps", small_dir, hm_view=view)
         assert untranslated(apptest_texts(at), allow=[str(small_dir)]) == [], view
 
 
 def test_switching_language_keeps_model_prompt_and_page_choices(small_dir):
-    at = apptest("pages/1_Heatmaps.py", small_dir, text="Hello world, hello again.", hm_view="All heads of a layer",
+    at = apptest("heatmaps", small_dir, text="Hello world, hello again.", hm_view="All heads of a layer",
                  hm_layer=1).run()
     assert not at.exception
     assert at.radio(key=SESSION_KEY).value == "en"
@@ -52,7 +52,7 @@ def test_switching_language_keeps_model_prompt_and_page_choices(small_dir):
 
 
 def test_lang_in_the_link_sets_the_language(small_dir):
-    at = apptest("pages/0_Home.py", small_dir, text=ZH_PROMPT)
+    at = apptest("home", small_dir, text=ZH_PROMPT)
     at.query_params["lang"] = "zh"
     at.run()
     assert not at.exception
@@ -63,7 +63,7 @@ def test_lang_in_the_link_sets_the_language(small_dir):
 def test_chinese_prompt_on_an_english_model_offers_the_chinese_model(small_dir):
     # GPT-2's byte-level BPE splits these characters into byte pieces (attnkit-tiny's vocabulary holds most of
     # them whole, so cjk_notice stays silent there: see the report)
-    at = apptest("pages/0_Home.py", small_dir, text=ZH_PROMPT).run()
+    at = apptest("home", small_dir, text=ZH_PROMPT).run()
     assert not at.exception
     notes = [w.value for w in at.sidebar.warning if cjk.CHINESE_MODEL in w.value]
     assert len(notes) == 1, [w.value for w in at.sidebar.warning]
@@ -78,7 +78,7 @@ def test_chinese_prompt_on_an_english_model_offers_the_chinese_model(small_dir):
 def test_chinese_prompt_on_attnkit_tiny_offers_the_chinese_model():
     # attnkit-tiny keeps most common characters whole (classical poems in its corpus) but only 13 % of its
     # vocabulary is Chinese: the notice says so and offers the Chinese model in one click
-    at = apptest("pages/0_Home.py", text=ZH_PROMPT, ak_model="attnkit-tiny").run()
+    at = apptest("home", text=ZH_PROMPT, ak_model="attnkit-tiny").run()
     assert not at.exception
     notes = [w.value for w in at.sidebar.warning if cjk.CHINESE_MODEL in w.value]
     assert len(notes) == 1 and "13%" in notes[0], [w.value for w in at.sidebar.warning]
@@ -87,6 +87,6 @@ def test_chinese_prompt_on_attnkit_tiny_offers_the_chinese_model():
 
 
 def test_english_prompt_shows_no_cjk_notice():
-    at = apptest("pages/0_Home.py", text="The cat sat on the mat.", ak_model="attnkit-tiny").run()
+    at = apptest("home", text="The cat sat on the mat.", ak_model="attnkit-tiny").run()
     assert not at.exception
     assert not [w for w in at.sidebar.warning if cjk.CHINESE_MODEL in w.value]

@@ -627,7 +627,7 @@ def test_circuit_cli(tiny, tmp_path, capsys):
 def test_circuits_page(tiny):
     from helpers import apptest
 
-    at = apptest("pages/8_Circuits.py", timeout=300).run()
+    at = apptest("circuits", timeout=300).run()
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
     heads = [s.value for s in at.subheader]
@@ -753,7 +753,7 @@ def test_circuits_page_checks_its_examples_and_takes_a_prompt_set(tiny):
 
     rows = [{"clean": TINY_CLEAN, "corrupt": TINY_CORRUPT, "answer": " source", "distractor": " binary"},
             {"clean": TINY_CLEAN, "answer": " source"}]
-    at = apptest("pages/8_Circuits.py", timeout=300,
+    at = apptest("circuits", timeout=300,
                  ci_upload_data=("set.jsonl", "\n".join(json.dumps(r) for r in rows).encode())).run()
     assert not at.exception, at.exception
     box = at.selectbox(key="ci_example")

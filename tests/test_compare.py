@@ -11,7 +11,7 @@ from attnkit import compare, metrics
 from attnkit.attention import causal_mask
 from helpers import apptest, selectbox
 
-PAGE = "pages/2_Compare_heads.py"
+PAGE = "compare"
 
 
 def _np_js_distance(p, q):

@@ -311,7 +311,7 @@ def test_compare_page_shows_a_corpus_result_beside_the_prompt(local_run):
     from helpers import apptest
 
     out, _ = local_run
-    at = apptest("pages/2_Compare_heads.py", text="The animal didn't cross the street because it was too tired.",
+    at = apptest("compare", text="The animal didn't cross the street because it was too tired.",
                  cmp_corpus=str(out)).run()
     assert not at.exception and not at.error
     at.selectbox(key="cmp_stat").set_value("previous-token").run()
@@ -330,7 +330,7 @@ def test_entropy_page_shows_corpus_curves(local_run):
     from helpers import apptest
 
     out, _ = local_run
-    at = apptest("pages/3_Entropy.py", text="The animal didn't cross the street because it was too tired.",
+    at = apptest("entropy", text="The animal didn't cross the street because it was too tired.",
                  ent_corpus=str(out)).run()
     assert not at.exception and not at.error
     assert any("95 % bootstrap interval over documents" in c.value for c in at.caption)

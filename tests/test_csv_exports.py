@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from helpers import ROOT
-from hostile import dashboard_sources
+from helpers import dashboard_sources, ROOT
 
 
 def test_csv_exports_neutralise_formulas():

@@ -232,7 +232,7 @@ def _chart_rows(chart):
 
 
 def test_page_runs_and_slope_map_has_every_head(odd_dir):
-    at = apptest("pages/3_Entropy.py", odd_dir, text=TEXT, ent_log_on=True, ent_log_base=8.0).run()
+    at = apptest("entropy", odd_dir, text=TEXT, ent_log_on=True, ent_log_base=8.0).run()
     assert not at.exception and not at.error
     assert any("supported" in m.value or "not enough evidence" in m.value for m in at.markdown)
     slope_tables = [d.value for d in at.dataframe if {"layer", "head", "slope"} <= set(d.value.columns)]
@@ -248,7 +248,7 @@ def test_page_runs_and_slope_map_has_every_head(odd_dir):
 
 def test_page_one_token_prompt_is_a_message(odd_dir, odd):
     one = next(t for t in ["a", "x", "The"] if len(odd.encode(t)) == 1)
-    at = apptest("pages/3_Entropy.py", odd_dir, text=one).run()
+    at = apptest("entropy", odd_dir, text=one).run()
     assert not at.exception and not at.error
     assert any("fewer than 2 tokens" in w.value for w in at.warning)
     assert not at.get("vega_lite_chart")
@@ -256,7 +256,7 @@ def test_page_one_token_prompt_is_a_message(odd_dir, odd):
 
 def test_page_two_tokens_has_no_slope_but_no_error(odd_dir, odd):
     two = next(t for t in ["a b", "The animal", "x y", "ab cd"] if len(odd.encode(t)) == 2)
-    at = apptest("pages/3_Entropy.py", odd_dir, text=two).run()
+    at = apptest("entropy", odd_dir, text=two).run()
     assert not at.exception and not at.error
     assert any("at least 3 tokens" in i.value for i in at.info)
     assert any("undetermined" in m.value for m in at.markdown)
@@ -266,7 +266,7 @@ def test_page_prompt_set_and_long_text_windows(odd_dir, odd):
     one = next(t for t in ["a", "x", "The"] if len(odd.encode(t)) == 1)
     rows = [TEXT[:60], TEXT[:120], one, TEXT[:200]]
     data = "\n".join(json.dumps(r) for r in rows).encode()
-    at = apptest("pages/3_Entropy.py", odd_dir, ak_source="Upload", ak_upload_data=("p.jsonl", data),
+    at = apptest("entropy", odd_dir, ak_source="Upload", ak_upload_data=("p.jsonl", data),
                  ak_pick="all").run()
     assert not at.exception and not at.error
     caption = " ".join(c.value for c in at.caption)
@@ -275,7 +275,7 @@ def test_page_prompt_set_and_long_text_windows(odd_dir, odd):
     assert curves["std"].notna().any()                            # a spread band across documents
     # one long text, split into windows of 32 tokens: several documents, every position reached by all
     n = len(odd.encode(TEXT * 3))
-    at = apptest("pages/3_Entropy.py", odd_dir, ak_source="Upload", ak_upload_data=("long.txt", (TEXT * 3).encode()),
+    at = apptest("entropy", odd_dir, ak_source="Upload", ak_upload_data=("long.txt", (TEXT * 3).encode()),
                  ent_window=32).run()
     assert not at.exception and not at.error
     caption = " ".join(c.value for c in at.caption)

@@ -7,8 +7,7 @@ import ast
 
 import pytest
 
-from helpers import apptest, ROOT
-from hostile import dashboard_sources
+from helpers import apptest, dashboard_sources, ROOT
 
 
 HOSTILE = ":red[X] **B** ![i](https://example.com/x.png) [a](https://example.com) <b>h</b> $x$"
@@ -184,7 +183,7 @@ def test_plain_renders_literally():
 
 def test_hostile_file_name_and_folder_are_shown_literally(odd_dir):
     name = HOSTILE + ".txt"
-    at = apptest("app.py", odd_dir, ak_source="Upload", ak_upload_data=(name, b"\x00\x01binary")).run()
+    at = apptest("home", odd_dir, ak_source="Upload", ak_upload_data=(name, b"\x00\x01binary")).run()
     assert not at.exception
     from attnkit.app import plain
 
@@ -194,7 +193,7 @@ def test_hostile_file_name_and_folder_are_shown_literally(odd_dir):
         assert_literal(m)
 
     folder = "/no/such/" + HOSTILE
-    at = apptest("app.py", folder).run()
+    at = apptest("home", folder).run()
     assert not at.exception
     shown = messages(at)
     assert any("model folder not found" in m and plain("**B**") in m for m in shown), shown

@@ -62,7 +62,7 @@ def test_default_per_model_falls_back_to_a_solved_one():
 
 
 def test_page_defaults_to_a_solved_example_and_warns_on_an_unsolved_one():
-    at = apptest("pages/7_Head_effects.py").run()                  # the shipped attnkit-tiny
+    at = apptest("effects").run()                  # the shipped attnkit-tiny
     assert not at.exception, at.exception
     assert at.selectbox(key="he_example").value == REPEATED
     assert not any("does not solve" in w.value for w in at.warning)

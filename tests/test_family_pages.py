@@ -27,23 +27,23 @@ def test_every_page_runs_on_a_gqa_rotary_model(mistral_dir, page):
     assert not at.exception, page
     # the test tokenizer splits the example words into bytes: Head effects says an answer is not a single token,
     # Circuits the same (or that the pair no longer has equal lengths); each in one line
-    expected = {"pages/7_Head_effects.py": ("single token",),
-                "pages/8_Circuits.py": ("single token", "must be the same length")}
+    expected = {"effects": ("single token",),
+                "circuits": ("single token", "must be the same length")}
     errors = [e.value for e in at.error if not any(x in e.value for x in expected.get(page, ()))]
     assert not errors, (page, errors)
 
 
 def test_step_page_shows_q_before_and_after_rotation_and_the_kv_head(mistral_dir, pythia_dir):
-    at = apptest("pages/5_Step_by_step.py", mistral_dir, text=TEXT, st_head=3).run()
+    at = apptest("steps", mistral_dir, text=TEXT, st_head=3).run()
     assert not at.exception and not at.error
     captions = " ".join(c.value for c in at.caption)
     assert "Rotary position embedding" in captions and "reads key/value head 1" in captions
-    at = apptest("pages/5_Step_by_step.py", pythia_dir, text=TEXT).run()
+    at = apptest("steps", pythia_dir, text=TEXT).run()
     assert not at.exception and not at.error
     assert any("Rotary position embedding" in c.value for c in at.caption)
 
 
 def test_ablations_page_says_why_w_k_equals_w_q_is_unavailable_under_gqa(mistral_dir):
-    at = apptest("pages/4_Ablations.py", mistral_dir, text=TEXT).run()
+    at = apptest("ablations", mistral_dir, text=TEXT).run()
     assert not at.exception
     assert any("Not available on this model" in c.value for c in at.caption)

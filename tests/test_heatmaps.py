@@ -12,7 +12,7 @@ from attnkit.attention import causal_mask
 from attnkit.charts import heatmaps as hm
 from helpers import apptest, selectbox
 
-PAGE = "pages/1_Heatmaps.py"
+PAGE = "heatmaps"
 TEXT = "The animal didn't cross the street because it was too tired."
 
 
@@ -214,7 +214,7 @@ def test_switching_layer_head_and_view_never_reruns_the_model(odd_dir, monkeypat
     assert not at.exception
     assert len(calls) == 1
     # the Compare page uses the same cached run (same captures)
-    at2 = apptest("pages/2_Compare_heads.py", odd_dir,
+    at2 = apptest("compare", odd_dir,
                   text="A prompt seen by this test only: switching heads reuses one run.").run()
     assert not at2.exception
     assert len(calls) == 1

@@ -15,7 +15,7 @@ def _notices(at) -> list[str]:
 def test_prompt_and_prompt_sha_that_disagree_are_said(odd_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     sha = ui.store_prompt("Another prompt, stored by its hash.")
-    at = apptest("pages/1_Heatmaps.py", odd_dir)
+    at = apptest("heatmaps", odd_dir)
     at.query_params["prompt"] = TEXT
     at.query_params["prompt_sha"] = sha
     at.run()
@@ -28,7 +28,7 @@ def test_prompt_and_prompt_sha_that_disagree_are_said(odd_dir, tmp_path, monkeyp
 def test_prompt_and_its_own_hash_agree_silently(odd_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     sha = ui.store_prompt(TEXT)
-    at = apptest("pages/1_Heatmaps.py", odd_dir)
+    at = apptest("heatmaps", odd_dir)
     at.query_params["prompt"] = TEXT
     at.query_params["prompt_sha"] = sha
     at.run()
@@ -38,14 +38,14 @@ def test_prompt_and_its_own_hash_agree_silently(odd_dir, tmp_path, monkeypatch):
 
 def test_a_hash_not_stored_here_is_said(odd_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    at = apptest("pages/1_Heatmaps.py", odd_dir)
+    at = apptest("heatmaps", odd_dir)
     at.query_params["prompt_sha"] = "ab" * 32
     at.run()
     assert not at.exception and any("not on this machine" in n for n in _notices(at)), _notices(at)
 
 
 def test_entropy_log_base_out_of_range_is_reset_with_a_notice(odd_dir):
-    at = apptest("pages/3_Entropy.py", odd_dir, text=TEXT, ent_log_on=True)
+    at = apptest("entropy", odd_dir, text=TEXT, ent_log_on=True)
     at.query_params["log_base"] = "1e308"
     at.run()
     assert not at.exception

@@ -10,7 +10,7 @@ APP_PAGES = [spec.title for spec in PAGES[1:]]
 
 
 def test_home_start_here_names_every_page_and_the_offline_notice_is_one_line():
-    at = apptest("app.py", text="Hello 床 🙂").run()                 # the shipped model (the hub is offline)
+    at = apptest("home", text="Hello 床 🙂").run()                 # the shipped model (the hub is offline)
     assert not at.exception, at.exception
     assert any(h.value == "Start here" for h in at.subheader)
     start = next(m.value for m in at.markdown if "seed" in m.value and "Verify" in m.value)

@@ -204,7 +204,7 @@ def test_a_registered_statistic_reaches_scores_streaming_and_the_cli(toy_statist
 def test_a_registered_statistic_is_in_the_compare_overview(toy_statistic, odd_dir):
     from helpers import apptest
 
-    at = apptest("pages/2_Compare_heads.py", odd_dir, text="A toy statistic shows up in Compare's overview.",
+    at = apptest("compare", odd_dir, text="A toy statistic shows up in Compare's overview.",
                  cmp_stat=toy_statistic).run()
     assert not at.exception and not at.error
     assert toy_statistic in at.selectbox(key="cmp_stat").options

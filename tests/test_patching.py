@@ -216,7 +216,7 @@ def test_main_registry_has_patch_and_attribute():
 
 
 def test_page_renders_every_section(odd_dir):
-    at = apptest("pages/7_Head_effects.py", odd_dir, he_clean=CLEAN, he_corrupt=CORRUPT, he_answer="it",
+    at = apptest("effects", odd_dir, he_clean=CLEAN, he_corrupt=CORRUPT, he_answer="it",
                  he_distractor="the", he_example="Your own").run()
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
@@ -233,13 +233,13 @@ def test_page_renders_every_section(odd_dir):
 
 
 def test_page_mismatch_shows_both_tokenizations(odd_dir):
-    at = apptest("pages/7_Head_effects.py", odd_dir, he_clean=CLEAN, he_corrupt="The animal <b>x</b>",
+    at = apptest("effects", odd_dir, he_clean=CLEAN, he_corrupt="The animal <b>x</b>",
                  he_answer="it", he_distractor="the", he_example="Your own").run()
     assert not at.exception
     assert any("same length" in e.value for e in at.error)
     table = at.dataframe[0].value
     assert {"clean", "corrupted"} <= set(table.columns) and len(table) >= 8
-    at = apptest("pages/7_Head_effects.py", odd_dir, he_clean=CLEAN, he_corrupt=CORRUPT,
+    at = apptest("effects", odd_dir, he_clean=CLEAN, he_corrupt=CORRUPT,
                  he_answer="zebra", he_distractor="the", he_example="Your own").run()
     assert any("single token" in e.value for e in at.error)
 
@@ -250,7 +250,7 @@ def test_page_prompt_set_averages(odd_dir):
              "answer": " it", "distractor": " the"},
             {"clean": CLEAN, "corrupted": "too short", "answer": "it", "distractor": "the"}]
     data = "\n".join(json.dumps(r) for r in rows).encode()
-    at = apptest("pages/7_Head_effects.py", odd_dir, he_source="A prompt set (upload)",
+    at = apptest("effects", odd_dir, he_source="A prompt set (upload)",
                  he_upload_data=("set.jsonl", data)).run()
     assert not at.exception, at.exception
     assert any("row 3" in w.value for w in at.warning)
@@ -263,9 +263,9 @@ def test_page_in_the_app_opens_a_clicked_head_in_heatmaps(odd_dir):
     """In the app started from app.py: what a click on the patching map leaves behind (the chart's callback
     calls ui.open_head: the Heatmaps page's inputs and the page switch asked for) switches to Heatmaps on
     that head, also on a later run that AppTest makes of the page without app.py's frame."""
-    at = apptest("app.py", odd_dir, he_clean=CLEAN, he_corrupt=CORRUPT, he_answer="it", he_distractor="the",
+    at = apptest("home", odd_dir, he_clean=CLEAN, he_corrupt=CORRUPT, he_answer="it", he_distractor="the",
                  he_example="Your own")
-    at.switch_page("pages/7_Head_effects.py").run()
+    at.switch_page("effects").run()
     assert not at.exception, at.exception
     assert [t.value for t in at.title] == ["Head effects"]
     at.session_state["hm_layer"], at.session_state["hm_head"], at.session_state["hm_view"] = 2, 4, "One head"
@@ -278,7 +278,7 @@ def test_page_in_the_app_opens_a_clicked_head_in_heatmaps(odd_dir):
 
 
 def test_page_one_token_pair(odd_dir):
-    at = apptest("pages/7_Head_effects.py", odd_dir, he_clean="The", he_corrupt="it", he_answer="it",
+    at = apptest("effects", odd_dir, he_clean="The", he_corrupt="it", he_answer="it",
                  he_distractor="the", he_example="Your own").run()
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
@@ -327,7 +327,7 @@ def test_cli_bad_values_one_line_before_loading(args, expect, capsys, monkeypatc
 def test_page_prepends_bos_to_both_prompts_when_the_sidebar_says_so(odd_dir, odd):
     T = len(odd.encode(CLEAN))
     for bos, n in ((False, T), (True, T + 1)):
-        at = apptest("pages/7_Head_effects.py", odd_dir, he_clean=CLEAN, he_corrupt=CORRUPT, he_answer=".",
+        at = apptest("effects", odd_dir, he_clean=CLEAN, he_corrupt=CORRUPT, he_answer=".",
                      he_distractor="!", he_example="Your own", ak_bos=bos).run()
         assert not at.exception and not at.error
         assert any(c.value.startswith(f"{n} tokens; the prompts differ") for c in at.caption), n

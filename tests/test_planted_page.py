@@ -71,7 +71,7 @@ def test_planted_models_get_calibrates_pair_as_their_solved_example(planted):
 
 
 def test_home_shows_the_planted_card_and_stated_circuit():
-    at = apptest("app.py", ak_model=INDUCTION).run()
+    at = apptest("home", ak_model=INDUCTION).run()
     assert not at.exception, at.exception
     circuit = cal.read_circuit(SHIPPED[INDUCTION])
     assert any(s.value.startswith("Planted circuit") for s in at.subheader)
@@ -88,7 +88,7 @@ def test_home_shows_the_planted_card_and_stated_circuit():
 
 
 def test_circuits_compares_the_stated_circuit_with_the_librarys_discovery(planted):
-    at = apptest("pages/8_Circuits.py", timeout=600, ak_model=INDUCTION).run()
+    at = apptest("circuits", timeout=600, ak_model=INDUCTION).run()
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
     assert at.selectbox(key="ci_example").value == EXAMPLE

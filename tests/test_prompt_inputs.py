@@ -85,7 +85,7 @@ def test_lone_surrogate_is_a_message():
 
 
 def test_lone_surrogate_in_the_prompt_box_is_shown(odd_dir):
-    at = apptest("app.py", odd_dir, text="ok \ud83d then").run()
+    at = apptest("home", odd_dir, text="ok \ud83d then").run()
     assert not at.exception
     assert any("unpaired surrogate" in w.value and "U+D83D" in w.value for w in at.warning)
     assert at.text_area(key="ak_text").value == "ok \ufffd then"
@@ -105,7 +105,7 @@ def test_cli_reports_a_deep_jsonl_without_traceback(tmp_path, capsys):
 def test_paste_longer_than_the_limit_is_cut_with_a_notice(odd_dir):
     from attnkit import prompts as P
 
-    at = apptest("app.py", odd_dir, text="attention " * 25_000).run()     # 250,000 characters
+    at = apptest("home", odd_dir, text="attention " * 25_000).run()     # 250,000 characters
     assert not at.exception
     box = at.text_area(key="ak_text")
     assert not box.max_chars                                # the browser would drop it silently

@@ -10,7 +10,7 @@ from helpers import apptest, selectbox
 
 
 def test_a_link_opens_the_same_head(odd_dir):
-    at = apptest("pages/1_Heatmaps.py", odd_dir, text="The animal didn't cross the street because it was tired.")
+    at = apptest("heatmaps", odd_dir, text="The animal didn't cross the street because it was tired.")
     at.query_params["layer"] = "2"
     at.query_params["head"] = "4"
     at.run()
@@ -21,12 +21,12 @@ def test_a_link_opens_the_same_head(odd_dir):
 def test_the_frame_writes_the_view_into_the_url(odd_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     text = "A short prompt to share."
-    at = apptest("app.py", odd_dir, text=text).run()
+    at = apptest("home", odd_dir, text=text).run()
     assert not at.exception
     assert at.query_params["prompt"] == [text] or at.query_params["prompt"] == text
     assert "folder" in at.query_params
     long = "word " * 200
-    at = apptest("app.py", odd_dir, text=long).run()
+    at = apptest("home", odd_dir, text=long).run()
     assert "prompt" not in at.query_params
     sha = at.query_params["prompt_sha"]
     sha = sha[0] if isinstance(sha, list) else sha
@@ -34,7 +34,7 @@ def test_the_frame_writes_the_view_into_the_url(odd_dir, tmp_path, monkeypatch):
 
 
 def test_a_bad_value_in_the_link_falls_back(odd_dir):
-    at = apptest("pages/1_Heatmaps.py", odd_dir, text="Some text here.")
+    at = apptest("heatmaps", odd_dir, text="Some text here.")
     at.query_params["layer"] = "many"
     at.query_params["view"] = "<script>"
     at.run()
@@ -42,7 +42,7 @@ def test_a_bad_value_in_the_link_falls_back(odd_dir):
 
 
 def test_run_button_and_prepend_bos(odd_dir, odd):
-    at = apptest("app.py", odd_dir, text="Hello there").run()
+    at = apptest("home", odd_dir, text="Hello there").run()
     assert any(b.label == "Run" for b in at.button)
     plain = at.session_state["ak_text"]
     at.toggle(key="ak_bos").set_value(True).run()
@@ -70,7 +70,7 @@ def test_compare_opens_the_top_heads_of_the_chosen_statistic(odd_dir, odd):
     from attnkit import metrics
 
     text = "one two three four one two three four"
-    at = apptest("pages/2_Compare_heads.py", odd_dir, text=text).run()
+    at = apptest("compare", odd_dir, text=text).run()
     at.selectbox(key="cmp_stat").set_value("previous-token").run()
     assert not at.exception and at.session_state["cmp_open_for"] == "previous-token"
     # independently: the two heads with the highest previous-token score on this prompt
@@ -84,7 +84,7 @@ def test_compare_opens_the_top_heads_of_the_chosen_statistic(odd_dir, odd):
 
 
 def test_compare_undefined_statistic_is_a_message_not_a_grid(odd_dir):
-    at = apptest("pages/2_Compare_heads.py", odd_dir, text="The animal didn't cross").run()
+    at = apptest("compare", odd_dir, text="The animal didn't cross").run()
     at.selectbox(key="cmp_stat").set_value("duplicate-token").run()
     assert not at.exception
     assert any("undefined on this prompt" in i.value for i in at.info)
@@ -98,7 +98,7 @@ def test_a_link_to_a_local_folder_loads_it_only_after_confirmation(odd_dir, monk
     loaded = []
     real = sidebar.cached_model
     monkeypatch.setattr(sidebar, "cached_model", lambda name, dev: loaded.append(name) or real(name, dev))
-    at = apptest("pages/1_Heatmaps.py", None, text="Some text here.")
+    at = apptest("heatmaps", None, text="Some text here.")
     at.query_params["model"] = ui.LOCAL
     at.query_params["folder"] = str(odd_dir)
     at.run()
@@ -117,7 +117,7 @@ def test_a_link_naming_a_system_path_as_the_model_loads_nothing(monkeypatch):
     loaded = []
     real = sidebar.cached_model
     monkeypatch.setattr(sidebar, "cached_model", lambda name, dev: loaded.append(name) or real(name, dev))
-    at = apptest("app.py", None, text="Some text here.")
+    at = apptest("home", None, text="Some text here.")
     at.query_params["model"] = "/etc"
     at.run()
     assert not at.exception and loaded == []

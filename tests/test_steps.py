@@ -201,7 +201,7 @@ def _frame(at, first_col, contains=None):
 
 def test_step_page_shows_the_trace_numbers_and_follows_the_widgets(odd, odd_dir, prompt):
     ids, tr = prompt
-    at = apptest("pages/5_Step_by_step.py", odd_dir, text=TEXT).run()
+    at = apptest("steps", odd_dir, text=TEXT).run()
     assert not at.exception and not at.error
     T = len(ids)
     assert selectbox(at, "st_query").value == T - 1
@@ -239,7 +239,7 @@ def test_step_page_at_a_full_1024_context(tmp_path):
     d = make_checkpoint(tmp_path / "long", seed=3, n_layer=1, n_head=2, n_embd=32, n_positions=1024,
                         vocab_size=400)
     text = " ".join(f"w{i % 97}" for i in range(1500))
-    at = apptest("pages/5_Step_by_step.py", d, text=text).run()
+    at = apptest("steps", d, text=text).run()
     assert not at.exception and not at.error
     assert selectbox(at, "st_query").value == 1023
     keys = _frame(at, "position", "weight")

@@ -10,7 +10,7 @@ from attnkit import training
 from attnkit.app.context import LOCAL
 from helpers import apptest
 
-PAGE = "pages/10_Training.py"
+PAGE = "training"
 
 
 @pytest.fixture(scope="module")

@@ -17,20 +17,20 @@ def test_pickle_only_folder_explained(tmp_path, odd):
     folder = tmp_path / "pickled"
     odd.hf_model.config.save_pretrained(folder)
     torch.save(odd.hf_model.state_dict(), folder / "pytorch_model.bin")
-    at = apptest("app.py", folder).run()
+    at = apptest("home", folder).run()
     assert not at.exception
     assert any("pickled" in m and "safetensors only" in m for m in messages(at))
 
 
 def test_bert_folder_explained(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
-    at = apptest("app.py", tmp_path).run()
+    at = apptest("home", tmp_path).run()
     assert not at.exception and any("'bert' model" in m and "supports: gpt2" in m for m in messages(at))
 
 
 def test_hub_name_offline_explained_quickly():
     t0 = time.perf_counter()
-    at = apptest("app.py", None, ak_model="gpt2-large").run()
+    at = apptest("home", None, ak_model="gpt2-large").run()
     assert time.perf_counter() - t0 < 20
     assert not at.exception
     assert any("gpt2-large" in m and ("HF_HUB_OFFLINE" in m or "cannot be reached" in m) for m in messages(at))
@@ -38,14 +38,14 @@ def test_hub_name_offline_explained_quickly():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_cuda_requested_without_cuda_runs_on_cpu(odd_dir):
-    at = apptest("app.py", odd_dir, ak_device="cuda").run()
+    at = apptest("home", odd_dir, ak_device="cuda").run()
     assert not at.exception
     assert any("not available" in m and "CPU" in m for m in messages(at))
     assert any("tokens" in m.value for m in at.markdown)      # and the page still works
 
 
 def test_bad_upload_keeps_the_typed_prompt(odd_dir):
-    at = apptest("app.py", odd_dir, text="my careful prompt").run()
+    at = apptest("home", odd_dir, text="my careful prompt").run()
     at.radio(key="ak_source").set_value("Upload")
     at.session_state["ak_upload_data"] = ("notes.txt", b"\xff\xfe\x00\x00binary")
     at.run()
@@ -56,13 +56,13 @@ def test_bad_upload_keeps_the_typed_prompt(odd_dir):
 
 
 def test_long_prompt_truncation_is_stated(odd_dir):
-    at = apptest("app.py", odd_dir, text="attention " * 400).run()     # the odd model has 256 positions
+    at = apptest("home", odd_dir, text="attention " * 400).run()     # the odd model has 256 positions
     assert not at.exception
     assert any("tokens were dropped" in m and "256" in m for m in messages(at))
 
 
 def test_script_tags_are_text(odd_dir):
-    at = apptest("app.py", odd_dir, text="<script>alert('x')</script><b>bold</b>").run()
+    at = apptest("home", odd_dir, text="<script>alert('x')</script><b>bold</b>").run()
     assert not at.exception
     for md in at.markdown:                      # never injected into Markdown/HTML …
         assert "<script>" not in md.value

@@ -22,7 +22,7 @@ def _checks_table(at):
 
 def test_verify_runs_only_on_request_and_passes(odd_dir, odd):
     text = "Verify me: the animal didn't cross the street."
-    at = apptest("pages/6_Verify.py", odd_dir, text=text).run()
+    at = apptest("verify", odd_dir, text=text).run()
     assert not at.exception and not at.error
     assert not at.success and not at.dataframe               # nothing computed before the button
     at.button(key="vf_run").click().run()
@@ -53,7 +53,7 @@ def test_verify_runs_only_on_request_and_passes(odd_dir, odd):
 
 def test_verify_shows_fail_when_out_of_tolerance(odd_dir, monkeypatch):
     monkeypatch.setattr(TOL, "FLOOR", -1.0)                  # no error can be below HF's own minus 1
-    at = apptest("pages/6_Verify.py", odd_dir, text="A prompt only this test uses, to miss the cache.").run()
+    at = apptest("verify", odd_dir, text="A prompt only this test uses, to miss the cache.").run()
     at.button(key="vf_run").click().run()
     assert not at.exception
     assert any(e.value.startswith("FAIL") and "larger than HuggingFace's own allows" in e.value for e in at.error)

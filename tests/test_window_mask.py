@@ -59,7 +59,7 @@ def test_heatmaps_draw_the_window_masked_in_both_views(windowed):
     T = len(ids)
     pattern, by_window = _window_zero(model, layer, ids, 1)
     assert by_window.sum() > 0 and (pattern[by_window] == 0).all()
-    at = apptest("pages/1_Heatmaps.py", folder, text=TEXT, hm_layer=layer, hm_head=1).run()
+    at = apptest("heatmaps", folder, text=TEXT, hm_layer=layer, hm_head=1).run()
     assert not at.exception, at.exception
     cells = _frames(at)[0]
     masked = cells["masked"].to_numpy().reshape(T, T)
@@ -79,7 +79,7 @@ def test_grid_panels_and_compare_draw_the_window_masked(windowed):
     folder, model, layer, ids = windowed
     T = len(ids)
     _, by_window = _window_zero(model, layer, ids, 0)
-    at = apptest("pages/1_Heatmaps.py", folder, text=TEXT, hm_layer=layer, hm_head=0,
+    at = apptest("heatmaps", folder, text=TEXT, hm_layer=layer, hm_head=0,
                  hm_view="One head through all layers").run()
     assert not at.exception, at.exception
     panels = _frames(at)
@@ -87,7 +87,7 @@ def test_grid_panels_and_compare_draw_the_window_masked(windowed):
     for l, cells in enumerate(panels):
         want = torch.isinf(causal_mask(T, window=model.config.window(l))).numpy()
         assert (cells["masked"].to_numpy().reshape(T, T) == want).all(), l
-    at = apptest("pages/2_Compare_heads.py", folder, text=TEXT, cmp_open=[f"L{layer}H0"]).run()
+    at = apptest("compare", folder, text=TEXT, cmp_open=[f"L{layer}H0"]).run()
     assert not at.exception, at.exception
     side = [f for f in _frames(at) if len(f) == T * T]
     assert side and side[0]["masked"].to_numpy().reshape(T, T)[by_window].all()
@@ -96,7 +96,7 @@ def test_grid_panels_and_compare_draw_the_window_masked(windowed):
 def test_step_by_step_states_the_window(windowed):
     folder, model, layer, ids = windowed
     T = len(ids)
-    at = apptest("pages/5_Step_by_step.py", folder, text=TEXT, st_layer=layer).run()
+    at = apptest("steps", folder, text=TEXT, st_layer=layer).run()
     assert not at.exception, at.exception
     text = " ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.caption)
     q = T - 1

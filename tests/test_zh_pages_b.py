@@ -46,8 +46,8 @@ def english_left(at, page: str) -> list[str]:
     return untranslated(body_texts(at), allow=[page_spec(page).shown_title, *MODEL_INPUT])
 
 
-@pytest.mark.parametrize("page", ["pages/5_Step_by_step.py", "pages/4_Ablations.py", "pages/7_Head_effects.py",
-                                  "pages/8_Circuits.py"])
+@pytest.mark.parametrize("page", ["steps", "ablations", "effects",
+                                  "circuits"])
 def test_page_in_chinese_has_no_english_sentence(page):
     at = zh_page(page).run()
     assert not at.exception, at.exception
@@ -55,7 +55,7 @@ def test_page_in_chinese_has_no_english_sentence(page):
 
 
 def test_ablations_page_shows_why_and_caveat():
-    at = zh_page("pages/4_Ablations.py", ab_kind="v=x").run()
+    at = zh_page("ablations", ab_kind="v=x").run()
     assert not at.exception
     texts = body_texts(at)
     with i18n.language("zh"):
@@ -103,9 +103,9 @@ zh_ready = pytest.mark.skipif(not learner.zh_model_ready(), reason=f"{CHINESE_MO
 
 @zh_ready
 def test_seed_examples_live_on_the_chinese_model():
-    at = zh_page("pages/5_Step_by_step.py", ak_model=CHINESE_MODEL, ak_text=learner.ZH_CAT).run()
+    at = zh_page("steps", ak_model=CHINESE_MODEL, ak_text=learner.ZH_CAT).run()
     assert not at.exception, at.exception
-    assert not english_left(at, "pages/5_Step_by_step.py"), english_left(at, "pages/5_Step_by_step.py")
+    assert not english_left(at, "steps"), english_left(at, "steps")
     model = load(CHINESE_MODEL, "cpu")
     ids = model.encode(learner.ZH_FOOD)
     preds = next_tokens(model.weights, ids, lambda i: model.token_strs([i])[0], k=5)
@@ -117,7 +117,7 @@ def test_seed_examples_live_on_the_chinese_model():
 def test_one_click_loads_the_chinese_model_with_the_seed_sentence():
     # in English: AppTest cannot rerun a page whose select box shows a translated label (it looks the shown label
     # up among the untranslated options); the zh page's own text is checked by the tests above
-    at = zh_page("pages/5_Step_by_step.py", ak_lang="en").run()    # attnkit-tiny, English prompt
+    at = zh_page("steps", ak_lang="en").run()    # attnkit-tiny, English prompt
     button = next(b for b in at.button if b.key == "st_zh_load")
     button.click().run()
     assert at.session_state["ak_model"] == CHINESE_MODEL and at.session_state["ak_text"] == learner.ZH_CAT

@@ -132,7 +132,7 @@ def open_page(page: str, prompt: str | None = None, **inputs) -> None:
         widgets.pop(key, None)              # ui.select's widget must not bring back its older choice
     if prompt is not None:
         ss.update(ak_source="Type", ak_text=prompt)
-    ss[GOTO] = (spec.key, dict(inputs))
+    ss[GOTO] = spec.key
 
 
 def open_checkpoint(page: str, model: str, **inputs) -> None:
@@ -151,4 +151,4 @@ def follow() -> None:
     """Do a page switch asked for by :func:`open_page` (the frame calls this before the page runs)."""
     goto = st.session_state.pop(GOTO, None)
     if goto is not None:
-        st.switch_page(str(page_spec(goto[0]).path))
+        st.switch_page(str(page_spec(goto).path))

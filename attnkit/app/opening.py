@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
-from streamlit.util import calc_hash
 
 from .context import LOCAL
 from .navigation import PAGES, page_spec
@@ -18,15 +17,14 @@ APP = Path(__file__).resolve().parents[2] / "app.py"
 
 def app_test(page: str, timeout: float = 120) -> AppTest:
     """An AppTest of app.py whose first run opens ``page`` (a key of :data:`PAGES`) inside the frame, as a
-    browser's first request for the page's address does; later runs stay on the page the last run ended on.
+    browser's first request for the page's address does (later runs stay on the page the last run ended on).
 
-    AppTest has no public way to ask for an address before its first run (its ``switch_page`` then hashes the
-    script's file name, and every page's is ``page.py``), so the request carries the hash ``st.navigation``
-    gives a page: that of its address. A page that did not open shows Home's title instead of its own."""
+    Before a first run AppTest asks for a page by its script's file name, as a browser asks by address: the
+    frame's copy for the address, ``pages/<address>.py``, is that script."""
     at = AppTest.from_file(str(APP), default_timeout=timeout)
     spec = page_spec(page)
     if spec is not PAGES[0]:
-        at._page_hash = calc_hash(spec.url_path)
+        at.switch_page(f"pages/{spec.address}.py")
     return at
 
 

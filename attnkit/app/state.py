@@ -233,6 +233,14 @@ class PageState:
         self.set(name, new)
         return new
 
+    def fit_head(self, cfg, basis, layer: str = "layer", head: str = "head") -> None:
+        """Re-validate the fields ``layer`` and ``head`` against the model (``cfg``; ``basis``: its name): each
+        kept while the model has it, else 0 with a notice."""
+        self.fit(layer, range(cfg.n_layers), 0, what=t("Layer"), basis=basis,
+                 because=t("the model has {n} layers", n=cfg.n_layers))
+        self.fit(head, range(cfg.n_heads), 0, what=t("Head"), basis=basis,
+                 because=t("the model has {n} heads per layer", n=cfg.n_heads))
+
     def fit_many(self, name: str, options: Iterable, default: list, *, what: str, because: str,
                  fmt: Callable = str) -> list:
         """A multi-choice input: items no longer offered are dropped (with a notice); none left -> default."""

@@ -65,8 +65,7 @@ kind = ablation_lib.get_kind(name)
 heads: list[tuple[int, int]] = []
 layers = None
 if kind.heads == "required":
-    state.fit("head_layer", range(L), 0, what=t("Layer"), because=t("the model has {n} layers", n=L), basis=ctx.model_name)
-    state.fit("head", range(H), 0, what=t("Head"), because=t("the model has {n} heads per layer", n=H), basis=ctx.model_name)
+    state.fit_head(cfg, ctx.model_name, layer="head_layer")
     hl = c2.selectbox(t("Layer"), range(L), key="ab_head_layer", format_func=lambda l: f"L{l}")
     hh = c3.selectbox(t("Head"), range(H), key="ab_head", format_func=lambda h: f"H{h}",
                       help=t("The head's number in its layer; the intervention applied is named below the claim."))

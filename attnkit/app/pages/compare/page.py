@@ -11,13 +11,15 @@ from attnkit import app as ui
 from attnkit import compare, metrics
 from attnkit.standard import parse_head
 from attnkit.app.pages.shared import labels as choice_labels
+from attnkit.app.pages.compare import similarity
+from attnkit.app.pages.shared import matrices
 from attnkit.charts import heatmaps as hm
 from attnkit.i18n import t
 
 CAPTURE = ("pattern", "scores")        # the same capture as the Heatmaps page: one cached run serves both
 RANDOM_INDUCTION = choice_labels.RANDOM_INDUCTION
 STATS = {**metrics.HEAD_STATS, RANDOM_INDUCTION: choice_labels.RANDOM_INDUCTION_HELP}
-SCOPES = ["all heads", "the heads of one layer"]
+SCOPES = similarity.SCOPES
 shown = choice_labels.shown(choice_labels.COMPARE_NAMES)
 
 
@@ -69,10 +71,7 @@ def random_induction(model: str, device: str, _weights) -> np.ndarray:
 
 def matrix_csv(values: np.ndarray, layer: int, head: int) -> bytes:
     """One head's whole pattern, a row per query position (built only when the button is clicked)."""
-    df = pd.DataFrame(values, columns=[f"k{j}" for j in range(values.shape[1])])
-    df.insert(0, "query_token", toks[: values.shape[0]])
-    df.insert(0, "query_pos", range(values.shape[0]))
-    return ui.csv_bytes(df, comments=meta(layer=layer, head=head))
+    return ui.csv_bytes(matrices.matrix_rows(values, toks), comments=meta(layer=layer, head=head))
 
 
 def meta(**extra) -> dict:
@@ -198,11 +197,8 @@ def side_by_side(stat: str, all_heads: list, ranked: list):
                                                                    ctx).items()}
                 st.caption(" · ".join(f"{shown(s)} {v:.2f}" for s, v in row.items() if np.isfinite(v)))
                 if T <= hm.MARK_LIMIT:
-                    cells = hm.cells_frame(vals, labels, labels, masked)
-                    cells = cells.assign(query_token=[toks[i] for i in cells["query_pos"]],
-                                         key_token=[toks[j] for j in cells["key_pos"]]).drop(columns=["query", "key"])
-                    ui.download_buttons(cells.rename(columns={"value": "weight"}), ch, f"pattern_{name}", meta(layer=l, head=h),
-                            key=f"side{name}")
+                    ui.download_buttons(matrices.cell_rows(vals, toks, masked), ch, f"pattern_{name}",
+                                        meta(layer=l, head=h), key=f"side{name}")
                 else:                             # a million cells: the statistics now, the matrix only on request
                     ui.download_buttons(pd.DataFrame([{"layer": l, "head": h, **row}]), ch, f"pattern_{name}",
                             meta(layer=l, head=h), key=f"side{name}")
@@ -248,47 +244,6 @@ def token_pair():
                             f"heads_linking_{q}_{k}", meta(), key="pair")
 
 
-def similarity_section():
-    """Which heads attend alike: 1 − Jensen–Shannon distance, in clustering order."""
-    st.subheader(t("Which heads attend alike?"))
-    st.caption(t("Similarity = 1 − Jensen–Shannon distance between two heads' patterns (base 2: 1 = identical rows, "
-                 "0 = disjoint), averaged over query rows 1…T−1 (row 0 sees only itself in every head). As on the heatmaps, "
-                 "bright (yellow) means more. Heads are ordered by average-linkage clustering so similar heads sit together."))
-    if T < 2:
-        st.info(t("The prompt needs at least two tokens."))
-    else:
-        scopes = SCOPES
-        c1, c2 = st.columns([2, 1])
-        scope = c1.radio(t("Compare"), scopes, key="cmp_scope", horizontal=True, format_func=shown)
-        sim_layer = c2.selectbox(t("Layer"), range(L), key="cmp_sim_layer", disabled=scope == scopes[0])
-        heads = [(l, h) for l in range(L) for h in range(H)] if scope == scopes[0] else [(sim_layer, h) for h in range(H)]
-
-        @ui.budgeted
-        def similarity(model: str, device: str, ids: tuple, heads: tuple, _ctx) -> compare.Similarity:
-            tr = ui.trace(_ctx, capture=CAPTURE, ids=list(ids))
-            return compare.head_similarity(lambda l: tr["pattern", l][0], list(heads), len(ids))
-
-        sim_res = similarity(ctx.model_name, ctx.device, tuple(ids), tuple(heads), ctx)  # ids carry the BOS choice
-        N = len(heads)
-        n_rows, n_all = len(sim_res.rows), sim_res.n_rows_total
-        if n_rows < n_all:
-            st.caption(t("{T} tokens and {N} heads: the distance is averaged over {rows} evenly spaced query rows of "
-                         "the {all} (to keep this fast), not all of them.", T=T, N=N, rows=n_rows, all=n_all))
-        if N <= hm.MARK_LIMIT:
-            sim = hm.distance_chart(sim_res.distance, sim_res.names, sim_res.order,
-                                    title=t("Similarity (1 − JS distance), {n} heads in similarity order", n=N))
-        else:
-            sim = hm.distance_image(sim_res.distance, sim_res.order,
-                                    title=t("Similarity (1 − JS distance), {n} heads in similarity order (image)", n=N))
-            st.caption(t("{n} heads: drawn as an image; the order is listed below (position → head).", n=N))
-        st.altair_chart(sim, width="content")
-        with st.expander(t("The order, with each head's nearest neighbour")):
-            ui.show_table(sim_res.neighbours(), hide_index=True, width="stretch")
-        ui.download_buttons(sim_res.long_frame(), sim, "head_similarity",
-                            meta(rows_used=len(sim_res.rows), order=" ".join(sim_res.names[i] for i in sim_res.order)),
-                            key="sim")
-
-
 # ----------------------------------------------------------------------------- the page
 st.subheader(t("Every head at a glance"))
 stat, values, note = statistic_values()
@@ -297,4 +252,4 @@ overview(stat, note, df_stat, undefined)
 beside_corpus(stat, df_stat)
 side_by_side(stat, all_heads, ranked)
 token_pair()
-similarity_section()
+similarity.similarity_section(ctx, CAPTURE, meta)

@@ -11,6 +11,7 @@ from attnkit import app as ui
 from attnkit import metrics
 from attnkit.app.pages.heatmaps import focus
 from attnkit.app.pages.heatmaps import why as why_view
+from attnkit.app.pages.shared import matrices
 from attnkit.app.pages.shared.labels import SCALE_NAMES, shown
 from attnkit.charts import heatmaps as heatmap_charts
 from attnkit.charts import tokens as token_charts
@@ -65,10 +66,7 @@ for field, opts, what, why in (("view", VIEWS, t("View"), t("not a view of this 
                                ("tok_heads", list(TOKEN_HEADS), t("Weights of"), t("not a choice")),
                                ("tok_follow", ["click", "hover"], t("Choose the token by"), t("not a choice"))):
     state.fit(field, opts, opts[0], what=what, because=why)
-state.fit("layer", range(cfg.n_layers), 0, what=t("Layer"), because=t("the model has {n} layers", n=cfg.n_layers),
-          basis=ctx.model_name)
-state.fit("head", range(cfg.n_heads), 0, what=t("Head"),
-          because=t("the model has {n} heads per layer", n=cfg.n_heads), basis=ctx.model_name)
+state.fit_head(cfg, ctx.model_name)
 
 # A click on a grid panel (in the previous run) opens that head in the single-head view.
 picked = ui.new_click("hm_grid", "open", "head")
@@ -137,20 +135,14 @@ def head_png(key: tuple, _values: np.ndarray, kind: str, scale: str, window: int
 
 
 def long_table(values: np.ndarray, layer: int, q0: int = 0, k0: int = 0) -> pd.DataFrame:
-    rows, cols = values.shape
-    df = heatmap_charts.cells_frame(values, labels, labels, masked(layer)[q0 : q0 + rows, k0 : k0 + cols], q0, k0)
-    toks = ctx.model.token_strs(ids)
-    df["query_token"] = [toks[i] for i in df["query_pos"]]
-    df["key_token"] = [toks[j] for j in df["key_pos"]]
-    return df.drop(columns=["query", "key"]).rename(columns={"value": "weight" if kind == "pattern" else "score"})
+    return matrices.cell_rows(values, ctx.model.token_strs(ids), masked(layer), "weight" if kind == "pattern" else
+                              "score", q0, k0)
 
 
 def full_csv(values: np.ndarray) -> bytes:
     """The whole matrix, one row per query position, as CSV (built only when clicked)."""
-    df = pd.DataFrame(values, columns=[f"k{j}" for j in range(values.shape[1])])
-    df.insert(0, "query_token", ctx.model.token_strs(ids))
-    df.insert(0, "query_pos", range(values.shape[0]))
-    return ui.csv_bytes(df, comments=ui.meta_for(ctx, values=kind, n_tokens=T))
+    return ui.csv_bytes(matrices.matrix_rows(values, ctx.model.token_strs(ids)),
+                        comments=ui.meta_for(ctx, values=kind, n_tokens=T))
 
 
 def token_view():
@@ -183,10 +175,7 @@ def token_view():
     st.caption(ui.plain(token_charts.scale_caption(scale)) + t(" The last token is the one chosen at first; a "
                "character split over several byte-level tokens is drawn once across them (its tooltip lists the "
                "pieces)."))
-    tbl = pd.DataFrame(weights, columns=[f"k{j}" for j in range(T)])
-    tbl.insert(0, "query_token", ctx.model.token_strs(ids))
-    tbl.insert(0, "query_pos", range(T))
-    ui.download_buttons(tbl, None, f"pattern_L{layer}_{heads if heads != 'one' else f'H{head}'}",
+    ui.download_buttons(matrices.matrix_rows(weights, ctx.model.token_strs(ids)), None, f"pattern_L{layer}_{heads if heads != 'one' else f'H{head}'}",
                         meta(layer=layer, heads=TOKEN_HEADS[heads]), key="tok")
 
 

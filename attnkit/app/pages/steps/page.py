@@ -1,4 +1,5 @@
-"""Step by step: one head's attention with its real numbers, the seeds' examples, the KV cache, W_Q ≠ W_K."""
+"""Step by step: one head's attention with its real numbers (and layer 0's score split, the seeds' X·Xᵀ measured),
+the seeds' examples, the softmax calculator, the next token, the KV cache, W_Q ≠ W_K."""
 import math
 from dataclasses import dataclass
 
@@ -7,12 +8,16 @@ import streamlit as st
 import torch
 
 from attnkit import app as ui
+from attnkit import score_terms as terms_lib
 from attnkit import steps as head_steps
 from attnkit.app.pages.shared.next_token import next_token_table
-from attnkit.app.pages.steps import calculator, chinese, layer0, tabs
+from attnkit.app.pages.shared.splits import compute, seconds
+from attnkit.app.pages.steps import seeds, tabs
+from attnkit.charts import score_terms as term_charts
 from attnkit.charts import steps as step_charts
 from attnkit.i18n import t
 from attnkit.standard import head_name
+
 
 @dataclass
 class Inputs(ui.PageState):
@@ -43,10 +48,7 @@ if ctx.all_selected:
 
 # ----------------------------------------------------------------------------- choices
 state = Inputs.load()
-state.fit("layer", range(cfg.n_layers), 0, what=t("Layer"), because=t("the model has {n} layers", n=cfg.n_layers),
-          basis=ctx.model_name)
-state.fit("head", range(cfg.n_heads), 0, what=t("Head"), because=t("the model has {n} heads per layer", n=cfg.n_heads),
-          basis=ctx.model_name)
+state.fit_head(cfg, ctx.model_name)
 state.fit("query", range(T), T - 1, what=t("Query token"), basis=tuple(ids), meaning=ids.__getitem__,
           fmt=labels.__getitem__, because=t("the prompt changed, so the last token is the query"))
 c1, c2, c3 = st.columns([1, 1, 3])
@@ -185,6 +187,48 @@ def heads_section(hs, e: int):
                               column_config={"max |Δ|": st.column_config.NumberColumn(format="%.2e")})
 
 
+def layer0_section(ctx: ui.Context, head: int, query: int) -> None:
+    """Layer 0's score split into token × token, token × position, position × token, position × position —
+    the seeds' X·Xᵀ argument measured — on this prompt and averaged over the sidebar's prompts."""
+    st.subheader(t("Layer 0: the seeds' X·Xᵀ, measured"))
+    ids, cfg, w = ctx.ids, ctx.model.config, ctx.model.weights
+    name, tokens = head_name(0, head), ctx.tokens
+    try:
+        got = compute(ctx, "st_l0", (tuple(ids), head, query), t("Splitting {head}'s score", head=name),
+                      lambda progress: (terms_lib.layer0_top(w, ids, head, query),), seconds(cfg, len(ids), 0, 2))
+    except terms_lib.ScoreTermsError as e:
+        st.info(ui.plain(str(e)), icon="ℹ️")
+        return
+    if got is None:
+        return
+    cells, key = got[0]
+    score = sum(cells.values())
+    big = max(terms_lib.L0_CELLS[:4], key=lambda c: abs(cells[c]))
+    st.text(t("In layer 0 a head reads only X = token embedding + position embedding, so its score is X·Xᵀ seen "
+              "through W_Q·W_Kᵀ, in four blocks. {head}'s score from {q} ({qt!r}) to the key it scores highest, "
+              "{k} ({kt!r}), is {score}: {big} gives {value} of it, token × token {tt}.", head=name, q=query,
+              qt=tokens[query], k=key, kt=tokens[key], score=f"{score:+.3f}", big=big, value=f"{cells[big]:+.3f}",
+              tt=f"{cells['token × token']:+.3f}"))
+    st.altair_chart(term_charts.layer0_bars(cells, title=t("{head}: query {q} → key {k}", head=name, q=query,
+                                                           k=key)), width="content")
+    prompts = [p for p in (ctx.encode(text)[0] for text in ctx.prompts) if p]
+    if len(prompts) < 2:
+        st.caption(t("Upload a prompt set in the sidebar (a file of prompts) to see this split averaged over "
+                     "them, with its spread."))
+        return
+    est = seconds(cfg, max(map(len, prompts)), 0, 2 * len(prompts))
+    avg = compute(ctx, "st_l0_avg", (tuple(map(tuple, prompts)), head),
+                  t("Layer 0's split over {n} prompts", n=len(prompts)),
+                  lambda progress: (terms_lib.layer0_average(w, prompts, head, progress=progress),), est)
+    if avg is None:
+        return
+    df = avg[0]
+    st.altair_chart(term_charts.layer0_bars(df, title=t(
+        "{head}: mean ± std over {n} prompts (each: its last token → the key it scores highest)", head=name,
+        n=len(prompts))), width="content")
+    ui.show_table(df, cells=("cell",), hide_index=True, width="stretch")
+
+
 def one_head_tab(hs):
     e, window = cfg.d_head, cfg.window(layer)
     st.markdown(t("Layer **{layer}**, head **{head}**, query position **{query}**", layer=layer, head=head, query=query)  # internal text
@@ -197,13 +241,13 @@ def one_head_tab(hs):
 
 with tab_head:
     one_head_tab(hs)
-    layer0.layer0_section(ctx, head, query)
+    layer0_section(ctx, head, query)
 
 with tab_seed:
-    tabs.seed_examples()
-    chinese.zh_examples(ctx, layer)
+    seeds.seed_examples()
+    seeds.zh_examples(ctx, layer)
 with tab_calc:
-    calculator.softmax_calculator(d=cfg.d_head)
+    tabs.softmax_calculator(d=cfg.d_head)
 with tab_next:
     next_token_table(ctx)
 with tab_kv:

@@ -1,49 +1,58 @@
-"""The tabs of the Step by step page beside its one-head walk-through: the seeds' worked examples, the KV
-cache demonstration and why W_Q ≠ W_K (page logic kept out of ``pages/5_Step_by_step.py``)."""
+"""Step by step's tabs beside the one-head walk-through and the seeds' examples: the softmax calculator (type the
+scores an article gives, check its percentages; :mod:`attnkit.calculator` does the arithmetic in float64), the KV
+cache demonstration and why W_Q ≠ W_K."""
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
 from attnkit import steps as head_steps
-from attnkit.i18n import t
-from attnkit.charts import steps as step_charts
 from attnkit.app.caches import budgeted
 from attnkit.app.context import Context
 from attnkit.app.escaping import show_error
 from attnkit.app.exports import download_buttons, meta_for
+from attnkit.app.pages.shared.next_token import percent
 from attnkit.app.state import PageState
 from attnkit.app.tables import show_table
+from attnkit.calculator import CalculatorError, calculate
+from attnkit.charts import steps as step_charts
+from attnkit.i18n import t
+
+__all__ = ["SEED_SCORES", "calculator_frame", "softmax_calculator", "kv_cache", "symmetry"]
+
+#: The seed's example scores ("softmax turns 9, 3, −2 into 60 %, 30 %, 10 %" — it does not).
+SEED_SCORES = "9, 3, -2"
 
 
-def seed_examples() -> None:
-    """The seeds' 4×4 causal example and the three-token demo (X used as Q, K and V)."""
-    st.subheader(t("The 4×4 example: every score row is [1, 2, 3, 4], plus the causal mask"))
-    ex = head_steps.seed_causal_4x4()
-    cols = st.columns(4)
-    for col, (key, title) in zip(cols, (("scores", t("scores")), ("mask", t("M (causal mask)")),
-                                        ("masked", t("scores + M")), ("pattern", "softmax(scores + M)"))):
-        col.altair_chart(step_charts.matrix_chart(ex[key], title=title, digits=3), width="content")
-    st.caption(t("Row sums of the softmax: {sums}. The seed's rounded values: {seed}.",
-                 sums=", ".join(f"{float(s):.6f}" for s in ex["pattern"].sum(-1)),
-                 seed="1 · 0.269 0.731 · 0.090 0.245 0.665 · 0.032 0.087 0.237 0.644"))
+def calculator_frame(res) -> pd.DataFrame:
+    """One row per score: the score, softmax(s/T) and softmax(s/(√d·T)) as percentages (the calculator's table)."""
+    with_d = t("softmax(s / (√d·T)), d = {d}", d=res.d)
+    return pd.DataFrame([{t("score"): f"{r['score']:g}", t("softmax(s / T)"): percent(r["softmax"]),
+                          **({} if r["softmax_scaled"] is None else {with_d: percent(r["softmax_scaled"])})}
+                         for r in res.rows()])
 
-    st.subheader(t("The three-token demo: X used directly as Q, K and V"))
-    st.markdown(t("X's rows are the seed's '猫', '坐', '垫子上' (4 dimensions). As in the seed's code "
-                  "(`scores = q·kᵀ / np.sqrt(d_k)`), the scores are divided by √d_k = √4 = 2. "
-                  "The seed runs it without a mask; with the causal mask added, token 0 can only see itself."))
-    names = ["0 猫", "1 坐", "2 垫子上"]
-    dims = [f"d{j}" for j in range(4)]
-    plain, causal = head_steps.seed_three_tokens(False), head_steps.seed_three_tokens(True)
-    c = st.columns(2)
-    c[0].altair_chart(step_charts.matrix_chart(plain["X"], names, dims, "X (= Q = K = V)"), width="content")
-    c[1].altair_chart(step_charts.matrix_chart(plain["scores"], names, names, "X·Xᵀ / √4"), width="content")
-    for label, r in ((t("without mask"), plain), (t("with the causal mask"), causal)):
-        c = st.columns(2)
-        c[0].altair_chart(step_charts.matrix_chart(r["pattern"], names, names, t("softmax weights, {how}", how=label)),
-                          width="content")
-        c[1].altair_chart(step_charts.matrix_chart(r["output"], names, dims, t("output = weights·V, {how}", how=label)),
-                          width="content")
+
+def softmax_calculator(key: str = "st_calc", d: int = 64):
+    """Type scores, see their softmax with and without 1/√d at a temperature (attnkit.calculator does the
+    arithmetic, in float64). Returns the :class:`attnkit.calculator.Softmax`, or None after an error line."""
+    st.subheader(t("Softmax calculator"))
+    st.caption(t("Type the scores an article gives and check its percentages: softmax turns scores s into "
+                 "weights exp(s/T) / Σ exp(s/T); attention divides the scores by √d first."))
+    c1, c2, c3 = st.columns([3, 1, 1])
+    text = c1.text_input(t("Scores (separated by commas)"), value=SEED_SCORES, key=f"{key}_scores")
+    dim = c2.number_input(t("d (the head dimension)"), 1, 1 << 16, value=int(d), key=f"{key}_d",
+                          help=t("The 1/√d column divides every score by √d before the softmax."))
+    temp = c3.number_input(t("Temperature T"), 0.01, 100.0, value=1.0, step=0.1, key=f"{key}_temp",
+                           help=t("Above 1 the weights spread out, below 1 they sharpen."))
+    try:
+        res = calculate(text, d=int(dim), temperature=float(temp))
+    except CalculatorError as e:
+        show_error(str(e))
+        return None
+    show_table(calculator_frame(res), hide_index=True, width="stretch")
+    st.caption(t("The weights of each column add up to 100 %. Computed in float64 with the largest score "
+                 "subtracted first, so no score is too large."))
+    return res
 
 
 def kv_cache(ctx: Context, state: PageState) -> None:

@@ -1,5 +1,5 @@
 """Watching attention learn: a series of training checkpoints, the induction phase change, a head's pattern
-over steps, and any checkpoint opened on the other pages (the logic is attnkit/app/training_view.py)."""
+over steps, and any checkpoint opened on the other pages (the logic is in view.py beside this file)."""
 from dataclasses import dataclass
 
 import streamlit as st
@@ -8,6 +8,7 @@ from attnkit import app as ui
 from attnkit.app.pages.training import view
 from attnkit.i18n import t
 from attnkit.series import SHIPPED_SERIES_NAME
+from attnkit.standard import parse_head
 
 
 @dataclass
@@ -52,7 +53,7 @@ view.curves(res)
 st.subheader(t("A head's pattern, step by step"))
 steps = res.steps
 state.fit("step", steps, steps[-1], what=t("Step"), because=t("not a checkpoint of this series"), basis=series.name)
-heads = sorted({h for h in res.head_frame("induction")["head"]}, key=lambda n: tuple(map(int, n[1:].split("H"))))
+heads = sorted(set(res.head_frame("induction")["head"]), key=parse_head)
 state.fit("head", heads, res.default_head(), what=t("Head"), because=t("not a head of this model"),
           basis=series.name)
 state.fit("neighbours", range(0, 4), 1, what=t("Neighbours"), because=t("0 to 3"))
