@@ -3,7 +3,7 @@ resolved with a one-line notice, never silently."""
 from __future__ import annotations
 
 from attnkit import app as ui
-from helpers import apptest
+from helpers import ROOT, apptest, dashboard_sources
 
 TEXT = "The animal didn't cross the street because it was too tired."
 
@@ -58,9 +58,6 @@ def test_pages_stop_through_ui_stop():
     """Class 7: nothing a run sends after st.stop() reaches the browser, so a page that stopped with st.stop()
     kept the link it came with (Verify's never named its model and prompt). Pages and the app's widgets stop
     through ui.stop(), which writes the link and the waiting notices first."""
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    files = [*root.glob("pages/*.py"), *(p for p in root.glob("attnkit/app/*.py") if p.name != "frame.py")]
-    found = [str(p.relative_to(root)) for p in files if "st.stop()" in p.read_text(encoding="utf-8")]
+    files = [p for p in dashboard_sources() if p.name != "frame.py"]
+    found = [str(p.relative_to(ROOT)) for p in files if "st.stop()" in p.read_text(encoding="utf-8")]
     assert not found, found

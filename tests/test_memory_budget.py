@@ -9,6 +9,7 @@ import pandas as pd
 import torch
 
 from attnkit.app import caches, jobs
+from helpers import ROOT, dashboard_sources
 
 
 @dataclass
@@ -95,9 +96,6 @@ def test_pages_memoised_functions_are_held_to_the_results_budget(monkeypatch):
 
 def test_no_page_caches_by_count():
     """No st.cache_data left in the pages and the app's modules: every cache is held by the byte budget."""
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    found = [f"{p.relative_to(root)}" for p in [*root.glob("pages/*.py"), *root.glob("attnkit/app/*.py")]
+    found = [f"{p.relative_to(ROOT)}" for p in dashboard_sources()
              if "@st.cache_data" in p.read_text(encoding="utf-8")]
     assert not found, found

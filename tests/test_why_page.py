@@ -1,11 +1,12 @@
 """The "Why does this query attend to this key?" panel on Heatmaps and the layer-0 split on Step by step
-(attnkit/app/why.py): the page shows the same terms as ``python -m attnkit why --json``."""
+(attnkit/app/pages/heatmaps/why.py, steps/page.py): the page shows the same terms as ``python -m attnkit why --json``."""
 import json
 
 import pytest
 
 from attnkit import score_terms as terms_lib
-from attnkit.app import why as why_view
+from attnkit.app.pages.heatmaps import why as why_view
+from attnkit.app.pages.shared import splits
 from attnkit.cli.why import cli as why_cli
 from helpers import apptest, make_family_checkpoint
 
@@ -130,11 +131,11 @@ def test_cost_grows_with_T_and_layer_and_the_page_estimate_is_seconds():
     from attnkit import loading
     cfg = loading.load("attnkit-tiny", "cpu").config
     assert terms_lib.cost(cfg, 64, 3) > terms_lib.cost(cfg, 32, 3) > terms_lib.cost(cfg, 32, 1)
-    assert why_view.seconds(cfg, 12, 3) < why_view.JOB_SECONDS        # the tiny model's split: no job
+    assert splits.seconds(cfg, 12, 3) < splits.JOB_SECONDS        # the tiny model's split: no job
 
 
 def test_the_whole_row_runs_as_a_job_when_slow(monkeypatch):
-    monkeypatch.setattr(why_view, "JOB_SECONDS", -1.0)               # every split counts as slow: a job
+    monkeypatch.setattr(splits, "JOB_SECONDS", -1.0)               # every split counts as slow: a job
     at = _why(hm_why_q=Q, hm_why_k=K, hm_why_row=True).run()
     assert not at.exception
     assert at.metric                                                  # the key's split came from its job

@@ -12,8 +12,8 @@ from streamlit.testing.v1 import AppTest
 from attnkit import i18n
 from attnkit.app import tables
 from attnkit.app.navigation import PAGES
-from helpers import ROOT
-from test_zh_pages_b import zh_page
+from helpers import ROOT, dashboard_sources
+from test_learner_pages import zh_page
 from untranslated import untranslated
 
 #: Terms the Chinese pages write in English everywhere, as the seeds do: formulas and their functions, and
@@ -21,8 +21,7 @@ from untranslated import untranslated
 TERMS = ("softmax", "logits", "logit", "token")
 #: A position:token label (the mask table's headers on Step by step): the model's input, shown as it is.
 TOKEN_LABEL = re.compile(r"^\d+:")
-FRONT = ["app.py", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "pages").glob("*.py")),
-         *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "attnkit" / "app").glob("*.py"))]
+FRONT = [str(p.relative_to(ROOT)) for p in dashboard_sources()]
 
 
 def english_headers(frame) -> list[str]:
@@ -33,7 +32,7 @@ def english_headers(frame) -> list[str]:
             and untranslated(h, allow=TERMS, min_words=1)]
 
 
-@pytest.mark.parametrize("page", [spec.path for spec in PAGES])
+@pytest.mark.parametrize("page", [spec.key for spec in PAGES])
 def test_page_tables_have_chinese_headers(page):
     at = zh_page(page).run()
     assert not at.exception, at.exception
