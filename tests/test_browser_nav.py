@@ -1,6 +1,7 @@
 """In Chromium, on a server that has served nothing yet: a page's address as the very first request gets
-the frame (the links drawn by attnkit, the page's inputs written into the link) and never shows
-Streamlit's own list of the pages/ files, not even for a moment."""
+the frame (the links drawn by attnkit, the page's inputs written into the link), never shows Streamlit's own
+list of pages, not even for a moment, and no "Page not found" box (the first request is served in Streamlit's
+old pages/ mode: pages/<address>.py, a copy of app.py, is what it runs)."""
 import pytest
 
 from attnkit.app.navigation import PAGES
@@ -9,12 +10,14 @@ from helpers import make_checkpoint
 
 pytestmark = pytest.mark.browser
 
-#: Records, from the first byte of the page on, whether Streamlit's own page list ever appeared.
+#: Records, from the first byte of the page on, whether Streamlit's own page list or a dialog ever appeared.
 WATCH = """
 window.__stNavSeen = false;
+window.__dialogSeen = false;
 new MutationObserver(() => {
   if (document.querySelector("[data-testid='stSidebarNav'], [data-testid='stSidebarNavItems']"))
     window.__stNavSeen = true;
+  if (document.querySelector("[role='dialog']")) window.__dialogSeen = true;
 }).observe(document, {childList: true, subtree: true});
 """
 
@@ -32,6 +35,7 @@ def test_a_page_address_first_on_a_fresh_server_gets_the_frame_without_a_flash(t
         assert all(s.title in t for s, t in zip(PAGES, links.all_inner_texts())), links.all_inner_texts()
         assert "model=" in page.url, page.url            # the frame's url_save ran on this request
         assert page.evaluate("window.__stNavSeen") is False
+        assert page.evaluate("window.__dialogSeen") is False, "a dialog (Streamlit's Page not found) was shown"
         # the frame's links work: Heatmaps, then back to Home
         links.filter(has_text="Heatmaps").first.click()
         page.get_by_role("heading", name="Heatmaps").first.wait_for(timeout=60_000)

@@ -3,6 +3,7 @@
 query cannot see, and tells the same story as composition scores and path patching on attnkit-tiny."""
 import dataclasses
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -216,6 +217,27 @@ def test_layer0_split_adds_up_and_needs_learned_positions(family):
     rot = family("pythia-70m")
     with pytest.raises(ST.ScoreTermsError, match="rotary"):
         ST.layer0_split(ST.score_terms(rot, ids_for(rot), 0, 0, 10, 4))
+
+
+def test_layer0_top_splits_the_score_of_the_key_the_model_scores_highest(family):
+    w = with_biases(family("gpt2"), torch.float64)
+    ids = ids_for(w)
+    cells, key = ST.layer0_top(w, ids, 1, 10)
+    row = model_scores(w, ids, 0)[1, 10, :11]                         # the model's own scores, keys 0 … 10
+    assert key == int(row.argmax())
+    assert abs(sum(cells.values()) - float(row[key])) <= TOL_F64
+
+
+def test_runner_up_is_the_other_key_the_query_scores_highest():
+    """Hand-made scores: query 3 of head 1 scores keys 0 … 3 as 0.5, 2.0, 1.5, 0.7 (key 4, in its future, 9)."""
+    scores = torch.full((1, 2, 5, 5), -1.0)
+    scores[0, 1, 3] = torch.tensor([0.5, 2.0, 1.5, 0.7, 9.0])
+    trace = {("scores", 0): scores}
+    causal, window2 = SimpleNamespace(window=lambda layer: None), SimpleNamespace(window=lambda layer: 2)
+    assert ST.runner_up(trace, causal, 0, 1, 3, 1) == 2
+    assert ST.runner_up(trace, causal, 0, 1, 3, 2) == 1
+    assert ST.runner_up(trace, causal, 0, 1, 0, 0) is None             # query 0 sees only itself
+    assert ST.runner_up(trace, window2, 0, 1, 3, 2) == 3               # a window of 2: keys 2 and 3 only
 
 
 # ----------------------------------------------------------------------------- attnkit-tiny: three views

@@ -17,10 +17,11 @@ APP = Path(__file__).resolve().parents[2] / "app.py"
 
 def app_test(page: str, timeout: float = 120) -> AppTest:
     """An AppTest of app.py whose first run opens ``page`` (a key of :data:`PAGES`) inside the frame, as a
-    browser's first request for the page's address does (later runs stay on the page the last run ended on).
+    browser's first request for the page's address does.
 
     Before a first run AppTest asks for a page by its script's file name, as a browser asks by address: the
-    frame's copy for the address, ``pages/<address>.py``, is that script."""
+    frame's copy for the address, ``pages/<address>.py``, is that script. AppTest keeps asking for it: a run
+    that switches page (``ui.open_page``) ends on the new page, and the run after it opens ``page`` again."""
     at = AppTest.from_file(str(APP), default_timeout=timeout)
     spec = page_spec(page)
     if spec is not PAGES[0]:
