@@ -94,7 +94,7 @@ def peak_rss_mb(pid: int) -> float:
 
 # ----------------------------------------------------------------------------- driving pages
 
-#: The pages of app.py's navigation: title -> URL path (st.Page takes it from the file name).
+#: The pages of app.py's navigation: title -> URL path (each page's fixed address in the page list).
 PAGES = {spec.title: spec.url_path for spec in PAGE_LIST}
 CHART = "[data-testid='stVegaLiteChart'] canvas, [data-testid='stVegaLiteChart'] svg"
 SCREENSHOTS = ROOT / "artifacts" / "screenshots"

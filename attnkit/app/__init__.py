@@ -15,6 +15,8 @@ jobs      long work in the background: progress, stale result, Stop
 navigation  PAGES (the page list, once), open_page / open_head (the one way to open another page)
 clicks    clicked / new_click / forget_click (the one reader of a chart click)
 tables    show_table (THE way to show a table: st.dataframe with headers in the session's language), TABLE_TEXT
+planted   a planted model's stated circuit, read once      language  the session's language (lang in the link)
+opening   app_test: a page opened as its address opens it, under AppTest (tests, bench)
 """
 from . import tables
 from .caches import TRACE_CACHE_MB, TraceCache, budgeted, cached_model, cached_result, corpus_result, trace, traces_for_all
