@@ -4,6 +4,7 @@ run ranks an induction circuit's edges below the bar (its softmax is saturated, 
 of the key-side edges is small), and is checked to stay below EAP-IG."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -48,10 +49,10 @@ def test_compare_circuits_found_missed_extra_and_key_value_groups():
 
 
 def test_read_circuit_refuses_in_one_line(tmp_path):
-    with pytest.raises(ValueError, match="no readable CIRCUIT.json"):
+    with pytest.raises(ValueError, match="CIRCUIT.json not found"):
         cal.read_circuit(tmp_path)
     (tmp_path / "CIRCUIT.json").write_text('{"heads": "L0H0"}', encoding="utf-8")
-    with pytest.raises(ValueError, match="needs 'heads'"):
+    with pytest.raises(ValueError, match="heads must be a non-empty list"):
         cal.read_circuit(tmp_path)
 
 
@@ -91,7 +92,7 @@ def test_plain_edge_attribution_honest_miss_on_induction(ctxs):
 def test_a_wrong_stated_circuit_is_scored_as_a_miss(ctxs):
     """The scoring can fail: state a distractor as the planted heads and the patching methods say miss."""
     ctx = ctxs["planted-induction"]
-    wrong = dict(ctx.circuit, heads=["L0H1", "L1H2"], edges=[{"sender": "L0H1", "receiver": "L1H2.k"}])
+    wrong = dataclasses.replace(ctx.circuit, heads=("L0H1", "L1H2"), edges=(("L0H1", "L1H2.k"),))
     bad = cal.Context(ctx.name, ctx.weights, wrong, ctx.pairs)
     assert cal.m_activation_patching(bad)[0].verdict.startswith("miss")
     assert cal.m_path_patching(bad)[0].value == 0.0

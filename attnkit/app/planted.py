@@ -1,15 +1,17 @@
 """Planted-circuit models in the dashboard: a model whose folder states its circuit (``CIRCUIT.json``, read by
-:func:`attnkit.calibration.read_circuit`, the one reader) gets its card and stated circuit on Home, a line in
-the sidebar, and on Circuits the stated circuit beside the discovered one (found / missed / extra edges,
-:func:`attnkit.calibration.compare_circuits`; the graph's marks from :func:`attnkit.calibration.edge_marks`)."""
+:func:`attnkit.planted_files.read_circuit`, the one reader, checked against the loaded model) gets its card and
+stated circuit on Home, a line in the sidebar, and on Circuits the stated circuit beside the discovered one (found /
+missed / extra edges, :func:`attnkit.calibration.compare_circuits`; the graph's marks from
+:func:`attnkit.calibration.edge_marks`). A file that cannot be used is one line on the page, never a traceback."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
 
-from .. import calibration
+from .. import calibration, planted_files
 from ..i18n import t
 from ..loading import PLANTED_MODELS
 from .caches import budgeted
@@ -21,28 +23,50 @@ __all__ = ["Stated", "stated", "sidebar_note", "card_section", "Compared", "comp
 
 @dataclass(frozen=True)
 class Stated:
-    """A loaded model's stated circuit and its card (:func:`attnkit.calibration.read_card`)."""
+    """A loaded model's stated circuit and its card (:func:`attnkit.planted_files.read_card`)."""
     folder: str
-    circuit: dict
-    card: dict
+    circuit: planted_files.StatedCircuit
+    card: planted_files.ModelCard
+
+
+def _stamps(folder) -> tuple:
+    """The two files' (inode, size, change time): a file edited or replaced is read again."""
+    out = []
+    for name in (planted_files.CIRCUIT_FILE, planted_files.CARD_FILE):
+        try:
+            st_ = os.stat(folder / name)
+            out.append((st_.st_ino, st_.st_size, st_.st_mtime_ns, st_.st_ctime_ns))
+        except OSError:
+            out.append(None)
+    return tuple(out)
 
 
 @budgeted
-def _read(source: str) -> tuple[Stated | None, str | None]:
-    folder = calibration.planted_folder(source)
+def _read(source: str, shape: tuple, stamps: tuple, _config=None) -> tuple[Stated | None, tuple]:
+    """(the stated circuit and card, or None; the reasons a file could not be used, as messages rendered when
+    shown). A card that cannot be read leaves the circuit shown; a circuit that cannot leaves nothing."""
+    folder = planted_files.planted_folder(source)
     if folder is None:
-        return None, None
+        return None, ()
     try:
-        return Stated(str(folder), calibration.read_circuit(folder), calibration.read_card(folder)), None
+        circuit = planted_files.read_circuit(folder, _config)
     except ValueError as e:
-        return None, str(e)
+        return None, (e.args[0],)
+    try:
+        return Stated(str(folder), circuit, planted_files.read_card(folder)), ()
+    except ValueError as e:
+        return Stated(str(folder), circuit, planted_files.ModelCard()), (e.args[0],)
 
 
-def stated(ctx, quiet: bool = False) -> Stated | None:
-    """The loaded model's stated circuit, or None (not a planted model; a malformed CIRCUIT.json says why once,
-    unless ``quiet``)."""
-    got, error = _read(str(ctx.model.source))
-    if error and not quiet:
+def stated(ctx) -> Stated | None:
+    """The loaded model's stated circuit, or None (not a planted model); a CIRCUIT.json or MODEL_CARD.md that
+    cannot be used — malformed, naming heads the model lacks, a FIFO — says why in one line."""
+    source, cfg = str(ctx.model.source), ctx.model.config
+    folder = planted_files.planted_folder(source)
+    if folder is None:
+        return None
+    got, errors = _read(source, (cfg.n_layers, cfg.n_heads, cfg.d_vocab), _stamps(folder), _config=cfg)
+    for error in errors:
         show_error(error)
     return got
 
@@ -56,7 +80,7 @@ def sidebar_note(name) -> None:
 
 
 def _role(role: str) -> str:
-    return {"previous token": t("previous token"), "induction": t("induction")}.get(role, role)
+    return str(planted_files.ROLE_LABELS.get(role, role))
 
 
 def _reads(receiver: str) -> str:
@@ -66,13 +90,12 @@ def _reads(receiver: str) -> str:
             "": t("the MLP's input") if receiver.startswith("MLP") else t("the unembedding")}.get(part, part)
 
 
-def circuit_tables(circuit: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+def circuit_tables(circuit: planted_files.StatedCircuit) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(heads with their roles, edges with what each receiver reads) of a stated circuit."""
-    roles = circuit.get("roles", {})
-    heads = pd.DataFrame({t("head"): circuit["heads"], t("role"): [_role(roles.get(h, "")) for h in circuit["heads"]]})
-    edges = pd.DataFrame({t("sender"): [e["sender"] for e in circuit["edges"]],
-                          t("receiver"): [e["receiver"] for e in circuit["edges"]],
-                          t("reads it through"): [_reads(e["receiver"]) for e in circuit["edges"]]})
+    heads = pd.DataFrame({t("head"): list(circuit.heads),
+                          t("role"): [_role(circuit.roles.get(h, "")) for h in circuit.heads]})
+    edges = pd.DataFrame({t("sender"): [s for s, _ in circuit.edges], t("receiver"): [r for _, r in circuit.edges],
+                          t("reads it through"): [_reads(r) for _, r in circuit.edges]})
     return heads, edges
 
 
@@ -83,10 +106,10 @@ def card_section(ctx) -> None:
         return
     st.subheader(t("Planted circuit (known by construction)"))  # internal text: the catalog's
     card, circuit = got.card, got.circuit
-    if card["summary"]:
-        st.write(plain(card["summary"]))
+    if card.summary:
+        st.write(plain(card.summary))
     shown = {"Mechanism": t("Mechanism"), "Distractors": t("Distractors")}
-    for label, text in card["facts"]:
+    for label, text in card.facts:
         if label in shown:
             st.caption(plain(f"{shown[label]}: {text}"))
     left, right = st.columns([1, 2])
@@ -95,9 +118,9 @@ def card_section(ctx) -> None:
     show_table(heads, on=left, hide_index=True, width="stretch")
     right.caption(t("Stated edges (named as path patching names them)"))  # internal text: the catalog's
     show_table(edges, on=right, hide_index=True, width="stretch")
-    st.caption(plain(t("Task: {task}. Metric: {metric}", task=circuit.get("task", "—"), metric=circuit.get("metric", "—"))))
+    st.caption(plain(t("Task: {task}. Metric: {metric}", task=circuit.task, metric=circuit.metric or "—")))
     with st.expander(t("The whole model card")):  # internal text: the catalog's
-        st.text(card["text"] or t("This folder has no MODEL_CARD.md."))
+        st.text(card.text or t("This folder has no MODEL_CARD.md."))
 
 
 def mark_labels() -> dict[str, str]:
@@ -133,12 +156,12 @@ def compare_section(ctx, found) -> Compared:
     """Circuits, on a planted model: the stated circuit beside the discovered one (``found``: a
     :class:`attnkit.circuits.discover.Circuit`) — counts, precision and recall, and the edges with their marks.
     Returns what the graph draws (on any other model: the discovered edges, unmarked)."""
-    got = stated(ctx, quiet=True)
+    got = stated(ctx)
     if got is None:
         return Compared(list(found.edges))
     group = ctx.model.config.group
-    cmp = calibration.compare_circuits(got.circuit["edges"], found.edges, group)
-    marks = calibration.edge_marks(got.circuit["edges"], found.edges, group)
+    cmp = calibration.compare_circuits(got.circuit.edges, found.edges, group)
+    marks = calibration.edge_marks(got.circuit.edges, found.edges, group)
     st.markdown("**" + t("Stated circuit (CIRCUIT.json) beside the discovered one") + "**")  # internal text: the catalog's
     _metrics(cmp)
     if group > 1:
