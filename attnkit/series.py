@@ -239,11 +239,13 @@ def _unique_increasing(f: Path, rows: tuple) -> None:
         seen[r["folder"]] = k
     steps = [(k, r.get("step", _folder_step(r["folder"]))) for k, r in enumerate(rows)]
     for (j, a), (k, b) in zip(steps, steps[1:]):
-        if b <= a:
-            why = msg("the same step as") if b == a else msg("a step below that of")
-            raise SeriesError(msg("{file}: checkpoints[{k}] has step {b}, {why} checkpoints[{j}] ({a}); list the "
+        if b == a:
+            raise SeriesError(msg("{file}: checkpoints[{k}] repeats step {b} of checkpoints[{j}]; list the checkpoints "
+                                  "in training order, each step once", file=files.shown(f), k=k, b=b, j=j))
+        if b < a:
+            raise SeriesError(msg("{file}: checkpoints[{k}] has step {b}, below the {a} of checkpoints[{j}]; list the "
                                   "checkpoints in training order, each step once", file=files.shown(f), k=k, b=b,
-                                  why=why, j=j, a=a))
+                                  j=j, a=a))
 
 
 def _folder_step(name: str) -> int:

@@ -308,8 +308,9 @@ def _read_entry(path: Path) -> tuple[dict, dict]:
             raise ValueError("not a series cache entry")
         for i in infos:
             with z.open(i) as f:
-                version = np.lib.format.read_magic(f)
-                shape, _, dtype = np.lib.format._read_array_header(f, version)
+                fmt = np.lib.format
+                read = fmt.read_array_header_1_0 if fmt.read_magic(f) == (1, 0) else fmt.read_array_header_2_0
+                shape, _, dtype = read(f)
                 if dtype.hasobject or math.prod(shape) * dtype.itemsize > i.file_size:
                     raise ValueError(f"{i.filename}: its header does not fit its data")
     with np.load(io.BytesIO(data), allow_pickle=False) as z:
