@@ -62,12 +62,17 @@ def _score(item: str) -> float:
 
 def softmax(scores, temperature: float = 1.0, d: int | None = None) -> np.ndarray:
     """softmax(scores / (√d · T)) in float64 (without d: softmax(scores / T)), computed so that no finite input
-    gives NaN: the maximum is subtracted first (the gaps s − max ≤ 0; a gap beyond the float range is −inf, i.e. a
-    weight of 0), and then divided by T and by √d one after the other (their product may overflow; a subnormal
-    T sends every non-zero gap to −inf). The largest score's term is exp(0) = 1, so the sum is ≥ 1."""
+    gives NaN: the maximum is subtracted first, the gaps s − max ≤ 0 are divided by T and then by √d (one after
+    the other: their product may overflow). A gap beyond the float range (1e308 − (−1e308)) is halved before the
+    division (by T/2), so a large T still gives it its finite share; a subnormal T sends every non-zero gap to
+    −inf (a weight of 0). The largest score's term is exp(0) = 1, so the sum is ≥ 1."""
     s = np.asarray(scores, dtype=np.float64)
-    with np.errstate(over="ignore", under="ignore"):
-        z = (s - s.max()) / float(temperature)
+    T = float(temperature)
+    with np.errstate(over="ignore", under="ignore", divide="ignore"):
+        gap = s - s.max()
+        z = gap / T
+        wide = np.isinf(gap)
+        z[wide] = (s[wide] / 2 - s.max() / 2) / (T / 2)
         if d is not None:
             z = z / math.sqrt(d)
         e = np.exp(z)
