@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 
 import numpy as np
 import pytest
 
 from attnkit import calibration as cal
 from attnkit.cli import main
+from attnkit.i18n import language
 from attnkit.loading import PLANTED_MODELS, SHIPPED, load
 
 INDUCTION = ["planted-induction", "planted-llama", "planted-competing"]
@@ -118,3 +120,32 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert main(["calibrate", "--json", str(tmp_path / "missing" / "x.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and "Traceback" not in "".join(err)
+
+
+def test_the_report_card_is_in_the_readers_language_and_its_json_in_english(ctxs):
+    """Issue 44, class 19: calibrate's report stayed English in a 简体中文 call. Its lines render in the call's
+    language; the JSON keeps the method names, metrics and verdicts as English identifiers and text."""
+    name = "planted-induction"
+    card = cal.calibrate([(name, SHIPPED[name], ctxs[name].weights)], n_pairs=1)
+    card["models"][0]["methods"] = card["models"][0]["methods"][:4]          # stated circuit, head statistics
+    english = "\n".join(cal.report(card))
+    with language("zh"):
+        chinese = "\n".join(cal.report(card))
+    assert "head statistics" in english and "pass: planted L0H0" in english
+    assert "头统计量" in chinese and "通过：植入的 L0H0" in chinese and "head statistics" not in chinese
+    row = json.loads(json.dumps(card))["models"][0]["methods"][2]
+    assert row["method"] == "head statistics" and row["verdict"].startswith("pass: planted")
+
+
+def test_cli_refuses_a_stated_circuit_its_model_lacks_before_any_work(tmp_path, monkeypatch, capsys):
+    folder = tmp_path / "planted"
+    shutil.copytree(SHIPPED["planted-mlp"], folder)
+    data = json.loads((folder / "CIRCUIT.json").read_text(encoding="utf-8"))
+    (folder / "CIRCUIT.json").write_text(json.dumps({**data, "heads": ["L0H0", "L4H0"], "roles": {}}),
+                                         encoding="utf-8")
+    monkeypatch.setitem(SHIPPED, "planted-mlp", folder)
+    ran = []
+    monkeypatch.setattr(cal, "calibrate_model", lambda *a, **k: ran.append(a))
+    assert main(["calibrate", "--models", "planted-mlp", "--pairs", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert not ran and "\n" not in err and "names L4H0, which this model lacks" in err
