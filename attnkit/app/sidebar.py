@@ -23,12 +23,12 @@ _SOURCES = {"Type": msg("Type"), "Upload": msg("Upload")}
 
 def ask_to_load(path: str, key: str, on_load, on_ignore, dg=st) -> None:
     """The one confirmation of a local folder named by a link: the path shown, "Load this folder" (``on_load``)
-    and "Ignore it" (``on_ignore``), widget keys ``<key>_confirm`` / ``<key>_ignore``; drawn on ``dg``."""
+    and "Ignore it" (``on_ignore``), widget keys ``<key>_confirm_folder`` / ``<key>_ignore_folder``; drawn on ``dg``."""
     dg.warning(t("This link asks to load the local folder “{path}”. Nothing is loaded until you confirm.",
                  path=plain(path)), icon="📁")
     a, b = dg.columns(2)
-    a.button(t("Load this folder"), key=f"{key}_confirm", on_click=on_load, args=(path,), type="primary")
-    b.button(t("Ignore it"), key=f"{key}_ignore", on_click=on_ignore)
+    a.button(t("Load this folder"), key=f"{key}_confirm_folder", on_click=on_load, args=(path,), type="primary")
+    b.button(t("Ignore it"), key=f"{key}_ignore_folder", on_click=on_ignore)
 
 
 def _confirm_folder() -> bool:
