@@ -23,8 +23,6 @@ Scores:
 """
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -37,98 +35,59 @@ from .circuits.attribution_patching import edge_attribution, head_attribution, r
 from .circuits.compose import composition
 from .circuits.discover import ablated_outputs, circuit_logit_diffs, discover
 from .circuits.path import cache_runs, parse_node, path_map, receiver_names, sender_names
+from .i18n import Message, msg
 from .model import run
 from .patching import Pair, patch
+from .planted_files import ROLE_LABELS, ModelCard, StatedCircuit, planted_folder, read_card, read_circuit
 from .score_terms import score_terms
+from .standard import head_name, node_name, parse_head, split_node
 from .weights import Weights
 
-__all__ = ["Row", "Context", "METHODS", "read_circuit", "planted_folder", "read_card", "make_pairs", "pair_words", "planted_word",
-           "roc_auc", "compare_circuits", "edge_marks", "calibrate_model", "calibrate", "report"]
-
-_KV_RECEIVER = re.compile(r"^L(\d+)H(\d+)\.([kv])$")
+__all__ = ["Row", "Context", "METHODS", "StatedCircuit", "ModelCard", "read_circuit", "planted_folder", "read_card",
+           "make_pairs", "pair_words", "planted_word", "roc_auc", "compare_circuits", "edge_marks", "calibrate_model",
+           "calibrate", "report"]
 
 
 @dataclass
 class Row:
+    """One score of a method: ``method`` (its name in :data:`METHODS`), ``metric`` and ``verdict`` (messages:
+    English as str, shown in the reader's language), and the value."""
     method: str
     metric: str
     value: float | None
     verdict: str
 
     def to_json(self) -> dict:
+        """The row as JSON values (the messages as their English text: what a report card file holds); the
+        language-aware messages stay reachable through :func:`report` on the rows themselves."""
         v = None if self.value is None or not np.isfinite(self.value) else float(self.value)
         return {"method": self.method, "metric": self.metric, "value": v, "verdict": self.verdict}
+
+
+def _verdict(ok: bool, text: Message) -> Message:
+    """"pass: …" or "miss: …" (the pass/miss word first, as the tests and the report card read it)."""
+    return msg("pass: {why}", why=text) if ok else msg("miss: {why}", why=text)
 
 
 @dataclass
 class Context:
     name: str
     weights: Weights
-    circuit: dict
+    circuit: StatedCircuit
     pairs: list[Pair]
     notes: list[str] = field(default_factory=list)
 
     @property
     def heads(self) -> list[str]:
-        return list(self.circuit["heads"])
+        return list(self.circuit.heads)
 
     @property
     def edges(self) -> set[tuple[str, str]]:
-        return {(e["sender"], e["receiver"]) for e in self.circuit["edges"]}
+        return set(self.circuit.edges)
 
     def labels(self) -> list[str]:
         cfg = self.weights.config
-        return [f"L{l}H{h}" for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
-
-
-def read_circuit(folder: str | Path) -> dict:
-    """The stated circuit of a planted model folder; ValueError in one line if absent or malformed."""
-    path = Path(folder) / "CIRCUIT.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ValueError(f"{path}: no readable CIRCUIT.json ({e.__class__.__name__})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("heads"), list) or not isinstance(data.get("edges"), list):
-        raise ValueError(f"{path}: CIRCUIT.json needs 'heads' (a list) and 'edges' (a list of sender/receiver)")
-    return data
-
-
-def planted_folder(source) -> Path | None:
-    """The folder of a loaded model (``Loaded.source``) when it states a circuit (holds a CIRCUIT.json), else None
-    (a hub repository, or a folder without one)."""
-    folder = Path(str(source)).expanduser()
-    return folder if (folder / "CIRCUIT.json").is_file() else None
-
-
-_MD_MARKS = re.compile(r"\*\*|`")
-
-
-def read_card(folder: str | Path) -> dict:
-    """A planted model's MODEL_CARD.md as plain text: {"title", "summary" (the first paragraph), "facts" (the
-    bullets as (label, text) pairs, "Family: …" -> ("Family", "…")), "text" (the whole card)}; bold and code
-    marks are dropped. A folder without a card gives empty fields."""
-    try:
-        text = (Path(folder) / "MODEL_CARD.md").read_text(encoding="utf-8")
-    except OSError:
-        return {"title": "", "summary": "", "facts": [], "text": ""}
-    text = _MD_MARKS.sub("", text)
-    title, paragraphs, facts = "", [], []
-    for block in re.split(r"\n\s*\n", text.strip()):
-        lines = [ln.strip() for ln in block.splitlines() if ln.strip()]
-        if lines and lines[0].startswith("#"):
-            title, lines = lines[0].lstrip("#").strip(), lines[1:]
-        bullets: list[str] = []
-        for ln in lines if lines and lines[0].startswith("- ") else []:
-            if ln.startswith("- "):
-                bullets.append(ln[2:])
-            else:                                   # a bullet's continuation line
-                bullets[-1] += " " + ln
-        for b in bullets:
-            label, sep, rest = b.partition(": ")
-            facts.append((label, rest) if sep and len(label) < 40 else ("", b))
-        if lines and not bullets:
-            paragraphs.append(" ".join(lines))
-    return {"title": title, "summary": paragraphs[0] if paragraphs else "", "facts": facts, "text": text}
+        return [head_name(l, h) for l in range(cfg.n_layers) for h in range(cfg.n_heads)]
 
 
 def _sequence(task: str, T: int, vocab: int, gen: torch.Generator, shift: int) -> tuple[list[int], int]:
@@ -143,14 +102,16 @@ def _sequence(task: str, T: int, vocab: int, gen: torch.Generator, shift: int) -
     return ids, (ids[-3] + shift) % vocab
 
 
-def make_pairs(circuit: dict, n: int = 4, T: int = 16, vocab: int = 40, seed: int = 0) -> list[Pair]:
-    """``n`` clean/corrupted pairs of the circuit's task (answer: clean's next token; distractor: corrupted's)."""
+def make_pairs(circuit: StatedCircuit, n: int = 4, T: int = 16, vocab: int | None = None,
+               seed: int = 0) -> list[Pair]:
+    """``n`` clean/corrupted pairs of the circuit's task (answer: clean's next token; distractor: corrupted's),
+    drawn from the circuit's vocabulary unless ``vocab`` is given."""
     gen = torch.Generator().manual_seed(seed)
+    vocab = circuit.vocab if vocab is None else vocab
     out = []
     while len(out) < n:
-        task, shift = circuit.get("task", "induction"), int(circuit.get("shift", 0))
-        clean, a = _sequence(task, T, vocab, gen, shift)
-        corrupt, d = _sequence(task, T, vocab, gen, shift)
+        clean, a = _sequence(circuit.task, T, vocab, gen, circuit.shift)
+        corrupt, d = _sequence(circuit.task, T, vocab, gen, circuit.shift)
         if a != d:
             out.append(Pair(clean, corrupt, a, d, T - 1))
     return out
@@ -186,10 +147,12 @@ def canonical(edge: tuple[str, str], group: int = 1) -> tuple[str, str]:
     """An edge with a ``.k``/``.v`` receiver named by the first query head of its key/value group (grouped-query
     attention: L1H1.k is the same key head as L1H0.k when 2 query heads share it)."""
     s, r = edge
-    m = _KV_RECEIVER.match(r)
-    if group > 1 and m:
-        h = int(m[2])
-        r = f"L{m[1]}H{h - h % group}.{m[3]}"
+    try:
+        node = split_node(r)
+    except ValueError:
+        return s, r
+    if group > 1 and node[0] in ("k", "v"):
+        r = node_name((node[0], node[1], node[2] - node[2] % group))
     return s, r
 
 
@@ -232,16 +195,16 @@ def _top_set(ctx: Context, values: np.ndarray, planted: list[str], method: str, 
     others = [values[i] for i in range(len(labels)) if labels[i] not in planted]
     low = min(values[labels.index(h)] for h in planted)
     ok = worst == len(planted)
-    verdict = (f"{'pass' if ok else 'miss'}: planted {', '.join(planted)} rank "
-               f"{', '.join(str(ranks[h]) for h in planted)} of {len(labels)}; weakest planted {low:.3g} vs "
-               f"strongest other {max(others):.3g}")
+    verdict = _verdict(ok, msg("planted {heads} rank {ranks} of {n}; weakest planted {low} vs strongest other {high}",
+                               heads=", ".join(planted), ranks=", ".join(str(ranks[h]) for h in planted),
+                               n=len(labels), low=f"{low:.3g}", high=f"{max(others):.3g}"))
     return Row(method, metric, float(worst), verdict)
 
 
 def _roles(ctx: Context) -> dict[str, list[str]]:
     """Planted heads by role (previous token, induction): the roles a head statistic scores."""
     out: dict[str, list[str]] = {}
-    for head, role in ctx.circuit.get("roles", {}).items():
+    for head, role in ctx.circuit.roles.items():
         if role in ("previous token", "induction"):
             out.setdefault(role, []).append(head)
     return out
@@ -257,7 +220,8 @@ def m_head_statistics(ctx: Context) -> list[Row]:
             ids = torch.tensor([p.clean for p in ctx.pairs])
             pats = run(ctx.weights, ids, capture=["pattern"]).stack("pattern")        # [L, B, H, T, T]
             vals = metrics.diagonal_mass(pats, -1).mean(dim=(1, -1)).flatten().cpu().numpy()
-        rows.append(_top_set(ctx, vals, heads, "head statistics", f"{role} score: planted heads' worst rank"))
+        rows.append(_top_set(ctx, vals, heads, "head statistics",
+                             msg("{role} score: planted heads' worst rank", role=ROLE_LABELS[role])))
     return rows
 
 
@@ -265,17 +229,20 @@ def m_composition(ctx: Context) -> list[Row]:
     comp = composition(ctx.weights)
     rows, labels, q99 = [], ctx.labels(), comp.baseline["q99"]
     for s, r in sorted(ctx.edges):
-        if not (s.startswith("L") and r.startswith("L") and "." in r):
+        sender, receiver = split_node(s), split_node(r)
+        if sender[0] != "head" or receiver[0] not in ("q", "k", "v"):
             continue
-        recv, mode = r.split(".")
+        mode, recv = receiver[0], head_name(receiver[1], receiver[2])
         sc = comp.scores[mode]
         val = sc[labels.index(s), labels.index(recv)]
         flat = sc[np.isfinite(sc)]
         position = int((flat > val).sum()) + 1
         ok = val > q99 and position == 1
-        rows.append(Row("composition", f"{mode.upper()}-composition {s}→{recv}: rank among {flat.size} pairs",
-                        float(position), f"{'pass' if ok else 'miss'}: score {val:.3f} vs baseline 99th pct "
-                        f"{q99:.3f} (×{val / comp.baseline['mean']:.1f} the baseline mean); rank {position}"))
+        rows.append(Row("composition", msg("{mode}-composition {sender}→{receiver}: rank among {n} pairs",
+                                           mode=mode.upper(), sender=s, receiver=recv, n=flat.size), float(position),
+                        _verdict(ok, msg("score {score} vs baseline 99th pct {q99} (×{times} the baseline mean); rank "
+                                         "{rank}", score=f"{val:.3f}", q99=f"{q99:.3f}",
+                                         times=f"{val / comp.baseline['mean']:.1f}", rank=position))))
     return rows
 
 
@@ -294,12 +261,12 @@ def _head_effects(ctx: Context, estimate: bool) -> np.ndarray:
 
 def m_activation_patching(ctx: Context) -> list[Row]:
     return [_top_set(ctx, _head_effects(ctx, False), ctx.heads, "activation patching",
-                     "planted heads' worst rank by |patched − clean LD|")]
+                     msg("planted heads' worst rank by |patched − clean LD|"))]
 
 
 def m_attribution_patching(ctx: Context) -> list[Row]:
     return [_top_set(ctx, _head_effects(ctx, True), ctx.heads, "attribution patching",
-                     "planted heads' worst rank by |estimated change|")]
+                     msg("planted heads' worst rank by |estimated change|"))]
 
 
 def m_path_patching(ctx: Context) -> list[Row]:
@@ -320,9 +287,10 @@ def m_path_patching(ctx: Context) -> list[Row]:
         weakest = min(total[senders.index(s)] for s in planted)
         worst_gap = min(worst_gap, weakest - (max(rest) if rest else 0.0))
     n = len(by_recv)
-    return [Row("path patching", "share of stated receivers whose stated senders are the top senders",
-                good / n, f"{'pass' if good == n else 'miss'}: {good} of {n} receivers; smallest margin "
-                f"(weakest planted − strongest other |Δ LD|, summed over {len(ctx.pairs)} pairs) {worst_gap:.3g}")]
+    return [Row("path patching", msg("share of stated receivers whose stated senders are the top senders"),
+                good / n, _verdict(good == n, msg("{good} of {n} receivers; smallest margin (weakest planted − "
+                                                  "strongest other |Δ LD|, summed over {pairs} pairs) {gap}",
+                                                  good=good, n=n, pairs=len(ctx.pairs), gap=f"{worst_gap:.3g}")))]
 
 
 def _edge_auc(ctx: Context, steps: int) -> tuple[float, int]:
@@ -341,9 +309,9 @@ def _edge_auc(ctx: Context, steps: int) -> tuple[float, int]:
 def _auc_row(ctx: Context, steps: int, method: str) -> Row:
     auc, n = _edge_auc(ctx, steps)
     ok = auc >= 0.95
-    return Row(method, "ROC AUC of |edge score| for the stated edges", auc,
-               f"{'pass' if ok else 'miss'}: AUC {auc:.3f} over {n} edges ({len(ctx.edges)} stated; bar 0.95; "
-               f"{len(ctx.pairs)} pairs)")
+    return Row(method, msg("ROC AUC of |edge score| for the stated edges"), auc,
+               _verdict(ok, msg("AUC {auc} over {n} edges ({stated} stated; bar 0.95; {pairs} pairs)",
+                                auc=f"{auc:.3f}", n=n, stated=len(ctx.edges), pairs=len(ctx.pairs))))
 
 
 def m_edge_attribution(ctx: Context) -> list[Row]:
@@ -358,17 +326,20 @@ def m_discovery(ctx: Context) -> list[Row]:
     circ = discover(ctx.weights, ctx.pairs, target=0.8)
     cmp = compare_circuits(ctx.edges, circ.edges, ctx.weights.config.group)
     faith = circ.circuit_ld / circ.clean_ld if circ.clean_ld else float("nan")
-    missed = ", ".join(f"{s}→{r}" for s, r in cmp["missed"]) or "none"
-    return [Row("discovery", "recall of the stated edges (target 80 %)", cmp["recall"],
-                f"{'pass' if cmp['recall'] == 1 else 'miss'}: {len(cmp['found'])} of {len(ctx.edges)} found; "
-                f"missed: {missed}"),
-            Row("discovery", "precision of the kept edges", cmp["precision"],
-                f"{'pass' if cmp['precision'] >= 0.5 else 'miss'}: {len(cmp['extra'])} extra of {circ.size} kept"
-                + (f" ({len(cmp['found']) + len(cmp['extra'])} once a key/value group's receivers are one)"
-                   if ctx.weights.config.group > 1 else "")),
-            Row("discovery", "faithfulness of the kept circuit", faith,
-                f"{'pass' if faith >= 0.8 else 'miss'}: LD(circuit) / LD(clean) = {faith:.3f} with {circ.size} edges "
-                f"(recovered {circ.recovered:.3f})")]
+    missed = ", ".join(f"{s}→{r}" for s, r in cmp["missed"]) or msg("none")
+    extra = msg("{n} extra of {size} kept", n=len(cmp["extra"]), size=circ.size)
+    if ctx.weights.config.group > 1:
+        extra = msg("{n} extra of {size} kept ({distinct} once a key/value group's receivers are one)",
+                    n=len(cmp["extra"]), size=circ.size, distinct=len(cmp["found"]) + len(cmp["extra"]))
+    return [Row("discovery", msg("recall of the stated edges (target 80 %)"), cmp["recall"],
+                _verdict(cmp["recall"] == 1, msg("{found} of {n} found; missed: {missed}", found=len(cmp["found"]),
+                                                 n=len(ctx.edges), missed=missed))),
+            Row("discovery", msg("precision of the kept edges"), cmp["precision"],
+                _verdict(cmp["precision"] >= 0.5, extra)),
+            Row("discovery", msg("faithfulness of the kept circuit"), faith,
+                _verdict(faith >= 0.8, msg("LD(circuit) / LD(clean) = {faith} with {size} edges (recovered "
+                                           "{recovered})", faith=f"{faith:.3f}", size=circ.size,
+                                           recovered=f"{circ.recovered:.3f}")))]
 
 
 def m_stated_circuit(ctx: Context) -> list[Row]:
@@ -388,10 +359,11 @@ def m_stated_circuit(ctx: Context) -> list[Row]:
         lds += circuit_logit_diffs(runs, S, R, keep, ablated_outputs(runs, S, "resample"))
         clean += runs.clean_ld
     kept, cut = lds / clean
-    return [Row("stated circuit", "faithfulness of the stated edges alone", float(kept),
-                f"{'pass' if kept >= 0.8 else 'miss'}: LD share {kept:.3f} with only the {len(ctx.edges)} stated edges (bar 0.8)"),
-            Row("stated circuit", "LD share with the stated edges ablated (all others kept)", float(cut),
-                f"{'pass' if cut <= 0.1 else 'miss'}: LD share {cut:.3f} (bar ≤ 0.1)")]
+    return [Row("stated circuit", msg("faithfulness of the stated edges alone"), float(kept),
+                _verdict(kept >= 0.8, msg("LD share {share} with only the {n} stated edges (bar 0.8)",
+                                          share=f"{kept:.3f}", n=len(ctx.edges)))),
+            Row("stated circuit", msg("LD share with the stated edges ablated (all others kept)"), float(cut),
+                _verdict(cut <= 0.1, msg("LD share {share} (bar ≤ 0.1)", share=f"{cut:.3f}")))]
 
 
 def _expected_key_parts(ctx: Context) -> dict[str, set[str]]:
@@ -402,10 +374,11 @@ def _expected_key_parts(ctx: Context) -> dict[str, set[str]]:
     stated = {canonical(e, group) for e in ctx.edges}
     out = {}
     for head in ctx.heads:
-        if head.startswith("L0H"):
+        layer, h = parse_head(head)
+        if layer == 0:
             continue
-        key = canonical(("", f"{head}.k"), group)[1]
-        senders = {s for s, r in stated if r == key and s.startswith("L")}
+        key = canonical(("", node_name(("k", layer, h))), group)[1]
+        senders = {s for s, r in stated if r == key and split_node(s)[0] == "head"}
         out[head] = senders or {"embed", "pos_embed"}
     return out
 
@@ -416,7 +389,7 @@ def m_score_terms(ctx: Context) -> list[Row]:
     trace = run(ctx.weights, torch.tensor([p.clean for p in ctx.pairs]), capture=["pattern"])
     hits, cases, shares = 0, 0, []
     for head, want in _expected_key_parts(ctx).items():
-        l, h = (int(x) for x in head[1:].split("H"))
+        l, h = parse_head(head)
         for b, p in enumerate(ctx.pairs):
             key = int(trace["pattern", l][b, h, p.pos, : p.pos + 1].argmax())
             side = score_terms(ctx.weights, p.clean, l, h, p.pos, key).key_side
@@ -425,12 +398,13 @@ def m_score_terms(ctx: Context) -> list[Row]:
             cases += 1
             shares.append(float(side[top] / side.abs().sum()))
     if not cases:
-        return [Row("score terms", "key-side top part is the stated sender", None,
-                    "n/a: no planted head above layer 0")]
-    return [Row("score terms", "share of (planted head, pair) whose key-side top part is the stated sender "
-                "(an embedding where no head is stated)",
-                hits / cases, f"{'pass' if hits == cases else 'miss'}: {hits} of {cases}; the top part carries "
-                f"{min(shares):.0%}–{max(shares):.0%} of the key side's |terms|")]
+        return [Row("score terms", msg("key-side top part is the stated sender"), None,
+                    msg("n/a: no planted head above layer 0"))]
+    return [Row("score terms", msg("share of (planted head, pair) whose key-side top part is the stated sender "
+                                   "(an embedding where no head is stated)"),
+                hits / cases, _verdict(hits == cases, msg("{hits} of {cases}; the top part carries {low}–{high} of "
+                                                          "the key side's |terms|", hits=hits, cases=cases,
+                                                          low=f"{min(shares):.0%}", high=f"{max(shares):.0%}")))]
 
 
 #: (name, function) — one registration per method, run in this order.
@@ -451,8 +425,8 @@ METHODS: list[tuple[str, Callable[[Context], list[Row]]]] = [
 def calibrate_model(name: str, folder: str | Path, weights: Weights, n_pairs: int = 4,
                     methods=None) -> dict:
     """{"name", "folder", "methods": [row…]} for one planted model."""
-    circuit = read_circuit(folder)
-    ctx = Context(name, weights, circuit, make_pairs(circuit, n_pairs, vocab=circuit.get("vocab", 40)))
+    circuit = read_circuit(folder, weights.config)
+    ctx = Context(name, weights, circuit, make_pairs(circuit, n_pairs))
     rows = []
     for _, fn in (methods or METHODS):
         rows += [r.to_json() for r in fn(ctx)]
@@ -470,12 +444,21 @@ def calibrate(models: list[tuple[str, str | Path, Weights]], n_pairs: int = 4,
     return {"models": out}
 
 
+#: Each method's name as shown (the report card's text; its JSON keeps the names of :data:`METHODS`).
+METHOD_LABELS = {"stated circuit": msg("stated circuit"), "head statistics": msg("head statistics"),
+                 "composition": msg("composition"), "activation patching": msg("activation patching"),
+                 "attribution patching": msg("attribution patching"), "path patching": msg("path patching"),
+                 "edge attribution": msg("edge attribution"), "EAP-IG": "EAP-IG", "discovery": msg("discovery"),
+                 "score terms": msg("score terms")}
+
+
 def report(card: dict) -> list[str]:
-    """The report card as text lines (model, method, metric, value, verdict)."""
+    """The report card as text lines (model, method, metric, value, verdict), in the reader's language."""
     lines = []
     for m in card["models"]:
         lines.append(f"{m['name']}  ({m['folder']})")
         for r in m["methods"]:
             v = "—" if r["value"] is None else f"{r['value']:.3g}"
-            lines.append(f"  {r['method']:<21} {r['metric']}: {v}\n  {'':<21} {r['verdict']}")
+            label = str(METHOD_LABELS.get(r["method"], r["method"]))
+            lines.append(f"  {label:<21} {r['metric']}: {v}\n  {'':<21} {r['verdict']}")
     return lines

@@ -1,6 +1,8 @@
 """attnkit's cache folder on disk: ``$XDG_CACHE_HOME/attnkit`` (default ``~/.cache/attnkit``; an ``ATTNKIT_CACHE``
 folder overrides it), the same base the dashboard's prompt store uses (``…/attnkit/prompts``), and small
-content-addressed files in it, written atomically. Core: imports nothing of attnkit."""
+content-addressed files in it, written atomically. Keys are made of the *content* of the files they stand for
+(:func:`file_digest`: SHA-256 of the bytes, remembered per :func:`stamp`, which changes whenever a file is
+replaced or written). Core: imports only :mod:`attnkit.files` (a FIFO or device is never hashed)."""
 from __future__ import annotations
 
 import hashlib
@@ -8,7 +10,9 @@ import json
 import os
 from pathlib import Path
 
-__all__ = ["cache_folder", "file_digest", "forget_digests", "key_of"]
+from .files import open_regular
+
+__all__ = ["cache_folder", "file_digest", "forget_digests", "key_of", "stamp"]
 
 _DIGESTS: dict[tuple, str] = {}
 
@@ -22,17 +26,26 @@ def cache_folder(*parts: str) -> Path:
     return root.joinpath(*parts)
 
 
-def file_digest(path: Path) -> str:
-    """SHA-256 of a file's bytes (a HuggingFace cache blob is named by it: the name is taken as it is),
-    remembered per (path, size, mtime) in this process."""
+def stamp(path: Path) -> tuple:
+    """What tells whether a file changed: its real path, device, inode, size, modification and change times
+    (the change time moves on every write and rename, and cannot be set back)."""
     real = Path(path).resolve()
-    if len(real.name) == 64 and all(c in "0123456789abcdef" for c in real.name):
-        return real.name
     st = real.stat()
-    key = (str(real), st.st_size, st.st_mtime_ns)
+    return str(real), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of a regular file's bytes, remembered per :func:`stamp` in this process. A blob of the
+    HuggingFace cache (``models--…/blobs/<sha256>``, named by its content's hash when downloaded) is taken by
+    its name. FileError for a FIFO, socket or device (never read)."""
+    real = Path(path).resolve()
+    if (real.parent.name == "blobs" and real.parent.parent.name.startswith("models--") and len(real.name) == 64
+            and all(c in "0123456789abcdef" for c in real.name)):
+        return real.name
+    key = stamp(real)
     if key not in _DIGESTS:
         h = hashlib.sha256()
-        with open(real, "rb") as f:
+        with open_regular(real) as f:
             for block in iter(lambda: f.read(1 << 20), b""):
                 h.update(block)
         _DIGESTS[key] = h.hexdigest()

@@ -66,9 +66,8 @@ def _planted_examples() -> dict[str, dict[str, dict]]:
             circuit = calibration.read_circuit(SHIPPED[model])
         except ValueError:                       # a planted folder not built (yet): no example
             continue
-        task = str(circuit.get("task", "induction"))
-        name = TASK_EXAMPLES.get(task, task).format(shift=circuit.get("shift", 0))
-        pair = calibration.make_pairs(circuit, 1, vocab=circuit.get("vocab", 40))[0]
+        name = TASK_EXAMPLES[circuit.task].format(shift=circuit.shift)
+        pair = calibration.make_pairs(circuit, 1)[0]
         out[model] = {name: calibration.pair_words(pair)}
     return out
 

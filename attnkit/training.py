@@ -31,9 +31,12 @@ there stops the work: that is how Stop works).
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import os
+import tempfile
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,13 +45,14 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from . import checkpoint, diskcache, loading, metrics
+from . import checkpoint, diskcache, files, loading, metrics
 from .circuits.compose import composition
 from .i18n import Message, msg
 from .model import run
 from .progress import Progress, Steps
 from .prompts import SAMPLE_TEXT, truncate, windows
-from .series import Member, Series, SeriesError, check_consistent, shape_of
+from .files import MB
+from .series import Member, Series, SeriesError, check_consistent, read_texts, shape_of
 from .standard import head_name, parse_head
 
 __all__ = ["THRESHOLD", "LEVEL", "Settings", "CheckpointResult", "SeriesResult", "analyse", "checkpoint_result",
@@ -68,7 +72,7 @@ ICL_MIN_WINDOWS = 16
 ICL_Z = 1.96
 PATTERN_N = 16
 #: Bump when what is cached changes meaning.
-FORMAT = 2
+FORMAT = 3
 
 
 @dataclass(frozen=True)
@@ -125,7 +129,7 @@ class CheckpointResult:
     def induction_interval(self) -> tuple[float, float]:
         """95 % t-interval of the best induction head's score over the random sequences."""
         _, name = self.best_induction
-        l, h = (int(x) for x in name[1:].split("H"))
+        l, h = parse_head(name)
         vals = self.induction_seq[:, l, h].astype(np.float64)
         if len(vals) < 2:
             return (math.nan, math.nan)
@@ -233,17 +237,29 @@ def checkpoint_result(loaded, member: Member, settings: Settings = Settings()) -
 
 # ----------------------------------------------------------------------------- the disk cache
 
-def _cache_key(member: Member, settings: Settings, device: str) -> str | None:
+#: A cache entry larger than this is not one this module wrote (it is treated as absent).
+CACHE_MAX = 256 * MB
+_ENTRY = {"meta.npy", "induction_seq.npy", "patterns.npy"}
+
+
+def _cache_files(folder: Path) -> list[Path]:
+    files_ = [*checkpoint.weight_files(folder), folder / "config.json"]
+    return files_ + [folder / f for f in ("tokenizer.json", "vocab.json", "merges.txt") if (folder / f).is_file()]
+
+
+def _cache_key(member: Member, settings: Settings, device: str) -> tuple[str, tuple] | None:
+    """(the key of a checkpoint's entry: the SHA-256 of its weights, config and tokenizer files with the settings;
+    the files' stamps, which tell whether any was replaced or changed since), or None when it cannot be keyed."""
     folder = member.folder
     if folder is None:
         return None
     try:
-        files = [*checkpoint.weight_files(folder), folder / "config.json"]
-        files += [folder / f for f in ("tokenizer.json", "vocab.json", "merges.txt") if (folder / f).is_file()]
-        digests = [diskcache.file_digest(f) for f in files]
-    except (OSError, checkpoint.CheckpointError):
+        paths = _cache_files(folder)
+        stamps = tuple(diskcache.stamp(f) for f in paths)
+        digests = [diskcache.file_digest(f) for f in paths]
+    except (OSError, checkpoint.CheckpointError, files.FileError):
         return None
-    return diskcache.key_of(FORMAT, digests, settings.key(), device)
+    return diskcache.key_of(FORMAT, digests, settings.key(), device), stamps
 
 
 def _cache_path(key: str) -> Path:
@@ -251,35 +267,80 @@ def _cache_path(key: str) -> Path:
 
 
 def _save(key: str, r: CheckpointResult) -> None:
-    meta = {"icl": r.icl, "icl_early": r.icl_early, "icl_late": r.icl_late, "icl_se": r.icl_se,
-            "icl_positions": r.icl_positions, "repeat_loss": r.repeat_loss,
+    meta = {"format": FORMAT, "key": key, "icl": r.icl, "icl_early": r.icl_early, "icl_late": r.icl_late,
+            "icl_se": r.icl_se, "icl_positions": r.icl_positions, "repeat_loss": r.repeat_loss,
             "k_composition": r.k_composition, "k_pair": list(r.k_pair), "k_baseline": r.k_baseline,
             "pattern_tokens": r.pattern_tokens, "stats": list(r.stats)}
     arrays = {f"stat{i}": v for i, v in enumerate(r.stats.values())}
     path = _cache_path(key)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
-        np.savez(tmp, meta=np.array(json.dumps(meta, ensure_ascii=False)), induction_seq=r.induction_seq,
-                 patterns=r.patterns, **arrays)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f"{path.stem}.", suffix=".tmp", delete=False) as f:
+            tmp = Path(f.name)
+            np.savez(f, meta=np.array(json.dumps(meta, ensure_ascii=False)), induction_seq=r.induction_seq,
+                     patterns=r.patterns, **arrays)
         os.replace(tmp, path)
     except OSError:
         pass                           # a cache that cannot be written only costs time
 
 
-def _load(key: str, member: Member) -> CheckpointResult | None:
-    try:
-        with np.load(_cache_path(key), allow_pickle=False) as z:
-            meta = json.loads(str(z["meta"]))
-            stats = {name: z[f"stat{i}"] for i, name in enumerate(meta["stats"])}
-            seq, pats = z["induction_seq"], z["patterns"]
-    except (OSError, KeyError, ValueError):
+def _load(key: str, member: Member, settings: Settings) -> CheckpointResult | None:
+    """The entry of ``key`` (the one reader of a cache entry), or None when it is absent or damaged in any way
+    — not a regular file, truncated, not the arrays this module writes, another key's, wrong shapes or types —:
+    such an entry is treated as absent, and recomputed and written over."""
+    path = _cache_path(key)
+    if not files.exists(path):
         return None
+    try:
+        meta, arrays = _read_entry(path)
+        return _entry_result(meta, arrays, key, member, settings)
+    except Exception:                  # noqa: BLE001 - whatever is wrong with an entry, it is recomputed
+        return None
+
+
+def _read_entry(path: Path) -> tuple[dict, dict]:
+    """(meta, arrays) of a cache file: an uncompressed .npz whose every array's header fits its member."""
+    data = files.read_bytes(path, CACHE_MAX)
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        infos = z.infolist()
+        names = {i.filename for i in infos}
+        if not _ENTRY <= names or any(i.compress_type != zipfile.ZIP_STORED for i in infos):
+            raise ValueError("not a series cache entry")
+        for i in infos:
+            with z.open(i) as f:
+                fmt = np.lib.format
+                read = fmt.read_array_header_1_0 if fmt.read_magic(f) == (1, 0) else fmt.read_array_header_2_0
+                shape, _, dtype = read(f)
+                if dtype.hasobject or math.prod(shape) * dtype.itemsize > i.file_size:
+                    raise ValueError(f"{i.filename}: its header does not fit its data")
+    with np.load(io.BytesIO(data), allow_pickle=False) as z:
+        meta = json.loads(str(z["meta"][()]))
+        arrays = {k: z[k] for k in z.files if k != "meta"}
+    return meta, arrays
+
+
+def _entry_result(meta: dict, arrays: dict, key: str, member: Member, settings: Settings) -> CheckpointResult:
+    """The cached numbers, after checking every field's type and every array's shape against the others."""
+    numbers = ("icl", "icl_early", "icl_late", "icl_se", "repeat_loss", "k_composition", "k_baseline")
+    if meta.get("format") != FORMAT or meta.get("key") != key or meta.get("stats") != list(metrics.STATISTICS):
+        raise ValueError("another format, key or set of statistics")
+    if not all(isinstance(meta[k], (int, float)) and not isinstance(meta[k], bool) for k in numbers):
+        raise ValueError("a number is not one")
+    pair, tokens, where = meta["k_pair"], meta["pattern_tokens"], meta["icl_positions"]
+    if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)
+            and isinstance(tokens, list) and all(isinstance(x, str) for x in tokens) and isinstance(where, dict)):
+        raise ValueError("k_pair, pattern_tokens or icl_positions")
+    seq, pats = arrays["induction_seq"], arrays["patterns"]
+    stats = {name: arrays[f"stat{i}"] for i, name in enumerate(meta["stats"])}
+    B, L, H = seq.shape
+    T = len(tokens)
+    if (B != settings.induction_batch or pats.shape != (L, H, T, T) or pats.dtype != np.float16
+            or seq.dtype != np.float64 or any(v.shape != (L, H) or v.dtype != np.float64 for v in stats.values())):
+        raise ValueError("shapes or dtypes")
     return CheckpointResult(member.step, member.label, member.name, str(member.folder), dict(member.info), stats,
-                            seq, meta["icl"], meta["icl_early"], meta["icl_late"], meta["icl_se"],
-                            meta["icl_positions"], meta["repeat_loss"],
-                            meta["k_composition"], tuple(meta["k_pair"]), meta["k_baseline"], pats,
-                            meta["pattern_tokens"], cached=True)
+                            seq, *(float(meta[k]) for k in numbers[:4]), where, float(meta["repeat_loss"]),
+                            float(meta["k_composition"]), tuple(pair), float(meta["k_baseline"]), pats, tokens,
+                            cached=True)
 
 
 # ----------------------------------------------------------------------------- the series
@@ -326,7 +387,8 @@ class SeriesResult:
         l, h = parse_head(head)
         k = self.steps.index(step) if step in self.steps else None
         if k is None:
-            raise SeriesError(f"no checkpoint at step {step}; steps are {', '.join(map(str, self.steps))}")
+            raise SeriesError(msg("no checkpoint at step {step}; steps are {steps}", step=step,
+                                  steps=", ".join(map(str, self.steps))))
         pick = self.checkpoints[max(0, k - neighbours): k + neighbours + 1]
         return [(c.step, c.patterns[l, h].astype(np.float32)) for c in pick]
 
@@ -409,24 +471,27 @@ def icl_drop(checkpoints: list[CheckpointResult], z: float = ICL_Z) -> tuple[int
 
 
 def _one(member: Member, settings: Settings, device: str, use_cache: bool, shape: list) -> CheckpointResult:
-    key = _cache_key(member, settings, device) if use_cache else None
-    hit = _load(key, member) if key else None
+    """One checkpoint's numbers: from its cache entry, else computed — and written to the cache only when its
+    files hash and stamp the same after the computation as before (a checkpoint replaced while it was being read
+    would otherwise leave another checkpoint's numbers under its key)."""
+    before = _cache_key(member, settings, device) if use_cache else None
+    hit = _load(before[0], member, settings) if before else None
     if hit is not None:
         return hit
     loaded = loading.load(member.name, device)
     if not shape:
         shape.append(shape_of(loaded.config))
     elif shape_of(loaded.config) != shape[0]:
-        raise SeriesError(f"checkpoint {member.label} has another shape than the first: "
-                          f"{dict(shape_of(loaded.config))} vs {dict(shape[0])}")
+        raise SeriesError(msg("checkpoint {label} has another shape than the first: {shape} vs {first}",
+                              label=member.label, shape=dict(shape_of(loaded.config)), first=dict(shape[0])))
     result = checkpoint_result(loaded, member, settings)
     folder = member.folder or checkpoint.snapshot_folder(*loading.split_revision(member.name))
     if result.folder is None and folder is not None:
         result.folder = str(folder)
-    key = key or (_cache_key(Member(member.step, member.label, member.name, folder), settings, device)
-                  if use_cache and folder is not None else None)
-    if key:
-        _save(key, result)
+    if use_cache and folder is not None:
+        after = _cache_key(Member(member.step, member.label, member.name, folder), settings, device)
+        if after is not None and (before is None or before == after):
+            _save(after[0], result)
     return result
 
 
@@ -439,17 +504,14 @@ def analyse(series: Series, text: str | None = None, *, device: str = "cpu", set
     steps = Steps(progress, len(series), start=True)
     shape: list = []
     out = [steps.after(_one(m, settings, str(device), use_cache, shape)) for m in series.members]
-    notes = [f"induction: {settings.induction_batch} sequences of {settings.induction_n} random tokens repeated "
-             f"(seed {settings.seed}); phase change: first step whose best head's {LEVEL:.0%} interval clears "
-             f"{THRESHOLD}"]
+    notes = [msg("induction: {batch} sequences of {n} random tokens repeated (seed {seed}); phase change: first step "
+                 "whose best head's {level} interval clears {threshold}", batch=settings.induction_batch,
+                 n=settings.induction_n, seed=settings.seed, level=f"{LEVEL:.0%}", threshold=THRESHOLD)]
     return SeriesResult(series.name, series.source, out, THRESHOLD, notes)
 
 
 def _default_text(series: Series) -> str:
-    """The series' own evaluation text (series.json "texts"), else the built-in paragraph."""
-    if series.texts is not None:
-        try:
-            return series.texts.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            pass
-    return SAMPLE_TEXT
+    """The series' own evaluation text (series.json "texts"), else the built-in paragraph; SeriesError when the
+    series names a text that cannot be read."""
+    text = read_texts(series)
+    return SAMPLE_TEXT if text is None else text

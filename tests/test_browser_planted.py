@@ -32,7 +32,7 @@ def test_circuits_on_a_planted_model_shows_stated_beside_discovered():
     m = load(MODEL, "cpu")
     ex = EX.texts(EX.PREFERRED[MODEL])
     found = discover.discover(m.weights, [make_pair(m, ex["clean"], ex["corrupt"], ex["answer"], ex["distractor"])])
-    want = cal.compare_circuits(cal.read_circuit(SHIPPED[MODEL])["edges"], found.edges)
+    want = cal.compare_circuits(cal.read_circuit(SHIPPED[MODEL]).edges, found.edges)
     with streamlit_server(MODEL) as (url, _proc), chromium() as browser:
         page = browser.new_page(viewport={"width": 1440, "height": 1000})
         errors = []

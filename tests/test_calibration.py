@@ -4,13 +4,16 @@ run ranks an induction circuit's edges below the bar (its softmax is saturated, 
 of the key-side edges is small), and is checked to stay below EAP-IG."""
 from __future__ import annotations
 
+import dataclasses
 import json
+import shutil
 
 import numpy as np
 import pytest
 
 from attnkit import calibration as cal
 from attnkit.cli import main
+from attnkit.i18n import language
 from attnkit.loading import PLANTED_MODELS, SHIPPED, load
 
 INDUCTION = ["planted-induction", "planted-llama", "planted-competing"]
@@ -48,10 +51,10 @@ def test_compare_circuits_found_missed_extra_and_key_value_groups():
 
 
 def test_read_circuit_refuses_in_one_line(tmp_path):
-    with pytest.raises(ValueError, match="no readable CIRCUIT.json"):
+    with pytest.raises(ValueError, match="CIRCUIT.json not found"):
         cal.read_circuit(tmp_path)
     (tmp_path / "CIRCUIT.json").write_text('{"heads": "L0H0"}', encoding="utf-8")
-    with pytest.raises(ValueError, match="needs 'heads'"):
+    with pytest.raises(ValueError, match="heads must be a non-empty list"):
         cal.read_circuit(tmp_path)
 
 
@@ -91,7 +94,7 @@ def test_plain_edge_attribution_honest_miss_on_induction(ctxs):
 def test_a_wrong_stated_circuit_is_scored_as_a_miss(ctxs):
     """The scoring can fail: state a distractor as the planted heads and the patching methods say miss."""
     ctx = ctxs["planted-induction"]
-    wrong = dict(ctx.circuit, heads=["L0H1", "L1H2"], edges=[{"sender": "L0H1", "receiver": "L1H2.k"}])
+    wrong = dataclasses.replace(ctx.circuit, heads=("L0H1", "L1H2"), edges=(("L0H1", "L1H2.k"),))
     bad = cal.Context(ctx.name, ctx.weights, wrong, ctx.pairs)
     assert cal.m_activation_patching(bad)[0].verdict.startswith("miss")
     assert cal.m_path_patching(bad)[0].value == 0.0
@@ -117,3 +120,32 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert main(["calibrate", "--json", str(tmp_path / "missing" / "x.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and "Traceback" not in "".join(err)
+
+
+def test_the_report_card_is_in_the_readers_language_and_its_json_in_english(ctxs):
+    """Issue 44, class 19: calibrate's report stayed English in a 简体中文 call. Its lines render in the call's
+    language; the JSON keeps the method names, metrics and verdicts as English identifiers and text."""
+    name = "planted-induction"
+    card = cal.calibrate([(name, SHIPPED[name], ctxs[name].weights)], n_pairs=1)
+    card["models"][0]["methods"] = card["models"][0]["methods"][:4]          # stated circuit, head statistics
+    english = "\n".join(cal.report(card))
+    with language("zh"):
+        chinese = "\n".join(cal.report(card))
+    assert "head statistics" in english and "pass: planted L0H0" in english
+    assert "头统计量" in chinese and "通过：植入的 L0H0" in chinese and "head statistics" not in chinese
+    row = json.loads(json.dumps(card))["models"][0]["methods"][2]
+    assert row["method"] == "head statistics" and row["verdict"].startswith("pass: planted")
+
+
+def test_cli_refuses_a_stated_circuit_its_model_lacks_before_any_work(tmp_path, monkeypatch, capsys):
+    folder = tmp_path / "planted"
+    shutil.copytree(SHIPPED["planted-mlp"], folder)
+    data = json.loads((folder / "CIRCUIT.json").read_text(encoding="utf-8"))
+    (folder / "CIRCUIT.json").write_text(json.dumps({**data, "heads": ["L0H0", "L4H0"], "roles": {}}),
+                                         encoding="utf-8")
+    monkeypatch.setitem(SHIPPED, "planted-mlp", folder)
+    ran = []
+    monkeypatch.setattr(cal, "calibrate_model", lambda *a, **k: ran.append(a))
+    assert main(["calibrate", "--models", "planted-mlp", "--pairs", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert not ran and "\n" not in err and "names L4H0, which this model lacks" in err

@@ -27,10 +27,10 @@ def test_read_card_summary_and_facts(tmp_path):
         "# toy\n\nMade **by hand** for `tests`;\nnot trained.\n\n- Family: GPT-2 (2 layers,\n  4 heads).\n"
         "- Mechanism: L0H0 copies - then L1H0 reads.\n- A line without a label.\n", encoding="utf-8")
     card = cal.read_card(tmp_path)
-    assert card["title"] == "toy" and card["summary"] == "Made by hand for tests; not trained."
-    assert card["facts"] == [("Family", "GPT-2 (2 layers, 4 heads)."), ("Mechanism", "L0H0 copies - then L1H0 reads."),
-                             ("", "A line without a label.")]
-    assert cal.read_card(tmp_path / "nowhere")["summary"] == ""
+    assert card.title == "toy" and card.summary == "Made by hand for tests; not trained."
+    assert card.facts == (("Family", "GPT-2 (2 layers, 4 heads)."), ("Mechanism", "L0H0 copies - then L1H0 reads."),
+                          ("", "A line without a label."))
+    assert cal.read_card(tmp_path / "nowhere").summary == ""
     assert cal.planted_folder(tmp_path) is None and cal.planted_folder("openai-community/gpt2") is None
     assert cal.planted_folder(SHIPPED[INDUCTION]) == SHIPPED[INDUCTION]
 
@@ -76,13 +76,13 @@ def test_home_shows_the_planted_card_and_stated_circuit():
     circuit = cal.read_circuit(SHIPPED[INDUCTION])
     assert any(s.value.startswith("Planted circuit") for s in at.subheader)
     card = cal.read_card(SHIPPED[INDUCTION])
-    assert any(card["summary"][:60] in m.value.replace("\\", "") for m in at.markdown)
+    assert any(card.summary[:60] in m.value.replace("\\", "") for m in at.markdown)
     assert any(c.value.replace("\\", "").startswith("Mechanism: the previous-token head L0H0") for c in at.caption)
     frames = [d.value for d in at.dataframe]
     heads = next(f for f in frames if list(f.columns) == ["head", "role"])
     assert heads.values.tolist() == [["L0H0", "previous token"], ["L1H0", "induction"]]
     edges = next(f for f in frames if "reads it through" in f.columns)
-    assert edges[["sender", "receiver"]].values.tolist() == [[e["sender"], e["receiver"]] for e in circuit["edges"]]
+    assert edges[["sender", "receiver"]].values.tolist() == [list(e) for e in circuit.edges]
     assert edges["reads it through"].tolist()[1] == "key (K-composition)"
     assert any("planted-circuit model" in c.value for c in at.sidebar.caption)
 
@@ -95,7 +95,7 @@ def test_circuits_compares_the_stated_circuit_with_the_librarys_discovery(plante
     ex = EX.texts(EXAMPLE)
     pair = make_pair(planted, ex["clean"], ex["corrupt"], ex["answer"], ex["distractor"])
     found = discover.discover(planted.weights, [pair], 0.8, ablation="resample", mlps=True)
-    want = cal.compare_circuits(cal.read_circuit(SHIPPED[INDUCTION])["edges"], found.edges)
+    want = cal.compare_circuits(cal.read_circuit(SHIPPED[INDUCTION]).edges, found.edges)
     shown = {m.label: m.value for m in at.metric}
     assert shown["Stated edges found"] == str(len(want["found"]))
     assert shown["Stated edges missed"] == str(len(want["missed"]))
@@ -105,4 +105,4 @@ def test_circuits_compares_the_stated_circuit_with_the_librarys_discovery(plante
     assert want["recall"] == 1.0                         # the planted circuit is found on its own example
     tables = [d.value for d in at.dataframe if "stated circuit" in d.value.columns]
     listed = {(r["sender"], r["receiver"]): r["stated circuit"].split(" ")[0] for t in tables for _, r in t.iterrows()}
-    assert listed == cal.edge_marks(cal.read_circuit(SHIPPED[INDUCTION])["edges"], found.edges)
+    assert listed == cal.edge_marks(cal.read_circuit(SHIPPED[INDUCTION]).edges, found.edges)

@@ -1,4 +1,4 @@
-"""The Training page (pages/10_Training.py) on the shipped series: curves, the phase change, the pattern slider,
+"""The Training page (attnkit/app/pages/training/) on the shipped series: curves, the phase change, the pattern slider,
 and "open this checkpoint" (the sidebar's model becomes the checkpoint, Heatmaps opens on the head)."""
 import json
 

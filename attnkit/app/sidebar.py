@@ -21,16 +21,22 @@ from .url import PENDING, confirm_folder
 _SOURCES = {"Type": msg("Type"), "Upload": msg("Upload")}
 
 
+def ask_to_load(path: str, key: str, on_load, on_ignore, dg=st) -> None:
+    """The one confirmation of a local folder named by a link: the path shown, "Load this folder" (``on_load``)
+    and "Ignore it" (``on_ignore``), widget keys ``<key>_confirm_folder`` / ``<key>_ignore_folder``; drawn on ``dg``."""
+    dg.warning(t("This link asks to load the local folder “{path}”. Nothing is loaded until you confirm.",
+                 path=plain(path)), icon="📁")
+    a, b = dg.columns(2)
+    a.button(t("Load this folder"), key=f"{key}_confirm_folder", on_click=on_load, args=(path,), type="primary")
+    b.button(t("Ignore it"), key=f"{key}_ignore_folder", on_click=on_ignore)
+
+
 def _confirm_folder() -> bool:
     """A local folder named by the link: shown, loaded only on the user's click. True while it waits."""
     path = st.session_state.get(PENDING)
     if not path:
         return False
-    st.warning(t("This link asks to load the local folder “{path}”. Nothing is loaded until you confirm.",
-                 path=plain(path)), icon="📁")
-    a, b = st.columns(2)
-    a.button(t("Load this folder"), key="ak_confirm_folder", on_click=confirm_folder, args=(path,), type="primary")
-    b.button(t("Ignore it"), key="ak_ignore_folder", on_click=lambda: st.session_state.pop(PENDING, None))
+    ask_to_load(path, "ak", confirm_folder, lambda: st.session_state.pop(PENDING, None))
     return True
 
 

@@ -129,7 +129,10 @@ def fields(cls) -> list[Field]:
 
 
 def parse(kind: str, raw: str):
-    """A URL parameter's text as a value of ``kind``; ValueError when it is not one."""
+    """A URL parameter's text as a value of ``kind``; ValueError when it is not one (numbers in ASCII characters
+    only: Python's int() and float() also read other scripts' digits, "２８００")."""
+    if kind in ("int", "float", "list[int]") and not raw.isascii():
+        raise ValueError(raw)
     if kind == "int":
         return int(raw)
     if kind == "float":

@@ -12,6 +12,7 @@ import hashlib
 import os
 import re
 from pathlib import Path
+from typing import Callable
 
 import streamlit as st
 
@@ -19,7 +20,7 @@ from .. import i18n
 from ..loading import MODEL_CHOICES, split_revision
 from .language import SESSION_KEY as LANG_KEY
 from .context import DEFAULT_PROMPT, LOCAL
-from .state import LINK, FROM_LINK, PageState, link_params, link_text, remember
+from .state import LINK, FROM_LINK, PageState, from_link, link_params, link_text, remember
 
 #: URL query parameter -> session key of the sidebar's choices (a page's own inputs come from its PageState).
 URL_KEYS = {"model": "ak_model", "folder": "ak_folder", "prompt": "ak_text", "bos": "ak_bos", "lang": LANG_KEY}
@@ -111,6 +112,20 @@ def confirm_folder(path: str) -> None:
     st.session_state.setdefault(CONFIRMED, set()).add(path)
     st.session_state.update(ak_model=LOCAL, ak_folder=path)
     st.session_state.pop(PENDING, None)
+
+
+def confirm_path(path: str) -> None:
+    """A local path the user confirmed (a link's series folder, say): used as named from now on in this session."""
+    st.session_state.setdefault(CONFIRMED, set()).add(path)
+
+
+def link_path_waits(key: str, url_name: str, value: str, local: Callable[[str], bool] = is_local) -> bool:
+    """Whether the page input ``key`` holds, as it came in the session's link (parameter ``url_name``), a local path
+    (``local(value)``) this session has not confirmed: it is used only after the user's click, as the sidebar's
+    model folder is (the page asks with :func:`attnkit.app.sidebar.ask_to_load`, then :func:`confirm_path`)."""
+    link = st.session_state.get(LINK) or {}
+    came = from_link(key) and (link.get("params") or {}).get(url_name) == value
+    return bool(came and local(value) and not _chosen(value))
 
 
 def choose_model(name: str) -> None:

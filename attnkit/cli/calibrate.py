@@ -6,7 +6,9 @@ import sys
 import time
 
 from .. import loading
-from ..calibration import calibrate, report
+from ..calibration import calibrate, read_circuit, report
+from ..files import FileError
+from ..i18n import t
 from . import args as cli_args
 from .pair import write_json
 
@@ -31,7 +33,9 @@ def cli(argv=None) -> int:
     start = time.perf_counter()
     try:
         models = [(n, loading.SHIPPED[n], loading.load(n, "cpu").weights) for n in a.models]
-    except loading.LoadError as e:
+        for _, folder, w in models:                 # every stated circuit checked against its model before any work
+            read_circuit(folder, w.config)
+    except (loading.LoadError, FileError) as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
     card = calibrate(models, a.pairs)
@@ -40,5 +44,5 @@ def cli(argv=None) -> int:
     if a.json_out:
         if not write_json(a.json_out, card, PROG):
             return 1
-        print(f"wrote {a.json_out}")
+        print(t("wrote {path}", path=a.json_out))
     return 0

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..circuits.compose import composition, head_scores
 from ..loading import load_for_cli
+from ..standard import head_name
 from .pair import write_json
 from . import args as cli_args
 
@@ -40,7 +41,7 @@ def _pairs(comp, mode: str, layers, top: int) -> list[tuple[str, str, float]]:
     blk = comp.block(mode, l1, l2)
     order = np.argsort(-blk, axis=None)[:top]
     H = comp.n_heads
-    return [(f"L{l1}H{i // H}", f"L{l2}H{i % H}", float(blk.ravel()[i])) for i in order]
+    return [(head_name(l1, int(i) // H), head_name(l2, int(i) % H), float(blk.ravel()[i])) for i in order]
 
 
 def cli(argv=None) -> int:

@@ -46,12 +46,12 @@ def compare_section(ctx, found) -> Compared:
     """Circuits, on a planted model: the stated circuit beside the discovered one (``found``: a
     :class:`attnkit.circuits.discover.Circuit`) — counts, precision and recall, and the edges with their marks.
     Returns what the graph draws (on any other model: the discovered edges, unmarked)."""
-    got = stated(ctx, quiet=True)
+    got = stated(ctx)
     if got is None:
         return Compared(list(found.edges))
     group = ctx.model.config.group
-    cmp = calibration.compare_circuits(got.circuit["edges"], found.edges, group)
-    marks = calibration.edge_marks(got.circuit["edges"], found.edges, group)
+    cmp = calibration.compare_circuits(got.circuit.edges, found.edges, group)
+    marks = calibration.edge_marks(got.circuit.edges, found.edges, group)
     st.markdown("**" + t("Stated circuit (CIRCUIT.json) beside the discovered one") + "**")  # internal text: the catalog's
     _metrics(cmp)
     if group > 1:

@@ -5,12 +5,13 @@ import pandas as pd
 import streamlit as st
 
 from attnkit.app import plain, show_table
+from attnkit import planted_files
 from attnkit.app.planted import stated
 from attnkit.i18n import t
 
 
 def _role(role: str) -> str:
-    return {"previous token": t("previous token"), "induction": t("induction")}.get(role, role)
+    return str(planted_files.ROLE_LABELS.get(role, role))
 
 
 def _reads(receiver: str) -> str:
@@ -20,13 +21,12 @@ def _reads(receiver: str) -> str:
             "": t("the MLP's input") if receiver.startswith("MLP") else t("the unembedding")}.get(part, part)
 
 
-def circuit_tables(circuit: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+def circuit_tables(circuit: planted_files.StatedCircuit) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(heads with their roles, edges with what each receiver reads) of a stated circuit."""
-    roles = circuit.get("roles", {})
-    heads = pd.DataFrame({t("head"): circuit["heads"], t("role"): [_role(roles.get(h, "")) for h in circuit["heads"]]})
-    edges = pd.DataFrame({t("sender"): [e["sender"] for e in circuit["edges"]],
-                          t("receiver"): [e["receiver"] for e in circuit["edges"]],
-                          t("reads it through"): [_reads(e["receiver"]) for e in circuit["edges"]]})
+    heads = pd.DataFrame({t("head"): list(circuit.heads),
+                          t("role"): [_role(circuit.roles.get(h, "")) for h in circuit.heads]})
+    edges = pd.DataFrame({t("sender"): [s for s, _ in circuit.edges], t("receiver"): [r for _, r in circuit.edges],
+                          t("reads it through"): [_reads(r) for _, r in circuit.edges]})
     return heads, edges
 
 
@@ -37,10 +37,10 @@ def card_section(ctx) -> None:
         return
     st.subheader(t("Planted circuit (known by construction)"))  # internal text: the catalog's
     card, circuit = got.card, got.circuit
-    if card["summary"]:
-        st.write(plain(card["summary"]))
+    if card.summary:
+        st.write(plain(card.summary))
     shown = {"Mechanism": t("Mechanism"), "Distractors": t("Distractors")}
-    for label, text in card["facts"]:
+    for label, text in card.facts:
         if label in shown:
             st.caption(plain(f"{shown[label]}: {text}"))
     left, right = st.columns([1, 2])
@@ -49,6 +49,6 @@ def card_section(ctx) -> None:
     show_table(heads, on=left, hide_index=True, width="stretch")
     right.caption(t("Stated edges (named as path patching names them)"))  # internal text: the catalog's
     show_table(edges, on=right, hide_index=True, width="stretch")
-    st.caption(plain(t("Task: {task}. Metric: {metric}", task=circuit.get("task", "—"), metric=circuit.get("metric", "—"))))
+    st.caption(plain(t("Task: {task}. Metric: {metric}", task=circuit.task, metric=circuit.metric or "—")))
     with st.expander(t("The whole model card")):  # internal text: the catalog's
-        st.text(card["text"] or t("This folder has no MODEL_CARD.md."))
+        st.text(card.text or t("This folder has no MODEL_CARD.md."))

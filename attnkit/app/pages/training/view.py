@@ -13,23 +13,36 @@ from attnkit.loading import LoadError
 from attnkit.standard import parse_head
 from attnkit.app.context import Context
 from attnkit.app.escaping import plain
+from attnkit.app.frame import stop
 from attnkit.app.jobs import job_result
 from attnkit.app.navigation import PAGES, open_checkpoint
+from attnkit.app.sidebar import ask_to_load
+from attnkit.app.url import confirm_path, link_path_waits
 
 __all__ = ["SLOT", "resolve", "analysis", "curve_titles", "curves", "pattern_view", "open_buttons", "OPEN_ON"]
 
-#: The page's job slot.
+#: The page's job slot, and the session key of its series box.
 SLOT = "tr_analysis"
+KEY = "tr_series"
 #: The pages a checkpoint opens on (every page but Home and this one).
 OPEN_ON = tuple(p.key for p in PAGES if p.key not in ("home", "training"))
 
 
+def _ignore_link_folder() -> None:
+    st.session_state[KEY] = series_mod.SHIPPED_SERIES_NAME
+
+
 def resolve(spec: str) -> tuple[series_mod.Series | None, str | None]:
-    """(the series, None) or (None, the one-line reason it cannot be formed)."""
+    """(the series, None) or (None, the one-line reason it cannot be formed). A folder that came in the link is
+    not read before the user confirms it (the page's run ends here with the question, as the sidebar asks for a
+    link's model folder)."""
     spec = (spec or "").strip()
     if not spec:
         return None, t("Type a series: {name}, a folder of step folders, or NAME@REV,REV…",
                        name=series_mod.SHIPPED_SERIES_NAME)
+    if link_path_waits(KEY, "series", spec, series_mod.is_folder):
+        ask_to_load(spec, KEY, confirm_path, _ignore_link_folder)
+        stop()
     try:
         s = series_mod.resolve(spec)
         series_mod.check_consistent(s)

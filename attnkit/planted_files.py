@@ -1,0 +1,227 @@
+"""The two files a planted-circuit model's folder carries, one reader each (docs/formats.md has the formats):
+
+- ``CIRCUIT.json``, the circuit known by construction (:func:`read_circuit` -> :class:`StatedCircuit`): every field
+  typed, every head and node name parsed by :mod:`attnkit.standard`, and — given the model's config — every head,
+  MLP and node checked to exist in that model;
+- ``MODEL_CARD.md``, what the model is (:func:`read_card` -> :class:`ModelCard`, plain text: bold and code marks
+  dropped, never rendered as Markdown).
+
+Both are read only as regular files within a size cap (:mod:`attnkit.files`: a FIFO card cannot hang a page);
+anything wrong is a :class:`attnkit.files.FileError` (a ValueError) in one line, in the reader's language, naming
+the file and the field. Core: imports only core modules.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import files
+from .files import MB, FileError
+from .i18n import msg
+from .standard import NODE_INPUTS, head_name, node_name, parse_head, split_node
+
+__all__ = ["CIRCUIT_FILE", "CARD_FILE", "TASKS", "ROLE_LABELS", "StatedCircuit", "ModelCard", "read_circuit", "check_model",
+           "read_card", "planted_folder"]
+
+CIRCUIT_FILE = "CIRCUIT.json"
+CARD_FILE = "MODEL_CARD.md"
+#: The tasks a stated circuit's prompt pairs are built for (attnkit.calibration.make_pairs).
+TASKS = ("induction", "successor")
+#: The roles a head statistic scores, as shown (a role in CIRCUIT.json is text; these two are the known ones).
+ROLE_LABELS = {"previous token": msg("previous token"), "induction": msg("induction")}
+#: Prompt pairs are 16 distinct random tokens: a circuit's vocabulary holds at least that many.
+MIN_VOCAB = 16
+CIRCUIT_MAX = 1 * MB
+CARD_MAX = 1 * MB
+_SENDERS = ("embed", "head", "mlp")
+_RECEIVERS = (*NODE_INPUTS, "mlp", "logits")
+
+
+@dataclass(frozen=True)
+class StatedCircuit:
+    """A CIRCUIT.json, checked: heads (``L{l}H{h}``), edges (sender, receiver) as path patching names them
+    (:func:`attnkit.standard.node_name`), each head's role, the task its prompt pairs test, the successor task's
+    shift, the vocabulary the pairs draw from, and what the metric is (text)."""
+
+    heads: tuple
+    edges: tuple
+    roles: dict = field(default_factory=dict, hash=False)
+    task: str = "induction"
+    shift: int = 0
+    vocab: int = 40
+    metric: str = ""
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """A MODEL_CARD.md as plain text: its title, first paragraph, bullets as (label, text) ("Family: …" ->
+    ("Family", "…"); ("", text) without a label) and the whole text. All empty for a folder without a card."""
+
+    title: str = ""
+    summary: str = ""
+    facts: tuple = ()
+    text: str = ""
+
+
+# ----------------------------------------------------------------------------- CIRCUIT.json
+
+def read_circuit(folder, config=None) -> StatedCircuit:
+    """The stated circuit of ``folder``; with ``config`` (a standard ModelConfig) checked against that model too.
+    FileError in one line naming the file and the field when absent, unreadable or malformed."""
+    path = Path(folder) / CIRCUIT_FILE
+    data = files.read_json(path, CIRCUIT_MAX)
+    if not isinstance(data, dict):
+        raise _bad(path, "", msg("an object with \"heads\" and \"edges\""), data)
+    heads = tuple(_head(path, f"heads[{k}]", h) for k, h in enumerate(_list(path, "heads", data.get("heads"))))
+    edges = tuple(_edge(path, k, e) for k, e in enumerate(_list(path, "edges", data.get("edges"))))
+    _once(path, "heads", heads)
+    _once(path, "edges", [f"{s} → {r}" for s, r in edges])
+    circuit = StatedCircuit(heads, edges, _roles(path, data.get("roles", {}), heads), _task(path, data.get("task")),
+                            _int(path, "shift", data.get("shift", 0), None), _int(path, "vocab", data.get("vocab", 40),
+                                                                                  MIN_VOCAB),
+                            _text(path, "metric", data.get("metric", "")))
+    if config is not None:
+        check_model(circuit, config, path)
+    return circuit
+
+
+def check_model(circuit: StatedCircuit, config, path="CIRCUIT.json") -> None:
+    """FileError naming every head (and MLP) of ``circuit`` that the model of ``config`` lacks, or a vocabulary
+    larger than the model's."""
+    nodes = [*circuit.heads, *(n for e in circuit.edges for n in e)]
+    lacking = []
+    for name in dict.fromkeys(nodes):
+        node = split_node(name)
+        layer_ok = len(node) < 2 or 0 <= node[1] < config.n_layers
+        head_ok = len(node) < 3 or 0 <= node[2] < config.n_heads
+        if not (layer_ok and head_ok):
+            lacking.append(name)
+    if lacking:
+        raise FileError(msg("{file} names {nodes}, which this model lacks (it has layers 0…{last_layer} and heads "
+                            "0…{last_head})", file=files.shown(path), nodes=", ".join(lacking),
+                            last_layer=config.n_layers - 1, last_head=config.n_heads - 1))
+    if circuit.vocab > config.d_vocab:
+        raise FileError(msg("{file}: vocab = {vocab} is larger than the model's vocabulary ({n} tokens)",
+                            file=files.shown(path), vocab=circuit.vocab, n=config.d_vocab))
+
+
+def _bad(path, field_: str, want, value) -> FileError:
+    where = msg("{file}: {field}", file=files.shown(path), field=field_) if field_ else files.shown(path)
+    return FileError(msg("{where} must be {want}, got {value}", where=where, want=want, value=files.short(value)))
+
+
+def _list(path, name: str, value) -> list:
+    if not isinstance(value, list) or not value:
+        raise _bad(path, name, msg("a non-empty list"), value)
+    return value
+
+
+def _head(path, where: str, value) -> str:
+    try:
+        return head_name(*parse_head(value if isinstance(value, str) else ""))
+    except ValueError:
+        raise _bad(path, where, msg("a head name such as L1H0"), value) from None
+
+
+def _edge(path, k: int, value) -> tuple:
+    """One edge: {"sender": embed | L{l}H{h} | MLP{l}, "receiver": L{l}H{h}.q/.k/.v | MLP{l} | logits}."""
+    if not isinstance(value, dict):
+        raise _bad(path, f"edges[{k}]", msg("an object with \"sender\" and \"receiver\""), value)
+    out = []
+    for side, kinds, want in (("sender", _SENDERS, msg("embed, L{l}H{h} or MLP{l}")),
+                              ("receiver", _RECEIVERS, msg("L{l}H{h}.q/.k/.v, MLP{l} or logits"))):
+        name = value.get(side)
+        try:
+            node = split_node(name) if isinstance(name, str) else (None,)
+        except ValueError:
+            node = (None,)
+        if node[0] not in kinds:
+            raise _bad(path, f"edges[{k}].{side}", want, name)
+        out.append(node_name(node))
+    return tuple(out)
+
+
+def _once(path, name: str, items) -> None:
+    seen = set()
+    for k, item in enumerate(items):
+        if item in seen:
+            raise FileError(msg("{file}: {field}[{k}] repeats {item}", file=files.shown(path), field=name, k=k,
+                                item=item))
+        seen.add(item)
+
+
+def _roles(path, value, heads: tuple) -> dict:
+    if not isinstance(value, dict):
+        raise _bad(path, "roles", msg("an object head -> role"), value)
+    for head, role in value.items():
+        if head not in heads:
+            raise FileError(msg("{file}: roles names {head}, which is not in heads", file=files.shown(path),
+                                head=files.short(head)))
+        if not isinstance(role, str):
+            raise _bad(path, f"roles.{head}", msg("text"), role)
+    return dict(value)
+
+
+def _task(path, value) -> str:
+    value = "induction" if value is None else value
+    if value not in TASKS:
+        raise _bad(path, "task", msg("one of {tasks}", tasks=", ".join(TASKS)), value)
+    return value
+
+
+def _int(path, name: str, value, low: int | None) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or (low is not None and value < low):
+        want = msg("a whole number") if low is None else msg("a whole number ≥ {low}", low=low)
+        raise _bad(path, name, want, value)
+    return value
+
+
+def _text(path, name: str, value) -> str:
+    if not isinstance(value, str):
+        raise _bad(path, name, msg("text"), value)
+    return value
+
+
+# ----------------------------------------------------------------------------- MODEL_CARD.md
+
+_MD_MARKS = re.compile(r"\*\*|`")
+
+
+def read_card(folder) -> ModelCard:
+    """``folder``'s MODEL_CARD.md as plain text (an empty card when there is none); FileError when it is there
+    but not a regular UTF-8 file within the cap."""
+    path = Path(folder) / CARD_FILE
+    if not files.exists(path):
+        return ModelCard()
+    text = _MD_MARKS.sub("", files.read_text(path, CARD_MAX))
+    title, paragraphs, facts = "", [], []
+    for block in re.split(r"\n\s*\n", text.strip()):
+        lines = [ln.strip() for ln in block.splitlines() if ln.strip()]
+        if lines and lines[0].startswith("#"):
+            title, lines = lines[0].lstrip("#").strip(), lines[1:]
+        bullets = _bullets(lines)
+        for b in bullets:
+            label, sep, rest = b.partition(": ")
+            facts.append((label, rest) if sep and len(label) < 40 else ("", b))
+        if lines and not bullets:
+            paragraphs.append(" ".join(lines))
+    return ModelCard(title, paragraphs[0] if paragraphs else "", tuple(facts), text)
+
+
+def _bullets(lines: list[str]) -> list[str]:
+    """A block's bullets ("- …"), a bullet's continuation lines joined to it; [] for a block that is not a list."""
+    out: list[str] = []
+    for ln in lines if lines and lines[0].startswith("- ") else []:
+        if ln.startswith("- "):
+            out.append(ln[2:])
+        else:
+            out[-1] += " " + ln
+    return out
+
+
+def planted_folder(source) -> Path | None:
+    """The folder of a loaded model (``Loaded.source``) when it states a circuit (holds a CIRCUIT.json, which
+    :func:`read_circuit` then reads or refuses), else None (a hub repository, or a folder without one)."""
+    folder = Path(str(source)).expanduser()
+    return folder if files.exists(folder / CIRCUIT_FILE) else None
