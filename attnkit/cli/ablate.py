@@ -3,7 +3,6 @@
 Bad input (file, spec, a kind the model cannot take) exits with 2 before any model run."""
 from __future__ import annotations
 
-import json
 import sys
 
 from .. import loading, prompts
@@ -12,6 +11,7 @@ from ..ablations.base import fmt_num
 from ..ablations.hull import HULL_ITERS
 from ..ablations.measure import check_available, head_sweep, jsonable, layer_sweep, measure
 from . import args as cli_args
+from .outputs import write_json
 
 PROG = "attnkit ablate"
 
@@ -125,7 +125,6 @@ def cli(argv=None) -> int:
     try:
         p = _parser()
         a = p.parse_args(argv)
-        cli_args.distinct_from_inputs(p, a, a.json_out, {"--text-file": a.text_file})
     except SystemExit as e:                   # bad values: one line on stderr, exit 2, before any work
         return int(e.code or 0)
     got = _inputs(a)
@@ -139,7 +138,6 @@ def cli(argv=None) -> int:
         out["layer_sweep"] = _sweep(m, ids_list, spec)
     if a.head_map:
         out["head_map"] = _head_map(m, ids_list, spec)
-    if a.json_out:
-        with open(a.json_out, "w", encoding="utf-8") as f:
-            json.dump(jsonable(out), f, indent=2, ensure_ascii=False)
+    if a.json_out and not write_json(a.json_out, jsonable(out), PROG, indent=2, ensure_ascii=False):
+        return 1
     return 0

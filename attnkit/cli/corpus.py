@@ -119,7 +119,6 @@ def _run(a) -> corpus_lib.RunReport:
 def cli(argv=None) -> int:
     p = _parser()
     a = p.parse_args(argv)
-    cli_args.distinct_from_inputs(p, a, a.json_out, {"--input": a.input})
     try:
         if a.bench:
             res = bench(model=a.model or "attnkit-tiny", docs=a.bench_docs, window=a.window or 128,

@@ -1,7 +1,6 @@
 """``python -m attnkit entropy``: attention entropy against context length, per layer, head and position."""
 from __future__ import annotations
 
-import json
 import sys
 import time
 
@@ -10,6 +9,7 @@ import numpy as np
 from .. import loading, prompts
 from ..entropy import CLAIM, LogLengthScaling, Summary, claim_check, documents, profile_documents
 from . import args as cli_args
+from .outputs import write_json
 
 PROG = "attnkit entropy"
 
@@ -77,7 +77,6 @@ def _log_length(m, docs, a, s: Summary) -> dict:
 def cli(argv=None) -> int:
     p = _parser()
     a = p.parse_args(argv)
-    cli_args.distinct_from_inputs(p, a, a.json_out, {"--text-file": a.text_file})
     text = _read_text(a.text_file)
     if text is None:
         return 2
@@ -112,7 +111,7 @@ def cli(argv=None) -> int:
     if a.log_base is not None:
         out["log_length"] = _log_length(m, docs, a, s)
     if a.json_out:
-        with open(a.json_out, "w", encoding="utf-8") as f:
-            json.dump(out, f)
+        if not write_json(a.json_out, out, PROG, indent=None):
+            return 1
         print(f"wrote {a.json_out}")
     return 0

@@ -32,6 +32,9 @@ def model_folder(s: str) -> str:
     return s
 
 
+model_folder.role = "input"
+
+
 def share_above_0(s: str) -> float:
     x = cli_args.fraction(s)
     if x == 0:
@@ -40,7 +43,8 @@ def share_above_0(s: str) -> float:
 
 
 def _parser() -> cli_args.Parser:
-    p = cli_args.Parser(prog="python -m attnkit train-default", description=TR.__doc__.split("\n")[0])
+    p = cli_args.Parser(prog="python -m attnkit train-default", description=TR.__doc__.split("\n")[0],
+                        shipped_ok="overwrite_shipped")
     p.add_argument("--out", default=None, type=cli_args.new_or_own_dir("training_log.json", "train-default"),
                    help="output folder (required): new, empty, or one train-default wrote (replaced when the new "
                         "run is complete). The shipped model's folder only with --overwrite-shipped")
