@@ -14,6 +14,7 @@ from . import args as cli_args
 from .outputs import write_json
 
 PROG = "attnkit ablate"
+MAX_HULL_ITERS = 100_000
 
 
 def _read_texts(path: str, column: str | None) -> list[str]:
@@ -43,7 +44,8 @@ def _parser() -> cli_args.Parser:
     p.add_argument("--sweep", action="store_true", help="also ablate each layer alone, then all layers")
     p.add_argument("--head-map", action="store_true",
                    help="also the loss change of every head ablated alone (L·H forwards per text)")
-    p.add_argument("--hull-iters", type=cli_args.positive_int, default=HULL_ITERS)
+    p.add_argument("--hull-iters", type=cli_args.int_in(1, MAX_HULL_ITERS), default=HULL_ITERS,
+                   help=f"iterations of the convex-hull ablation's projection (default {HULL_ITERS}; 1–{MAX_HULL_ITERS:,})")
     p.add_argument("--json", dest="json_out", default=None, type=cli_args.writable_path,
                    help="write the results here as JSON")
     return p

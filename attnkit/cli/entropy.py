@@ -12,6 +12,9 @@ from . import args as cli_args
 from .outputs import write_json
 
 PROG = "attnkit entropy"
+MAX_WINDOW = 1_000_000        # beyond any context attnkit loads
+MAX_DOCS = 1_000_000
+MAX_BATCH = 4_096
 
 
 def _parser() -> cli_args.Parser:
@@ -22,11 +25,13 @@ def _parser() -> cli_args.Parser:
     p.add_argument("--device", default="cpu", type=cli_args.device, help="cpu, cuda, mps or auto (default: cpu)")
     p.add_argument("--text-file", required=True, type=cli_args.existing_nonempty_text_file,
                    help="UTF-8 text, split into windows of --window tokens")
-    p.add_argument("--window", type=cli_args.int_at_least(2), default=None,
+    p.add_argument("--window", type=cli_args.int_in(2, MAX_WINDOW, "tokens; the model's context cuts further"), default=None,
                    help="window length in tokens (default: the model's context)")
-    p.add_argument("--max-docs", type=cli_args.positive_int, default=None, help="use at most this many windows")
-    p.add_argument("--batch", type=cli_args.positive_int, default=4, help="windows per forward pass (default 4)")
-    p.add_argument("--log-base", type=float, default=None,
+    p.add_argument("--max-docs", type=cli_args.int_in(1, MAX_DOCS), default=None,
+                   help=f"use at most this many windows (1–{MAX_DOCS:,})")
+    p.add_argument("--batch", type=cli_args.int_in(1, MAX_BATCH), default=4,
+                   help=f"windows per forward pass (default 4; 1–{MAX_BATCH:,})")
+    p.add_argument("--log-base", type=cli_args.positive_float, default=None,
                    help="also run the log-length intervention: scores × log_b(i+1) with this base b > 1")
     p.add_argument("--no-clamp", action="store_true",
                    help="use log_b(i+1) as is (flattens positions < b); default max(1, log_b(i+1))")

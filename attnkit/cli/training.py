@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from .. import diskcache
 from .. import series as series_mod
 from .. import training
 from ..loading import LoadError
@@ -46,6 +47,10 @@ def _bench(a) -> int:
 
 def cli(argv=None) -> int:
     a = _parser().parse_args(argv)
+    problem = None if a.no_cache or a.bench else diskcache.cache_problem()
+    if problem:
+        print(f"{PROG}: {problem}; or run with --no-cache", file=sys.stderr)
+        return 2
     try:
         if a.bench:
             series_mod.check_consistent(series_mod.resolve(a.series))
