@@ -4,14 +4,15 @@ the session that started it, not in the worker thread's default (English)."""
 from __future__ import annotations
 
 import contextvars
+import json
 
 import pytest
 
-from attnkit import i18n, series as series_mod, training
+from attnkit import i18n, training
 from attnkit.app import jobs as J
 from attnkit.app.language import SESSION_KEY
 from attnkit.i18n import msg
-from helpers import apptest
+from helpers import apptest, make_checkpoint
 
 NO_TOKENS = "the prompt has no tokens: nothing to predict from"
 NO_TOKENS_ZH = "提示中没有 token：无从预测"           # its entry in attnkit/locale/zh_CN/…/attnkit.po
@@ -47,12 +48,16 @@ def test_a_job_sees_its_sessions_language_and_context_not_the_language_set_after
     assert i18n.current() == "en"           # the caller's own context is untouched
 
 
-def test_a_failing_training_job_in_a_chinese_session_shows_its_error_in_chinese(monkeypatch):
+def test_a_failing_training_job_in_a_chinese_session_shows_its_error_in_chinese(monkeypatch, tmp_path):
     """The Training page's analysis job fails (its library call raises a catalogued message): the page, in a
-    简体中文 session, shows the one-line error in Chinese, inside the Chinese "… failed after …" line."""
+    简体中文 session, shows the one-line error in Chinese, inside the Chinese "… failed after …" line. (A series
+    of its own: a result another test computed for the shipped series would be shared, and shown.)"""
+    folder = tmp_path / "steps"
+    make_checkpoint(folder / "step-000000", n_layer=1, n_head=2, n_embd=16, n_positions=32, vocab_size=500,
+                    bos_token_id=0, eos_token_id=0)
+    (folder / "series.json").write_text(json.dumps({"checkpoints": [{"step": 0, "folder": "step-000000"}]}))
     monkeypatch.setattr(training, "analyse", lambda *a, **k: _failing(None))
-    at = apptest("pages/10_Training.py", timeout=120, tr_series=series_mod.SHIPPED_SERIES_NAME,
-                 **{SESSION_KEY: "zh"}).run()
+    at = apptest("pages/10_Training.py", timeout=120, tr_series=str(folder), **{SESSION_KEY: "zh"}).run()
     assert not at.exception, at.exception
     errors = [e.value for e in at.error]
     assert len(errors) == 1, errors
