@@ -19,6 +19,13 @@ one-line message, instead of tying the process up for minutes:
 * :func:`check_tokenizer_files`: a malformed ``tokenizer.json`` is named.
 
 Every failure raises :class:`CheckpointError` whose ``str`` is a one-line message for the user.
+
+HuggingFace builds a model under process-wide switches — torch's default dtype, ``torch.nn.init``'s
+functions and ``PreTrainedModel.init_weights``/``tie_weights`` swapped for no-ops, the meta device for
+the empty model — each set on entry and restored on exit. Two builds at once in one process (a dashboard
+serving many sessions, a job per session) restore each other's switches mid-build: wrong dtypes, meta
+tensors, an untied ``lm_head.weight``. :data:`HF_BUILD_LOCK` makes every HF construction in attnkit one at
+a time (the meta models here, and the load in :mod:`attnkit.loading`).
 """
 from __future__ import annotations
 
@@ -28,6 +35,7 @@ import math
 import os
 import re
 import struct
+import threading
 from pathlib import Path
 
 import torch
@@ -35,7 +43,8 @@ import torch
 __all__ = ["CheckpointError", "INDEX_FILE", "WEIGHTS_FILE", "available_memory",
            "read_header", "weight_files", "expected_tensors", "estimate_bytes",
            "check_before_build", "check_after_build", "check_tokenizer_files", "check_config",
-           "custom_code", "check_no_custom_code", "snapshot_folder", "NO_CODE", "inside", "check_links"]
+           "custom_code", "check_no_custom_code", "snapshot_folder", "NO_CODE", "inside", "check_links",
+           "HF_BUILD_LOCK"]
 
 WEIGHTS_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
@@ -45,6 +54,11 @@ MAX_HEADER_BYTES = 100 * 2**20
 FULL_META_LAYERS = 64
 _DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
                 "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "U32": 4, "U64": 8}
+
+
+#: Held while transformers builds or reads a model, config or tokenizer (see the module's docstring): re-entrant,
+#: so a build may check its config's meta model inside it.
+HF_BUILD_LOCK = threading.RLock()
 
 
 class CheckpointError(ValueError):
@@ -222,7 +236,7 @@ def _meta_model(cfg, n_layers: int | None = None):
     if n_layers is not None:
         cfg.num_hidden_layers = n_layers
     try:
-        with torch.device("meta"):
+        with HF_BUILD_LOCK, torch.device("meta"):
             return AutoModelForCausalLM.from_config(cfg, attn_implementation="eager", **NO_CODE)
     except Exception as e:
         msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else e.__class__.__name__

@@ -469,10 +469,11 @@ def load(name_or_path: str, device: str | torch.device = "auto") -> Loaded:
     folder = Path(source) if local else checkpoint.snapshot_folder(source, revision)
     _checked(checkpoint.check_links, folder)
     _checked(checkpoint.check_no_custom_code, folder, repr(name))
-    cfg, _ = _read_config(name, source, folder, kwargs)
-    # checkpoint checks before building (attnkit/checkpoint.py): header vs config, memory, tokenizer.json
-    _checked(checkpoint.before_build, source, local, kwargs.get("local_files_only", False), cfg, revision)
-    model, tokenizer, notice = _build(name, source, local, kwargs)
+    with checkpoint.HF_BUILD_LOCK:         # transformers builds under process-wide switches: one load at a time
+        cfg, _ = _read_config(name, source, folder, kwargs)
+        # checkpoint checks before building (attnkit/checkpoint.py): header vs config, memory, tokenizer.json
+        _checked(checkpoint.before_build, source, local, kwargs.get("local_files_only", False), cfg, revision)
+        model, tokenizer, notice = _build(name, source, local, kwargs)
     _checked(checkpoint.after_build, model, tokenizer)   # NaN/Inf weights, tokenizer vs embedding
     model.eval().to(dev)
     tokenizer.model_max_length = 10**9     # attnkit cuts to the context itself, and says so

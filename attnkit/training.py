@@ -499,6 +499,8 @@ def analyse(series: Series, text: str | None = None, *, device: str = "cpu", set
             progress: Progress | None = None, use_cache: bool = True) -> SeriesResult:
     """Every checkpoint's numbers (from the disk cache where they are there), in step order."""
     check_consistent(series)
+    if use_cache:
+        diskcache.cache_folder()        # a relative ATTNKIT_CACHE: CacheError now, not a silent other folder
     settings = settings or Settings(text=text if text is not None else _default_text(series),
                                     icl_window=series.train_block)
     steps = Steps(progress, len(series), start=True)

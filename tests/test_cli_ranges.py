@@ -38,7 +38,7 @@ def no_model(monkeypatch):
     (["bench", "--family", "smollm2-135m", "--T", "1"], "--T"),
     (["heads", "--top", "0"], "--top"),
     (["train-default", "--seed", "-1"], "--seed"),
-    (["corpus", "--input", "x", "--out", "/tmp/x", "--window", "１２"], "--window"),
+    (["corpus", "--input", "x", "--out", "/tmp/attnkit-never-made/x", "--window", "１２"], "--window"),
     (["ablate", "--text-file", "/etc/hostname", "--intervention", "zero-head:L３H0"], "a head is written L{layer}H{head}"),
 ])
 def test_numbers_out_of_range_exit_2_in_one_line(argv, msg, no_model, capsys):

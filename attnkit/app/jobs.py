@@ -11,9 +11,15 @@ once (``ATTNKIT_JOBS``, default 2), later ones wait in order of arrival and say 
 and session (a new one in the same slot stops the old one). Torch ops and numpy release the GIL, so the
 server keeps answering other sessions while jobs run.
 
+The job runs in a copy of the context it was created in (:func:`contextvars.copy_context`): the session's
+language (attnkit.i18n keeps it in a ContextVar) and anything else the session's context carries travel with
+it, so a message rendered in the worker thread — a failed job's one-line error included — comes out in the
+session's language.
+
 Pages call :func:`job`; :class:`Job` is usable without Streamlit (tests)."""
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import threading
@@ -75,7 +81,9 @@ class Job:
         self.created = time.monotonic()
         self.started = self.finished = None
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"attnkit-job-{label}", daemon=True)
+        self._context = contextvars.copy_context()      # the creating session's language and the rest of its context
+        self._thread = threading.Thread(target=self._context.run, args=(self._run,), name=f"attnkit-job-{label}",
+                                        daemon=True)
 
     def start(self) -> "Job":
         with _QUEUE_LOCK:
@@ -248,7 +256,7 @@ def job(slot: str, key, label: str, fn, *, auto: bool = True, button: str | None
         if pressed or (auto and mine is None):
             mine = jobs[slot] = Job(key, label, fn).start()
             mine.join(_wait_s())
-            if mine.state == "done":        # quick: shown at once, no progress bar
+            if not mine.alive:              # quick: its result, or its one-line error, shown at once (no progress bar)
                 return job(slot, key, label, fn, auto=auto, button=button)
     if mine is not None and mine.alive:
         _poll(slot)

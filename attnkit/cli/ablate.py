@@ -3,7 +3,6 @@
 Bad input (file, spec, a kind the model cannot take) exits with 2 before any model run."""
 from __future__ import annotations
 
-import json
 import sys
 
 from .. import loading, prompts
@@ -12,8 +11,10 @@ from ..ablations.base import fmt_num
 from ..ablations.hull import HULL_ITERS
 from ..ablations.measure import check_available, head_sweep, jsonable, layer_sweep, measure
 from . import args as cli_args
+from .outputs import write_json
 
 PROG = "attnkit ablate"
+MAX_HULL_ITERS = 100_000
 
 
 def _read_texts(path: str, column: str | None) -> list[str]:
@@ -43,7 +44,8 @@ def _parser() -> cli_args.Parser:
     p.add_argument("--sweep", action="store_true", help="also ablate each layer alone, then all layers")
     p.add_argument("--head-map", action="store_true",
                    help="also the loss change of every head ablated alone (L·H forwards per text)")
-    p.add_argument("--hull-iters", type=cli_args.positive_int, default=HULL_ITERS)
+    p.add_argument("--hull-iters", type=cli_args.int_in(1, MAX_HULL_ITERS), default=HULL_ITERS,
+                   help=f"iterations of the convex-hull ablation's projection (default {HULL_ITERS}; 1–{MAX_HULL_ITERS:,})")
     p.add_argument("--json", dest="json_out", default=None, type=cli_args.writable_path,
                    help="write the results here as JSON")
     return p
@@ -125,7 +127,6 @@ def cli(argv=None) -> int:
     try:
         p = _parser()
         a = p.parse_args(argv)
-        cli_args.distinct_from_inputs(p, a, a.json_out, {"--text-file": a.text_file})
     except SystemExit as e:                   # bad values: one line on stderr, exit 2, before any work
         return int(e.code or 0)
     got = _inputs(a)
@@ -139,7 +140,6 @@ def cli(argv=None) -> int:
         out["layer_sweep"] = _sweep(m, ids_list, spec)
     if a.head_map:
         out["head_map"] = _head_map(m, ids_list, spec)
-    if a.json_out:
-        with open(a.json_out, "w", encoding="utf-8") as f:
-            json.dump(jsonable(out), f, indent=2, ensure_ascii=False)
+    if a.json_out and not write_json(a.json_out, jsonable(out), PROG, indent=2, ensure_ascii=False):
+        return 1
     return 0

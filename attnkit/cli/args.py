@@ -16,18 +16,58 @@ import sys
 import tempfile
 from pathlib import Path
 
+from . import outputs
+
 __all__ = ["Parser", "positive_int", "nonneg_int", "int_at_least", "positive_float", "nonneg_float", "fraction",
            "utf8_text", "writable_path", "writable_dir", "new_or_own_dir", "existing_file", "existing_nonempty_text_file",
-           "device", "whole_number", "int_in", "int_list", "seed", "MAX_SEED", "distinct_from_inputs"]
+           "device", "whole_number", "int_in", "int_list", "seed", "MAX_SEED", "INPUT_DESTS"]
 
 Err = argparse.ArgumentTypeError
 
 
+#: Options that name what a command reads, by their dest, whatever their type (a model or series may be a
+#: name or a folder); options of an input type (:func:`existing_file`, …) are inputs too.
+INPUT_DESTS = {"model", "series", "input"}
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse, but an error is one line: ``prog: error: argument --x: why`` (exit 2), no usage block."""
+    """argparse, but an error is one line: ``prog: error: argument --x: why`` (exit 2), no usage block; and
+    every output option is checked against the command's inputs once all are parsed (:mod:`.outputs`).
+
+    ``shipped_ok``: True, or the dest of a flag (train-default's ``overwrite_shipped``), when an output folder
+    may be a shipped model's (the tools that rebuild them)."""
+
+    def __init__(self, *a, shipped_ok: bool | str = False, **kw):
+        super().__init__(*a, **kw)
+        self.shipped_ok = shipped_ok
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+    def parse_args(self, args=None, namespace=None):
+        ns = super().parse_args(args, namespace)
+        self.check_outputs(ns)
+        return ns
+
+    def check_outputs(self, ns) -> None:
+        """Every output option's value against every input option's (exit 2, one line, on the first clash)."""
+        role = {a.dest: getattr(a.type, "role", None) or ("input" if a.dest in INPUT_DESTS else None)
+                for a in self._actions}
+        name = {a.dest: (max(a.option_strings, key=len) if a.option_strings else a.metavar or a.dest) for a in self._actions}
+        given = {d: getattr(ns, d, None) for d in role if getattr(ns, d, None) not in (None, [], "")}
+        inputs = {name[d]: outputs.local_paths(v) for d, v in given.items() if role[d] == "input"}
+        folders = {name[d]: v for d, v in given.items() if role[d] == "folder"}
+        ok = self.shipped_ok if isinstance(self.shipped_ok, bool) else bool(getattr(ns, self.shipped_ok, False))
+        flag = "" if isinstance(self.shipped_ok, bool) else "--" + self.shipped_ok.replace("_", "-")
+        try:
+            for opt, v in folders.items():
+                outputs.check_folder(v, inputs, shipped_ok=ok)
+            for d in (d for d in given if role[d] == "file"):
+                opt = name[d]
+                outputs.check_file(given[d], inputs, folders, shipped_ok=ok)
+        except outputs.OutputError as e:
+            also = f" (the shipped model is replaced only with {flag})" if flag and "shipped models'" in str(e) else ""
+            self.error(f"argument {opt}: {e}{also}")
 
 
 _INT = re.compile(r"^[+-]?[0-9][0-9_]*$", re.ASCII)
@@ -136,6 +176,9 @@ def writable_path(s: str) -> str:
     return s
 
 
+writable_path.role = "file"
+
+
 def _path(s: str) -> Path:
     """The path a value names (after checking it is valid UTF-8 text)."""
     utf8_text(s)
@@ -159,6 +202,9 @@ def writable_dir(s: str) -> str:
     return s
 
 
+writable_dir.role = "folder"
+
+
 def new_or_own_dir(marker: str, what: str):
     """An argparse type: a writable folder that is new, empty, or holds ``marker`` (a file only the
     command that writes the folder writes) — a command never writes into someone else's folder."""
@@ -170,6 +216,7 @@ def new_or_own_dir(marker: str, what: str):
                       "give a new or empty folder")
         return s
     check.__name__ = "output folder"
+    check.role = "folder"
     return check
 
 
@@ -185,6 +232,9 @@ def existing_file(s: str) -> str:
     if p.stat().st_size == 0:
         raise Err(f"{_shown(s)} is empty")
     return s
+
+
+existing_file.role = "input"
 
 
 def existing_nonempty_text_file(s: str) -> str:
@@ -204,6 +254,9 @@ def existing_nonempty_text_file(s: str) -> str:
     if not text.strip():
         raise Err(f"{_shown(s)} holds only whitespace: there is no text to run on")
     return s
+
+
+existing_nonempty_text_file.role = "input"
 
 
 def device(s: str) -> str:
@@ -265,19 +318,3 @@ def int_list(low: int, high: int):
         return [one(x) for x in parts]
     check.__name__ = "list of integers"
     return check
-
-
-def distinct_from_inputs(parser: argparse.ArgumentParser, a, out: str | None, inputs: dict) -> None:
-    """Refuse (exit 2, one line) an output file that is one of the input files: ``inputs`` maps an
-    option's name to the path it was given (None when not given)."""
-    if not out:
-        return
-    for opt, path in inputs.items():
-        try:
-            same = path is not None and Path(path).expanduser().exists() and Path(out).expanduser().exists() \
-                and os.path.samefile(Path(out).expanduser(), Path(path).expanduser())
-        except OSError:
-            same = False
-        if same:
-            parser.error(f"argument --json: {_shown(out)} is the {opt} file; writing the results there would "
-                         "overwrite the input — give another file name")

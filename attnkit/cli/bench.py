@@ -40,7 +40,8 @@ def _parser():
     p.add_argument("--shape-T", type=cli_args.int_in(2, MAX_T), default=256, help="with --shapes: the trace's length (default 256)")
     p.add_argument("--shape-parts", type=_shape_parts, metavar="P,…", help="with --shapes: only these parts, of "
                    f"{', '.join(SHAPE_PARTS)} (default all)")
-    p.add_argument("--shape-cache", type=cli_args.writable_dir, help="with --shapes: where the checkpoints are kept "
+    p.add_argument("--shape-cache", type=cli_args.new_or_own_dir(bench_lib.shapes.CACHE_MARKER, "the bench"),
+                   help="with --shapes: where the checkpoints are kept: new, empty, or one the bench filled "
                    "(default $ATTNKIT_BENCH_CACHE or <tmp>/attnkit-bench-cache)")
     return p
 

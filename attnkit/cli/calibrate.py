@@ -9,6 +9,7 @@ from .. import loading
 from ..calibration import calibrate, read_circuit, report
 from ..files import FileError
 from ..i18n import t
+from ..prompts import MAX_PAIRS
 from . import args as cli_args
 from .pair import write_json
 
@@ -22,7 +23,8 @@ def _parser() -> cli_args.Parser:
                                     "each model states in CIRCUIT.json.")
     p.add_argument("--models", nargs="+", choices=loading.PLANTED_MODELS, default=loading.PLANTED_MODELS,
                    help="planted models to score (default: all)")
-    p.add_argument("--pairs", type=cli_args.positive_int, default=4, help="prompt pairs per model (default 4)")
+    p.add_argument("--pairs", type=cli_args.int_in(1, MAX_PAIRS, "as a prompt set"), default=4,
+                   help=f"prompt pairs per model (default 4; 1–{MAX_PAIRS})")
     p.add_argument("--json", dest="json_out", default=None, type=cli_args.writable_path,
                    help="write the report card here as JSON")
     return p

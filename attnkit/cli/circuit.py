@@ -53,6 +53,9 @@ def pairs_file(s: str) -> prompts.PairSet:
     return got
 
 
+pairs_file.role = "input"
+
+
 def _parser() -> cli_args.Parser:
     p = cli_args.Parser(prog="python -m attnkit circuit",
                  description="Circuits on a clean/corrupted pair. With --receiver: path patching of every earlier "
@@ -136,7 +139,6 @@ def _exact(m, pair, a, out) -> None:
 def cli(argv=None) -> int:
     p = _parser()
     a = p.parse_args(argv)
-    cli_args.distinct_from_inputs(p, a, a.json_out, {"--pairs": a.pairs.name if a.pairs else None})
     if a.sender and not a.receiver:
         p.error("--sender needs --receiver (the input it is patched into)")
     if a.receiver and (a.more_corrupt or a.pairs or a.steps != DI_STEPS):

@@ -15,6 +15,14 @@ from .pair import write_json
 PROG = "attnkit corpus"
 
 
+def gpus(s: str) -> float:
+    """--gpus-per-worker: a share of a GPU or whole GPUs, 0 to 64."""
+    x = cli_args.nonneg_float(s)
+    if x > 64:
+        raise cli_args.Err(f"must be from 0 to 64 (GPUs per Ray actor), got {s}")
+    return x
+
+
 def _parser():
     p = cli_args.Parser(
         prog="python -m attnkit corpus",
@@ -39,14 +47,14 @@ def _parser():
                         "those past the input's end) instead of refusing")
     p.add_argument("--engine", default="local", choices=sorted(corpus_lib.ENGINES))
     p.add_argument("--address", default=None, type=cli_args.utf8_text, help="Ray cluster: auto or HOST:PORT (default: start Ray here)")
-    p.add_argument("--workers", type=cli_args.positive_int, default=None, help="Ray actors (default: as many as the cluster holds)")
-    p.add_argument("--gpus-per-worker", type=cli_args.nonneg_float, default=0.0, help="> 0 runs each actor's model on a GPU")
+    p.add_argument("--workers", type=cli_args.int_in(1, 1024), default=None, help="Ray actors (default: as many as the cluster holds)")
+    p.add_argument("--gpus-per-worker", type=gpus, default=0.0, help="> 0 runs each actor's model on a GPU")
     # --window, --batch, --shard-docs and --threads are checked by corpus.settings_for (one message for
     # the library and the command line)
     p.add_argument("--window", type=cli_args.whole_number, default=None, help="tokens per window (default: the model's context)")
     p.add_argument("--batch", type=cli_args.whole_number, default=4, help="windows of equal length per forward pass (default 4)")
     p.add_argument("--shard-docs", type=cli_args.whole_number, default=corpus_lib.SHARD_DOCS, help=f"documents per shard (default {corpus_lib.SHARD_DOCS})")
-    p.add_argument("--max-docs", type=cli_args.positive_int, default=None, help="use only the first N documents")
+    p.add_argument("--max-docs", type=cli_args.int_in(1, 10**9), default=None, help="use only the first N documents (1–10⁹)")
     p.add_argument("--device", default="cpu", type=cli_args.device, help="cpu, cuda, mps or auto (local engine; default cpu)")
     p.add_argument("--threads", type=cli_args.whole_number, default=1,
                    help="torch threads per worker = CPUs per Ray actor (default 1; the numbers depend on it "
@@ -54,7 +62,7 @@ def _parser():
     p.add_argument("--bootstrap", type=cli_args.int_in(0, 100_000), default=1000,
                    help="bootstrap resamples for the intervals (default 1000)")
     p.add_argument("--bench", action="store_true", help="measure documents/second: local, then Ray with --workers")
-    p.add_argument("--bench-docs", type=cli_args.positive_int, default=48)
+    p.add_argument("--bench-docs", type=cli_args.int_in(1, 100_000), default=48, help="documents the bench runs (1–100,000)")
     p.add_argument("--json", dest="json_out", default=None, type=cli_args.writable_path,
                    help="(--bench) write the measurements here")
     return p
@@ -119,7 +127,6 @@ def _run(a) -> corpus_lib.RunReport:
 def cli(argv=None) -> int:
     p = _parser()
     a = p.parse_args(argv)
-    cli_args.distinct_from_inputs(p, a, a.json_out, {"--input": a.input})
     try:
         if a.bench:
             res = bench(model=a.model or "attnkit-tiny", docs=a.bench_docs, window=a.window or 128,

@@ -1,7 +1,6 @@
 """``python -m attnkit entropy``: attention entropy against context length, per layer, head and position."""
 from __future__ import annotations
 
-import json
 import sys
 import time
 
@@ -10,8 +9,12 @@ import numpy as np
 from .. import loading, prompts
 from ..entropy import CLAIM, LogLengthScaling, Summary, claim_check, documents, profile_documents
 from . import args as cli_args
+from .outputs import write_json
 
 PROG = "attnkit entropy"
+MAX_WINDOW = 1_000_000        # beyond any context attnkit loads
+MAX_DOCS = 1_000_000
+MAX_BATCH = 4_096
 
 
 def _parser() -> cli_args.Parser:
@@ -22,11 +25,13 @@ def _parser() -> cli_args.Parser:
     p.add_argument("--device", default="cpu", type=cli_args.device, help="cpu, cuda, mps or auto (default: cpu)")
     p.add_argument("--text-file", required=True, type=cli_args.existing_nonempty_text_file,
                    help="UTF-8 text, split into windows of --window tokens")
-    p.add_argument("--window", type=cli_args.int_at_least(2), default=None,
+    p.add_argument("--window", type=cli_args.int_in(2, MAX_WINDOW, "tokens; the model's context cuts further"), default=None,
                    help="window length in tokens (default: the model's context)")
-    p.add_argument("--max-docs", type=cli_args.positive_int, default=None, help="use at most this many windows")
-    p.add_argument("--batch", type=cli_args.positive_int, default=4, help="windows per forward pass (default 4)")
-    p.add_argument("--log-base", type=float, default=None,
+    p.add_argument("--max-docs", type=cli_args.int_in(1, MAX_DOCS), default=None,
+                   help=f"use at most this many windows (1–{MAX_DOCS:,})")
+    p.add_argument("--batch", type=cli_args.int_in(1, MAX_BATCH), default=4,
+                   help=f"windows per forward pass (default 4; 1–{MAX_BATCH:,})")
+    p.add_argument("--log-base", type=cli_args.positive_float, default=None,
                    help="also run the log-length intervention: scores × log_b(i+1) with this base b > 1")
     p.add_argument("--no-clamp", action="store_true",
                    help="use log_b(i+1) as is (flattens positions < b); default max(1, log_b(i+1))")
@@ -77,7 +82,6 @@ def _log_length(m, docs, a, s: Summary) -> dict:
 def cli(argv=None) -> int:
     p = _parser()
     a = p.parse_args(argv)
-    cli_args.distinct_from_inputs(p, a, a.json_out, {"--text-file": a.text_file})
     text = _read_text(a.text_file)
     if text is None:
         return 2
@@ -112,7 +116,7 @@ def cli(argv=None) -> int:
     if a.log_base is not None:
         out["log_length"] = _log_length(m, docs, a, s)
     if a.json_out:
-        with open(a.json_out, "w", encoding="utf-8") as f:
-            json.dump(out, f)
+        if not write_json(a.json_out, out, PROG, indent=None):
+            return 1
         print(f"wrote {a.json_out}")
     return 0

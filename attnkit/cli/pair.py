@@ -1,12 +1,14 @@
 """Arguments and loading shared by the commands that take a clean/corrupted prompt pair (patch, attribute)."""
 from __future__ import annotations
 
-import json
 import sys
 
 from .. import loading
 from ..patching import PatchError, make_pair
 from . import args as cli_args
+from .outputs import write_json
+
+__all__ = ["add_pair_args", "load_pair", "write_json"]
 
 
 def add_pair_args(p: cli_args.Parser) -> None:
@@ -35,22 +37,3 @@ def load_pair(a, prog: str):
         print(f"{prog}: {e}", file=sys.stderr)
         return None
 
-
-def _plain(x):
-    """JSON for what json cannot write itself: numbers (numpy, torch) as floats, anything else as text."""
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return str(x)
-
-
-def write_json(path: str, obj: dict, prog: str) -> bool:
-    """Write ``obj`` as JSON to ``path``; False after one line on stderr when it cannot (a full disk,
-    /dev/full, a folder that went away)."""
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=1, default=_plain)
-        return True
-    except OSError as e:
-        print(f"{prog}: cannot write {path}: {e.strerror or e}", file=sys.stderr)
-        return False

@@ -32,6 +32,22 @@ def model_folder(s: str) -> str:
     return s
 
 
+model_folder.role = "input"
+
+
+#: The most optimizer steps a run plans (the shipped models took a few thousand).
+MAX_STEPS = 10_000_000
+MAX_MINUTES = 7 * 24 * 60
+
+
+def minutes(s: str) -> float:
+    """--minutes: a positive number of minutes, at most a week."""
+    x = cli_args.positive_float(s)
+    if x > MAX_MINUTES:
+        raise cli_args.Err(f"must be at most {MAX_MINUTES:,} (a week), got {s}")
+    return x
+
+
 def share_above_0(s: str) -> float:
     x = cli_args.fraction(s)
     if x == 0:
@@ -40,38 +56,39 @@ def share_above_0(s: str) -> float:
 
 
 def _parser() -> cli_args.Parser:
-    p = cli_args.Parser(prog="python -m attnkit train-default", description=TR.__doc__.split("\n")[0])
+    p = cli_args.Parser(prog="python -m attnkit train-default", description=TR.__doc__.split("\n")[0],
+                        shipped_ok="overwrite_shipped")
     p.add_argument("--out", default=None, type=cli_args.new_or_own_dir("training_log.json", "train-default"),
                    help="output folder (required): new, empty, or one train-default wrote (replaced when the new "
                         "run is complete). The shipped model's folder only with --overwrite-shipped")
     p.add_argument("--overwrite-shipped", action="store_true",
                    help="allow --out to be the shipped attnkit-tiny folder (" + str(TR.DEFAULT_OUT) + ")")
-    p.add_argument("--steps", type=cli_args.positive_int, default=1800, help="optimizer steps (default 1800)")
-    p.add_argument("--minutes", type=cli_args.positive_float, default=None,
+    p.add_argument("--steps", type=cli_args.int_in(1, MAX_STEPS), default=1800, help="optimizer steps (default 1800)")
+    p.add_argument("--minutes", type=minutes, default=None,
                    help="time-boxed run (implies --schedule wsd): constant LR until 80%% of the time, "
                         "then a linear decay sized to the measured speed; stops at the limit. "
                         "The card records the equivalent --steps/--decay-start/--stop-after")
     p.add_argument("--schedule", choices=["cosine", "wsd"], default="cosine",
                    help="cosine: warmup + cosine decay; wsd: warmup, constant, linear decay")
-    p.add_argument("--decay-start", type=cli_args.nonneg_int, default=None, help="wsd: step the decay starts (default 80%%)")
-    p.add_argument("--stop-after", type=cli_args.positive_int, default=None,
+    p.add_argument("--decay-start", type=cli_args.int_in(0, MAX_STEPS), default=None, help="wsd: step the decay starts (default 80%%)")
+    p.add_argument("--stop-after", type=cli_args.int_in(1, MAX_STEPS), default=None,
                    help="stop after this many steps; the LR schedule is still planned for --steps")
     p.add_argument("--init-from", default=None, type=model_folder,
                    help="continue training the model in this folder (a later stage; its tokenizer is retrained "
                         "identically from the same corpus and seed and must match)")
-    p.add_argument("--corpus-limit", type=cli_args.positive_int, default=None, help="max characters of corpus")
+    p.add_argument("--corpus-limit", type=cli_args.int_in(1, 10**11), default=None, help="max characters of corpus")
     p.add_argument("--corpus-file", default=None, type=cli_args.existing_nonempty_text_file, help="train on this text file instead of Debian text")
     p.add_argument("--corpus", choices=["en", "zh"], default="en",
                    help="the Debian source set: en (attnkit-tiny's, mostly English) or zh (attnkit-tiny-zh's: "
                         "Chinese documentation, manual pages and fortunes with some English prose)")
-    p.add_argument("--snapshots", type=cli_args.nonneg_int, default=0,
+    p.add_argument("--snapshots", type=cli_args.int_in(0, 1_000), default=0,
                    help="keep this many float16 snapshots as a training series in OUT/steps (with series.json), "
                         "chosen densest where the logged induction score changes fastest (default 0: none)")
     p.add_argument("--seed", type=cli_args.seed, default=1234)
-    p.add_argument("--threads", type=cli_args.positive_int, default=1, help="torch CPU threads")
-    p.add_argument("--batch", type=cli_args.positive_int, default=16)
+    p.add_argument("--threads", type=cli_args.int_in(1, 1_024), default=1, help="torch CPU threads")
+    p.add_argument("--batch", type=cli_args.int_in(1, 4_096), default=16)
     p.add_argument("--lr", type=cli_args.positive_float, default=2e-3)
-    p.add_argument("--warmup", type=cli_args.nonneg_int, default=100)
+    p.add_argument("--warmup", type=cli_args.int_in(0, MAX_STEPS), default=100)
     p.add_argument("--weight-decay", type=cli_args.nonneg_float, default=0.1)
     _model_and_data_flags(p)
     return p
@@ -79,15 +96,15 @@ def _parser() -> cli_args.Parser:
 
 def _model_and_data_flags(p: cli_args.Parser) -> None:
     """The model's shape, the training windows and the data mixture."""
-    p.add_argument("--vocab-size", type=cli_args.positive_int, default=8192)
-    p.add_argument("--n-layer", type=cli_args.positive_int, default=4)
-    p.add_argument("--n-head", type=cli_args.positive_int, default=8)
-    p.add_argument("--n-embd", type=cli_args.positive_int, default=256)
-    p.add_argument("--n-positions", type=cli_args.int_at_least(2), default=256)
-    p.add_argument("--eval-every", type=cli_args.positive_int, default=100)
-    p.add_argument("--train-block", type=cli_args.int_at_least(2), default=None,
+    p.add_argument("--vocab-size", type=cli_args.int_in(1, 262_144), default=8192)
+    p.add_argument("--n-layer", type=cli_args.int_in(1, 256), default=4)
+    p.add_argument("--n-head", type=cli_args.int_in(1, 256), default=8)
+    p.add_argument("--n-embd", type=cli_args.int_in(1, 16_384), default=256)
+    p.add_argument("--n-positions", type=cli_args.int_in(2, 65_536), default=256)
+    p.add_argument("--eval-every", type=cli_args.int_in(1, MAX_STEPS), default=100)
+    p.add_argument("--train-block", type=cli_args.int_in(2, 65_536), default=None,
                    help="training window (default: --n-positions); windows of --n-positions from --long-start on")
-    p.add_argument("--long-start", type=cli_args.nonneg_int, default=None,
+    p.add_argument("--long-start", type=cli_args.int_in(0, MAX_STEPS), default=None,
                    help="from this step on, train on --n-positions windows (batch scaled to keep tokens/step)")
     p.add_argument("--long-frac", type=share_above_0, default=0.9,
                    help="with --minutes and --train-block: switch to long windows at this fraction of the time")

@@ -2,16 +2,17 @@
 checkpoints (the library is :mod:`attnkit.training`; a series is :mod:`attnkit.series`)."""
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
+from .. import diskcache
 from .. import series as series_mod
 from .. import training
 from ..loading import LoadError
 from ..dev.bench.series import series_bench
 from ..prompts import PromptError, decode_text
 from . import args as cli_args
+from .outputs import write_json
 from .progress import Ticker
 
 PROG = "attnkit training"
@@ -41,13 +42,15 @@ def _bench(a) -> int:
     for r in res["rows"]:
         print(f"{r['label']}: {r['seconds']:.2f} s wall, {r['cpu_seconds']:.2f} s CPU (target ≤ {r['target']:g} s) "
               f"{'ok' if r['ok'] else 'SLOW'}")
-    if a.json_out:
-        Path(a.json_out).write_text(json.dumps(res, indent=1), encoding="utf-8")
-    return 0
+    return 0 if not a.json_out or write_json(a.json_out, res, PROG) else 1
 
 
 def cli(argv=None) -> int:
     a = _parser().parse_args(argv)
+    problem = None if a.no_cache or a.bench else diskcache.cache_problem()
+    if problem:
+        print(f"{PROG}: {problem}; or run with --no-cache", file=sys.stderr)
+        return 2
     try:
         if a.bench:
             series_mod.check_consistent(series_mod.resolve(a.series))
@@ -65,6 +68,6 @@ def cli(argv=None) -> int:
     print(df[COLUMNS].to_string(index=False, float_format="%.3f"))
     print(res.verdict())
     print(res.icl_note())
-    if a.json_out:
-        Path(a.json_out).write_text(json.dumps(res.to_json(), indent=1, ensure_ascii=False), encoding="utf-8")
+    if a.json_out and not write_json(a.json_out, res.to_json(), PROG, ensure_ascii=False):
+        return 1
     return 0

@@ -15,6 +15,7 @@ from . import args as cli_args
 from .pair import write_json
 
 PROG = "attnkit why"
+MAX_POSITION = 1_000_000      # beyond any context attnkit loads (as verify --tokens); the model's own context cuts further
 
 
 def _head(s: str) -> tuple[int, int]:
@@ -33,12 +34,12 @@ def _parser() -> cli_args.Parser:
     p.add_argument("--device", default="cpu", type=cli_args.device)
     p.add_argument("--text", required=True, type=cli_args.utf8_text, help="the prompt (nothing prepended)")
     p.add_argument("--head", required=True, type=_head, help="the head, e.g. L3H0")
-    p.add_argument("--query", required=True, type=cli_args.nonneg_int, help="query token position (0-based)")
-    p.add_argument("--key", type=cli_args.nonneg_int, default=None,
+    p.add_argument("--query", required=True, type=cli_args.int_in(0, MAX_POSITION, "a token position"), help="query token position (0-based)")
+    p.add_argument("--key", type=cli_args.int_in(0, MAX_POSITION, "a token position"), default=None,
                    help="key token position (0-based); without it, the whole query row")
-    p.add_argument("--against", type=cli_args.nonneg_int, default=None,
+    p.add_argument("--against", type=cli_args.int_in(0, MAX_POSITION, "a token position"), default=None,
                    help="a second key j′: split score(query, key) − score(query, j′)")
-    p.add_argument("--top", type=cli_args.positive_int, default=10, help="terms listed (default 10)")
+    p.add_argument("--top", type=cli_args.int_in(1, 10_000), default=10, help="terms listed (default 10; 1–10,000)")
     p.add_argument("--json", dest="json_out", default=None, type=cli_args.writable_path,
                    help="write score, every term and their total here as JSON")
     return p

@@ -33,18 +33,26 @@ def _analysis_names(analyses) -> list[str]:
     return analyses
 
 
+#: The largest values settings_for takes (a window beyond any context attnkit loads; the model's cuts further).
+MAX_WINDOW, MAX_BATCH, MAX_SHARD_DOCS, MAX_THREADS = 1_000_000, 4_096, 1_000_000, 1_024
+
+
+def _big(n: int) -> str:
+    return f"{n:,}" if abs(n) < 10**30 else f"a number of {len(str(abs(n)))} digits"
+
+
 def settings_for(model, analyses, window=None, batch=4, shard_docs=SHARD_DOCS, ablations=DEFAULT_ABLATIONS,
                  field="text", device="cpu", threads=1) -> dict:
     """Checked settings (CorpusError when one is out of range); these decide the numbers."""
     analyses = _analysis_names(analyses)
-    if window is not None and int(window) < 2:
-        raise CorpusError(f"--window must be at least 2 tokens, got {window}")
-    if int(batch) < 1:
-        raise CorpusError(f"--batch must be at least 1, got {batch}")
-    if int(shard_docs) < 1:
-        raise CorpusError(f"--shard-docs must be at least 1, got {shard_docs}")
-    if threads is None or int(threads) < 1:
-        raise CorpusError(f"--threads must be at least 1, got {threads}")
+    for name, value, low, high in (("--window", window, 2, MAX_WINDOW), ("--batch", batch, 1, MAX_BATCH),
+                                   ("--shard-docs", shard_docs, 1, MAX_SHARD_DOCS), ("--threads", threads, 1, MAX_THREADS)):
+        if value is None and name == "--window":
+            continue
+        if value is None or int(value) < low:
+            raise CorpusError(f"{name} must be at least {low}{' tokens' if name == '--window' else ''}, got {value}")
+        if int(value) > high:
+            raise CorpusError(f"{name} must be at most {high:,}, got {_big(int(value))}")
     raw = {"ablations": ablations}
     owned = {k: v for a in ANALYSES.values() for k, v in a.defaults.items()}     # what an analysis not run leaves
     for a in selected(analyses):

@@ -21,6 +21,7 @@ from tokenizers import ByteLevelBPETokenizer
 from torch.profiler import ProfilerActivity
 from torch.profiler import profile as torch_profile
 from transformers import GPT2TokenizerFast
+from ...checkpoint import HF_BUILD_LOCK
 
 #: Check id -> (label, comparison, target). Ratios are attnkit/reference (≤) or speed-ups (≥).
 TARGETS = {
@@ -51,7 +52,7 @@ def sdpa_twin(hf_model):
     """A second HF model object using the SDPA attention (HF's default) that shares every weight
     tensor with ``hf_model`` (built on the meta device, then handed the same tensors)."""
     cfg = copy.deepcopy(hf_model.config)
-    with torch.device("meta"):
+    with HF_BUILD_LOCK, torch.device("meta"):
         twin = type(hf_model)._from_config(cfg, attn_implementation="sdpa")     # any family's model class
     twin.load_state_dict(hf_model.state_dict(), assign=True)
     src = dict(hf_model.named_buffers())       # non-persistent buffers (rotary inv_freq) are not in the state dict

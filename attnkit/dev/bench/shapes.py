@@ -81,6 +81,10 @@ SHAPE_TARGETS = {
 }
 
 
+#: Written into the cache folder the bench fills: how ``--shape-cache`` recognises a folder as the bench's own.
+CACHE_MARKER = ".attnkit-bench-cache"
+
+
 def cache_folder(cache: str | os.PathLike | None = None) -> Path:
     """Where built checkpoints are kept: ``cache``, else $ATTNKIT_BENCH_CACHE, else <tmp>/attnkit-bench-cache."""
     return Path(cache or os.environ.get("ATTNKIT_BENCH_CACHE") or Path(tempfile.gettempdir()) / "attnkit-bench-cache")
@@ -96,6 +100,7 @@ def shape_checkpoint(shape: str, cache: str | os.PathLike | None = None, seed: i
     log(f"[bench] building a random-weight {shape} checkpoint in {folder} (once) …")
     hf_logging.disable_progress_bar()
     folder.parent.mkdir(parents=True, exist_ok=True)
+    (folder.parent / CACHE_MARKER).touch()
     part = Path(tempfile.mkdtemp(prefix=f".{shape}-", dir=folder.parent))
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **kw))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ...loading import load
+from ... import loading
 from ...compare import markdown_table
 from ...standard import head_name
 from ...metrics import head_table
@@ -32,7 +32,7 @@ def head_report(folder: Path, top: int = 3, text: str = SAMPLE_TEXT) -> tuple[st
     """Markdown tables of the best heads, measured by attnkit on the saved model exactly as
     ``python -m attnkit heads`` does (``text``, by default its built-in paragraph; induction on 4 x 50
     random tokens repeated, and TransformerLens's recipe), and the best score per statistic."""
-    m = load(str(folder), "cpu")
+    m = loading.load(str(folder), "cpu")
     ids, _ = truncate(m.encode(text), m.config.n_ctx)
     df = head_table(m.weights, ids, 50, bos_id=m.tokenizer.bos_token_id)
     parts, best = [], {}

@@ -20,6 +20,7 @@ from torch.nn import functional
 import transformers
 from transformers import GPT2Config, GPT2LMHeadModel
 
+from ...cli.outputs import swap_in
 from .card import formation_text, head_section, reproduce_argv, write_card
 from .evaluate import bits_per_byte, eval_windows, format_head_table, full_loss, prev_induction_scores, unigram_baseline
 from .mixture import sample_batch, sample_mixed_batch
@@ -471,16 +472,6 @@ def check_out(out, overwrite_shipped: bool = False) -> Path:
     return out
 
 
-def _swap_in(work: Path, out: Path) -> None:
-    """Move the finished run's folder ``work`` to ``out`` (an earlier train-default result there is
-    replaced only now, when the new one is complete)."""
-    old = out.parent / f".{out.name}.old-{os.getpid()}"
-    if out.exists():
-        os.rename(out, old)
-    os.rename(work, out)
-    shutil.rmtree(old, ignore_errors=True)
-
-
 def train(o: Options, argv: list[str], log=lambda s: None) -> dict:
     """The whole run into ``o.out`` (see check_out): corpus, tokenizer, model, loop, evaluation, head
     scores, card and log, written into a hidden folder beside ``o.out`` and moved there when complete
@@ -492,7 +483,7 @@ def train(o: Options, argv: list[str], log=lambda s: None) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     try:
         info = _train_into(o, work, argv, log)
-        _swap_in(work, out)
+        swap_in(work, out)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     log(f"saved to {out}")

@@ -7,13 +7,15 @@ shipped weights themselves (:func:`attnkit.training.analyse`).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
+import tempfile
 from pathlib import Path
 
 from ... import series as series_mod
 from ... import training
+from ...cli import args as cli_args
+from ...cli.outputs import swap_in
 from .sources import build_corpus
 
 EVAL_FILE = "eval.txt"
@@ -54,13 +56,15 @@ def _table(res: training.SeriesResult) -> str:
     return "\n".join(lines)
 
 
-def write_card(dest: Path, run_out: Path, command: str, res: training.SeriesResult) -> None:
+def write_card(dest: Path, run_out: Path, command: str, res: training.SeriesResult, name: str | None = None) -> None:
+    """MODEL_CARD.md of the series in ``dest`` (titled ``name``, default the folder's name)."""
+    name = name or dest.name
     cfg = json.loads((dest / res.checkpoints[0].label / "config.json").read_text(encoding="utf-8"))
-    card = f"""# {dest.name}
+    card = f"""# {name}
 
 A *series*: {len(res.checkpoints)} snapshots (float16) of one small GPT-2-architecture model taken while it was
 trained from scratch, chosen evenly along the training log's step × induction-score curve (so they are densest
-where the induction head forms). Open it with `python -m attnkit training --series {dest.name}`.
+where the induction head forms). Open it with `python -m attnkit training --series {name}`.
 
 **These are NOT OpenAI's GPT-2 weights**, nor attnkit-tiny's: a smaller model trained for this purpose on
 attnkit-tiny's kind of mixture (Debian package text, repeated-span rows and repeated random tokens), so
@@ -104,31 +108,52 @@ under the repository's licence.
 
 def ship(run_out: Path, dest: Path, command: str, seed: int = 1234, corpus: str = "en",
          eval_file: Path | None = None) -> training.SeriesResult:
-    src = run_out / "steps"
-    if dest.exists():
-        shutil.rmtree(dest)
-    shutil.copytree(src, dest)
-    text = eval_file.read_text(encoding="utf-8") if eval_file else eval_text(seed, corpus)
-    (dest / EVAL_FILE).write_text(text, encoding="utf-8")
-    index = json.loads((dest / series_mod.SERIES_FILE).read_text(encoding="utf-8"))
-    index["texts"] = EVAL_FILE
-    (dest / series_mod.SERIES_FILE).write_text(json.dumps(index, indent=1), encoding="utf-8")
-    res = training.analyse(series_mod.resolve(str(dest)), use_cache=False)
-    write_card(dest, run_out, command, res)
+    """The series of ``run_out`` into ``dest``: built in a hidden folder beside ``dest`` and moved there when
+    complete (an earlier series in ``dest`` is replaced only then)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-", dir=dest.parent))
+    try:
+        shutil.copytree(run_out / "steps", work, dirs_exist_ok=True)
+        text = eval_file.read_text(encoding="utf-8") if eval_file else eval_text(seed, corpus)
+        (work / EVAL_FILE).write_text(text, encoding="utf-8")
+        index = json.loads((work / series_mod.SERIES_FILE).read_text(encoding="utf-8"))
+        index["texts"] = EVAL_FILE
+        (work / series_mod.SERIES_FILE).write_text(json.dumps(index, indent=1), encoding="utf-8")
+        res = training.analyse(series_mod.resolve(str(work)), use_cache=False)
+        write_card(work, run_out, command, res, name=dest.name)
+        swap_in(work, dest)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return res
 
 
+def run_folder(s: str) -> str:
+    """A train-default --snapshots run: a folder holding steps/series.json."""
+    cli_args.writable_dir(s)
+    if not (Path(s).expanduser() / "steps" / series_mod.SERIES_FILE).is_file():
+        raise cli_args.Err(f"{s} holds no steps/{series_mod.SERIES_FILE}: not a train-default --snapshots run")
+    return s
+
+
+run_folder.role = "input"
+
+
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description="ship a train-default --snapshots run as a packaged series")
-    p.add_argument("run_out", type=Path)
-    p.add_argument("dest", type=Path)
-    p.add_argument("--command", required=True, help="the train-default command that made the run (for the card)")
-    p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--corpus", default="en")
-    p.add_argument("--eval-text", type=Path, default=None,
+    p = cli_args.Parser(prog="python -m attnkit.dev.train.ship_series", shipped_ok=True,
+                        description="ship a train-default --snapshots run as a packaged series")
+    p.add_argument("run_out", type=run_folder)
+    p.add_argument("dest", type=cli_args.new_or_own_dir(EVAL_FILE, "ship_series"),
+                   help=f"new, empty, or a series this command shipped (it holds {EVAL_FILE}), e.g. "
+                        "attnkit/models/attnkit-tiny-steps")
+    p.add_argument("--command", required=True, type=cli_args.utf8_text,
+                   help="the train-default command that made the run (for the card)")
+    p.add_argument("--seed", type=cli_args.seed, default=1234)
+    p.add_argument("--corpus", choices=["en", "zh"], default="en")
+    p.add_argument("--eval-text", type=cli_args.existing_nonempty_text_file, default=None,
                    help="an eval.txt written before for the same seed and corpus (skips reading the corpus again)")
     a = p.parse_args(argv)
-    res = ship(a.run_out, a.dest, a.command, a.seed, a.corpus, a.eval_text)
+    res = ship(Path(a.run_out).expanduser(), Path(a.dest).expanduser(), a.command, a.seed, a.corpus,
+               Path(a.eval_text).expanduser() if a.eval_text else None)
     print(res.frame()[["step", "induction", "induction_lo", "previous_token", "icl", "val_loss"]].to_string(index=False))
     print(res.verdict())
     return 0
