@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import checkpoint
-from .loading import LoadError, split_revision
+from .loading import LoadError, missing_shipped, split_revision
 
 __all__ = ["Member", "Series", "SERIES_FILE", "STEP_DIR", "SHIPPED_SERIES", "SHIPPED_SERIES_NAME", "resolve",
            "check_consistent", "SeriesError", "shape_of"]
@@ -200,6 +200,8 @@ def resolve(spec: str) -> Series:
     if not spec:
         raise SeriesError("no series given")
     if spec in SHIPPED_SERIES:
+        if not (SHIPPED_SERIES[spec] / SERIES_FILE).is_file():
+            raise SeriesError(missing_shipped(spec, SHIPPED_SERIES[spec]))
         return _folder_series(spec, SHIPPED_SERIES[spec])
     path = Path(spec).expanduser()
     if path.exists() or spec.startswith((".", "~", "/")):

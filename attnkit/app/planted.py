@@ -1,7 +1,8 @@
 """Planted-circuit models in the dashboard: a model whose folder states its circuit (``CIRCUIT.json``, read by
 :func:`attnkit.calibration.read_circuit`, the one reader) gets its card and stated circuit on Home, a line in
 the sidebar, and on Circuits the stated circuit beside the discovered one (found / missed / extra edges,
-:func:`attnkit.calibration.compare_circuits`; the graph's marks from :func:`attnkit.calibration.edge_marks`)."""
+:func:`attnkit.calibration.compare_circuits`; the graph's edges and marks from
+:func:`attnkit.calibration.marked_edges`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from .. import calibration
+from ..charts.circuits import mark_labels
 from ..i18n import t
 from ..loading import PLANTED_MODELS
 from .caches import budgeted
@@ -100,12 +102,6 @@ def card_section(ctx) -> None:
         st.text(card["text"] or t("This folder has no MODEL_CARD.md."))
 
 
-def mark_labels() -> dict[str, str]:
-    """found / missed / extra as shown (legend, tooltips, tables)."""
-    return {"found": t("found (stated and discovered)"), "missed": t("missed (stated, not discovered)"),
-            "extra": t("extra (discovered, not stated)")}
-
-
 @dataclass
 class Compared:
     """What the circuit graph draws: the discovered edges, and on a planted model the missed ones too, with each
@@ -138,7 +134,7 @@ def compare_section(ctx, found) -> Compared:
         return Compared(list(found.edges))
     group = ctx.model.config.group
     cmp = calibration.compare_circuits(got.circuit["edges"], found.edges, group)
-    marks = calibration.edge_marks(got.circuit["edges"], found.edges, group)
+    drawn, marks = calibration.marked_edges(got.circuit["edges"], found, group)
     st.markdown("**" + t("Stated circuit (CIRCUIT.json) beside the discovered one") + "**")  # internal text: the catalog's
     _metrics(cmp)
     if group > 1:
@@ -155,5 +151,4 @@ def compare_section(ctx, found) -> Compared:
     show_table(table[~is_extra], on=left, hide_index=True, width="stretch")
     right.caption(t("Discovered edges the stated circuit does not have"))  # internal text: the catalog's
     show_table(table[is_extra], on=right, hide_index=True, width="stretch")
-    missed = [(s, r, scores.get((s, r), 0.0)) for (s, r), m in marks.items() if m == "missed"]
-    return Compared(list(found.edges) + missed, marks, labels)
+    return Compared(drawn, marks, labels)
