@@ -98,10 +98,13 @@ class Model:
         return Run(self, ids, run(self.weights, ids, capture=capture, hooks=hooks, intervention=intervention))
 
     def heads(self, text: str | None = None, *, induction_n: int = 50) -> HeadStats:
-        """Every head statistic of the attention PATTERN on ``text`` (default: a built-in English paragraph), and
+        """Every head statistic of the attention PATTERN on ``text`` (default: a built-in English paragraph; its first
+        context when longer), and
         induction on ``induction_n`` random tokens repeated (and by TransformerLens's recipe when the model has a
         BOS token). They say where heads look, not what they do."""
-        ids, _ = prompts.truncate(self.to_ids(prompts.SAMPLE_TEXT if text is None else text), self.config.n_ctx)
+        text = prompts.SAMPLE_TEXT if text is None else text
+        ids, _ = prompts.truncate(self.loaded.encode(text) if isinstance(text, str) else list(text), self.config.n_ctx)
+        ids = self.to_ids(ids)                          # the model's first context of it
         bos = getattr(self.loaded.tokenizer, "bos_token_id", None)
         return self._result(HeadStats(metrics.head_table(self.weights, ids, induction_n, bos_id=bos), len(ids)))
 
