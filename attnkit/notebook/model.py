@@ -108,11 +108,12 @@ class Model:
         bos = getattr(self.loaded.tokenizer, "bos_token_id", None)
         return self._result(HeadStats(metrics.head_table(self.weights, ids, induction_n, bos_id=bos), len(ids)))
 
-    def entropy(self, texts, *, split: bool = True) -> Entropy:
-        """Entropy against context length over ``texts`` (a string or a list), each split into windows of the
-        model's context (``split``) or cut to its first window."""
+    def entropy(self, texts, *, window: int | None = None, split: bool = True) -> Entropy:
+        """Entropy against context length over ``texts`` (a string or a list), each split into windows of ``window``
+        tokens (default: the model's context) or, without ``split``, cut to its first window."""
         texts = [texts] if isinstance(texts, str) else list(texts)
-        docs, _ = entropy.documents(self.loaded.encode, texts, self.config.n_ctx, split=split)
+        window = self.config.n_ctx if window is None else min(int(window), self.config.n_ctx)
+        docs, _ = entropy.documents(self.loaded.encode, texts, window, split=split)
         if not docs:
             raise ValueError("no text of 2 tokens or more to measure")
         return self._result(Entropy(entropy.profile_documents(self.weights, docs)))

@@ -13,6 +13,7 @@ dashboard, it says what it measured in its summary.
 """
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,7 +56,7 @@ class Result:
     def _frame(self) -> pd.DataFrame:
         raise NotImplementedError
 
-    def _chart(self, **options) -> alt.TopLevelMixin:
+    def _chart(self, *args, **options) -> alt.TopLevelMixin:
         raise ValueError(f"{type(self).__name__} has no chart; see .to_pandas()")
 
     def _summary(self) -> str:
@@ -67,10 +68,11 @@ class Result:
         with i18n.language(self.lang):
             return self._frame()
 
-    def chart(self, **options) -> alt.TopLevelMixin:
-        """The dashboard's chart of this result (an Altair chart: display it, or ``.save`` it)."""
+    def chart(self, *args, **options) -> alt.TopLevelMixin:
+        """The dashboard's chart of this result (an Altair chart: display it, or ``.save`` it); the options are the
+        subclass's (e.g. ``HeadStats.chart("induction")``)."""
         with i18n.language(self.lang):
-            return self._chart(**options)
+            return self._chart(*args, **options)
 
     def summary(self) -> str:
         """One or two lines: what was measured, on what, and the headline numbers."""
@@ -93,11 +95,14 @@ class Result:
         return self.summary()
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        """Jupyter's display: the chart (Altair's own bundle) with the summary as its plain text."""
+        """Jupyter's display: the chart (Altair's own bundle, by its active renderer) with the summary as its plain
+        text and, in HTML, above the chart."""
         text = {"text/plain": self.summary()}
         try:
             bundle = self.chart()._repr_mimebundle_(include, exclude)
         except ValueError:               # a result without a chart shows its summary
             return text
         data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
+        if "text/html" in data:                  # the summary above the chart, as text (tokens are escaped)
+            data = {**data, "text/html": f"<p>{html.escape(text['text/plain'])}</p>\n{data['text/html']}"}
         return {**data, **text}, meta
