@@ -61,6 +61,7 @@ def test_it_hands_the_packaged_script_settings_port_and_language_to_streamlit(mo
             return 0
 
     monkeypatch.setattr(subprocess, "Popen", Done)
+    monkeypatch.setattr(app_cli, "missing_pages", lambda: [])
     assert cli_main(["app", "--port", "8765", "--lang", "zh"]) == 0
     cmd = seen["cmd"]
     assert cmd[1:5] == ["-m", "streamlit", "run", str(app_cli.SCRIPT)] and app_cli.SCRIPT.parent.name == "app"
@@ -89,25 +90,41 @@ def test_lang_becomes_the_dashboards_language_when_the_link_names_none(monkeypat
 
 
 def test_the_server_answers_from_outside_the_checkout(tmp_path):
+    """The command line ``attnkit app`` runs (Streamlit's, with the packaged settings as flags), started in a folder
+    that is not the checkout, answers Streamlit's health check (whatever the script's pages: the health check
+    does not run it)."""
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "attnkit", "app", "--port", str(port), "--address", "127.0.0.1",
-                             "--lang", "zh"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(app_cli.command(port, "127.0.0.1"), cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline, status = time.time() + 120, None
-        while status != 200 and time.time() < deadline and proc.poll() is None:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
-                    status, body = r.status, r.read()
-            except OSError:
-                time.sleep(0.5)
-        assert status == 200 and body == b"ok", proc.stdout.read().decode() if proc.poll() is not None else status
+        assert health(port, proc) == 200, proc.stdout.read().decode() if proc.poll() is not None else "no answer"
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:
             assert r.status == 200
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(30)
+
+
+def health(port: int, proc, timeout: float = 120) -> int | None:
+    """The status of ``/_stcore/health`` once the server answers (None when it exits or the time runs out)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+                if r.read() == b"ok":
+                    return r.status
+        except OSError:
+            time.sleep(0.5)
+    return None
+
+
+def test_it_refuses_in_one_line_when_the_pages_are_not_in_the_package(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(app_cli, "SCRIPT", tmp_path / "main.py")
+    monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: pytest.fail("started Streamlit"))
+    assert cli_main(["app"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "are not in this attnkit package" in err and "streamlit run app.py" in err and "\n" not in err
 
 
 def _pages_in_package() -> bool:

@@ -54,10 +54,24 @@ def command(port: int | None = None, address: str | None = None) -> list[str]:
     return cmd
 
 
+def missing_pages() -> list[str]:
+    """The page scripts of the page list that Streamlit would not find from :data:`SCRIPT` (none in a whole install;
+    every one in a checkout from before the pages moved into the package). Imported here, not at the top: the
+    page list imports Streamlit, which this command first checks is installed."""
+    from ..app.navigation import PAGES
+
+    return [spec.path for spec in PAGES if not (SCRIPT.parent / spec.path).is_file()]
+
+
 def cli(argv=None) -> int:
     a = _parser().parse_args(argv)
     if importlib.util.find_spec("streamlit") is None:
         print(f"{PROG}: the dashboard needs Streamlit: pip install 'attnkit[app]'", file=sys.stderr)
+        return 2
+    missing = missing_pages()
+    if missing:
+        print(f"{PROG}: {len(missing)} page(s) of the dashboard are not in this attnkit package (first: {missing[0]}); "
+              "in a checkout run `streamlit run app.py`, else reinstall attnkit", file=sys.stderr)
         return 2
     env = {**os.environ, "ATTNKIT_LANG": i18n.current()}
     proc = subprocess.Popen(command(a.port, a.address), env=env)
