@@ -113,7 +113,9 @@ class Patching(Result):
 
     def _summary(self):
         res, top = self.result, self.top(3)
-        label = top["name"] if "name" in top else top.get("row", top["layer"]).astype(str)
+        label = list(top["name"] if "name" in top else top["row"] if "row" in top else "L" + top["layer"].astype(str))
+        if "position" in top:
+            label = [f"{name} @ {pos} {self.tokens[pos]!r}" for name, pos in zip(label, top["position"])]
         return msg("Activation patching ({direction}, {target}) on a {T}-token pair: logit difference clean {clean}, "
                    "corrupted {corrupt}; largest normalised effects: {top}.", direction=res.direction,
                    target=res.target, T=len(self.tokens), clean=f"{res.clean_ld:+.3f}",

@@ -5,7 +5,7 @@ each in the language it was made in (``attnkit.load(..., lang="zh")``):
 
     res.to_pandas()       the table the dashboard's page downloads for it (a DataFrame)
     res.chart()           the Altair chart the page draws, from the same builder in ``attnkit.charts``
-    res                   in Jupyter: the chart with a one-line summary as its text form; elsewhere the summary
+    res                   in Jupyter: its summary above the chart; printed: the summary
     res.save("x.html")    .html (self-contained: Vega's JavaScript inlined, opens offline), .png, .svg, .csv
 
 Like CircuitsVis's renderers, a result is a value a notebook cell shows by ending with it; like the
