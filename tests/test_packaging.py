@@ -121,6 +121,18 @@ def test_the_wheel_holds_every_file_under_attnkit_and_the_command(wheel, source)
     assert "attnkit = attnkit.cli:main" in entry
 
 
+def test_a_closed_pipe_ends_the_command_without_a_traceback():
+    """``attnkit heads | head``: the reader leaves early; the command ends quietly (exit 1), not with a traceback."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        got = subprocess.run([sys.executable, "-m", "attnkit", "--help"], stdout=write, stderr=subprocess.PIPE,
+                             timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    finally:
+        os.close(write)
+    assert got.returncode == 1 and got.stderr == b""
+
+
 # ----------------------------------------------------------------------------- the named suite: -m package
 
 def _run(argv, cwd, timeout=600, **kw):

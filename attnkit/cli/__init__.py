@@ -55,7 +55,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"attnkit: {e}", file=sys.stderr)
         return 2
     with i18n.language(lang):
-        return _dispatch(argv)
+        try:
+            return _dispatch(argv)
+        except BrokenPipeError:             # `attnkit heads | head`: the reader left; no traceback for that
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())     # (Python's documented way out)
+            return 1
 
 
 def _dispatch(argv: list[str]) -> int:
