@@ -44,7 +44,8 @@ from .standard import head_name, node_name, parse_head, split_node
 from .weights import Weights
 
 __all__ = ["Row", "Context", "METHODS", "StatedCircuit", "ModelCard", "read_circuit", "planted_folder", "read_card",
-           "make_pairs", "pair_words", "planted_word", "roc_auc", "compare_circuits", "edge_marks", "calibrate_model",
+           "make_pairs", "pair_words", "planted_word", "roc_auc", "compare_circuits", "edge_marks", "marked_edges",
+           "calibrate_model",
            "calibrate", "report"]
 
 
@@ -184,6 +185,16 @@ def edge_marks(stated, discovered, group: int = 1) -> dict[tuple[str, str], str]
         out[(s, r)] = "found" if canonical((s, r), group) in found else "extra"
     out.update({e: "missed" for e in cmp["missed"]})
     return out
+
+
+def marked_edges(stated, found, group: int = 1) -> tuple[list[tuple[str, str, float]], dict]:
+    """What a graph of a discovered circuit beside a stated one draws: the discovered edges (sender, receiver,
+    attribution), then the stated edges the discovery missed (their attribution from ``found.ranked``, else 0),
+    and each edge's mark (:func:`edge_marks`). ``found``: a :class:`attnkit.circuits.discover.Circuit`."""
+    marks = edge_marks(stated, found.edges, group)
+    scores = {(s, r): a for s, r, a in found.ranked}
+    missed = [(s, r, scores.get((s, r), 0.0)) for (s, r), m in marks.items() if m == "missed"]
+    return list(found.edges) + missed, marks
 
 
 def _top_set(ctx: Context, values: np.ndarray, planted: list[str], method: str, metric: str) -> Row:

@@ -51,6 +51,7 @@ __all__ = [
     "FAMILY_MODELS",
     "split_revision",
     "check_revision",
+    "missing_shipped",
 ]
 
 SHIPPED_MODEL = "attnkit-tiny"
@@ -289,9 +290,18 @@ def _family(model_type, where: str):
         raise LoadError(f"{where} holds a {model_type or 'unknown'!r} model: {e}") from None
 
 
+def missing_shipped(name: str, folder: Path) -> str:
+    """One line: a shipped model's folder is not where the package keeps it (a partial copy or install)."""
+    return msg("{model} is not in this installation ({folder} is missing): every shipped model is in attnkit's "
+               "wheel, so reinstall it (pip install --force-reinstall attnkit), or give the path of a checkout's "
+               "attnkit/models/{model} folder instead of the name.", model=name, folder=str(folder))
+
+
 def _source(name: str) -> tuple[str, bool]:
     """(folder or repo id, is_local)."""
     if name in SHIPPED:
+        if not (SHIPPED[name] / "config.json").is_file():
+            raise LoadError(missing_shipped(name, SHIPPED[name]))
         return str(SHIPPED[name]), True
     if name in HUB_NAMES:
         return HUB_NAMES[name], False

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["MAX_GROUP", "Group", "char_groups", "piece_text", "token_texts"]
+__all__ = ["MAX_GROUP", "Group", "char_groups", "piece_text", "token_texts", "show_spaces", "token_labels"]
 
 #: Tokens joined at most to finish a character (a UTF-8 character is ≤ 4 bytes; a run of split
 #: characters can chain a few more); past this the tokens are shown one by one with \\xNN escapes.
@@ -72,3 +72,13 @@ def token_texts(pieces: list[bytes]) -> list[str]:
         else:
             out += [f"{g.text}[{k + 1}/{g.size}]" for k in range(g.size)]
     return out
+
+
+def show_spaces(tok: str) -> str:
+    """A token with its spaces and line breaks made visible (GPT-2 tokens often start with a space)."""
+    return tok.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥") or "∅"
+
+
+def token_labels(tokens: list[str]) -> list[str]:
+    """Unique axis labels 'position:token' (tokens repeat; positions don't)."""
+    return [f"{i}:{show_spaces(t)}" for i, t in enumerate(tokens)]

@@ -27,7 +27,7 @@ from pathlib import Path
 from . import checkpoint, files
 from .files import MB
 from .i18n import msg
-from .loading import LoadError, split_revision
+from .loading import LoadError, missing_shipped, split_revision
 
 __all__ = ["Member", "Series", "Index", "SERIES_FILE", "STEP_DIR", "SHIPPED_SERIES", "SHIPPED_SERIES_NAME", "resolve",
            "read_index", "read_texts", "whole_number", "is_folder", "check_consistent", "SeriesError", "shape_of"]
@@ -391,6 +391,8 @@ def resolve(spec: str) -> Series:
     if not spec:
         raise SeriesError(msg("no series given"))
     if spec in SHIPPED_SERIES:
+        if not (SHIPPED_SERIES[spec] / SERIES_FILE).is_file():
+            raise SeriesError(missing_shipped(spec, SHIPPED_SERIES[spec]))
         return _folder_series(spec, SHIPPED_SERIES[spec])
     if is_folder(spec):
         return _folder_series(spec, Path(spec).expanduser())

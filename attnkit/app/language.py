@@ -1,4 +1,5 @@
-"""The interface language of one browser session: read from the link (``?lang=zh``) or the session,
+"""The interface language of one browser session: read from the link (``?lang=zh``) or the session (else the
+server's $ATTNKIT_LANG, which ``attnkit app --lang zh`` sets),
 applied to this script run (:func:`attnkit.i18n.set_language`: a context variable, so sessions served by
 the same process never share it), and a switch for the sidebar.
 
@@ -8,6 +9,8 @@ anything is drawn (the frame's ``page()``), put :func:`switch` in the sidebar, a
 ``attnkit.i18n.t`` / ``nt``; library messages render themselves.
 """
 from __future__ import annotations
+
+import os
 
 import streamlit as st
 
@@ -34,7 +37,8 @@ def choose(link, session) -> tuple[str, str | None]:
 
 def apply() -> str:
     """Set this run's language from the session/link (call first in every run); returns it."""
-    lang, notice = choose(st.query_params.get("lang"), st.session_state.get(SESSION_KEY))
+    link = st.query_params.get("lang") or os.environ.get("ATTNKIT_LANG")     # `attnkit app --lang zh` sets it
+    lang, notice = choose(link, st.session_state.get(SESSION_KEY))
     st.session_state[SESSION_KEY] = lang
     i18n.set_language(lang)
     if notice:

@@ -6,16 +6,10 @@ import streamlit as st
 
 from .context import Context
 from ..i18n import t
+from ..pieces import show_spaces, token_labels
 from .tables import show_table
 
-def show_spaces(tok: str) -> str:
-    """A token with its spaces and line breaks made visible (GPT-2 tokens often start with a space)."""
-    return tok.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥") or "∅"
-
-
-def token_labels(tokens: list[str]) -> list[str]:
-    """Unique axis labels 'position:token' (tokens repeat; positions don't)."""
-    return [f"{i}:{show_spaces(t)}" for i, t in enumerate(tokens)]
+__all__ = ["show_spaces", "token_labels", "tokens_inline", "show_tokens"]
 
 
 def tokens_inline(tokens: list[str]) -> str:

@@ -16,6 +16,13 @@ __all__ = ["MARK_COLOURS", "composition_matrix", "circuit_graph", "faithfulness_
 _INPUT_COLOURS = {"q": "#1f77b4", "k": "#d62728", "v": "#2ca02c", "mlp": "#9467bd", "logits": "#ff7f0e"}
 
 
+def mark_labels() -> dict[str, str]:
+    """found / missed / extra (the marks of :func:`attnkit.calibration.edge_marks`) as shown in legends,
+    tooltips and tables."""
+    return {"found": t("found (stated and discovered)"), "missed": t("missed (stated, not discovered)"),
+            "extra": t("extra (discovered, not stated)")}
+
+
 def composition_matrix(comp, mode: str = "k", *, title: str | None = None,
                        receiver_layers=None) -> alt.LayerChart:
     """Sender head (rows) × receiver head (columns) ``mode``-composition scores; the colour scale starts

@@ -27,6 +27,7 @@ COMMANDS = {
     "circuit": ("attnkit.cli.circuit", "path patching, attribution patching and circuit discovery on a pair"),
     "calibrate": ("attnkit.cli.calibrate", "score every method on the planted-circuit models (report card)"),
     "why": ("attnkit.cli.why", "why query i attends to key j: one head's score split into query × key parts"),
+    "app": ("attnkit.cli.app", "the dashboard in the browser (Streamlit), served from the installed package"),
 }
 
 
@@ -54,12 +55,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"attnkit: {e}", file=sys.stderr)
         return 2
     with i18n.language(lang):
-        return _dispatch(argv)
+        try:
+            return _dispatch(argv)
+        except BrokenPipeError:             # `attnkit heads | head`: the reader left; no traceback for that
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())     # (Python's documented way out)
+            return 1
 
 
 def _dispatch(argv: list[str]) -> int:
     if not argv or argv[0] in {"-h", "--help", "help"}:
-        print("usage: python -m attnkit <command> [options]\n\ncommands:")
+        print("usage: attnkit <command> [options]   (or: python -m attnkit <command> [options])\n\ncommands:")
         for name, (_, text) in COMMANDS.items():
             print(f"  {name:<14} {text}")
         print("\noption for every command: --lang en|zh (or $ATTNKIT_LANG): the language of verdicts and notes")

@@ -9,14 +9,9 @@ import streamlit as st
 
 from attnkit import calibration
 from attnkit.app import show_table
+from attnkit.charts.circuits import mark_labels
 from attnkit.app.planted import stated
 from attnkit.i18n import t
-
-
-def mark_labels() -> dict[str, str]:
-    """found / missed / extra as shown (legend, tooltips, tables)."""
-    return {"found": t("found (stated and discovered)"), "missed": t("missed (stated, not discovered)"),
-            "extra": t("extra (discovered, not stated)")}
 
 
 @dataclass
@@ -51,7 +46,7 @@ def compare_section(ctx, found) -> Compared:
         return Compared(list(found.edges))
     group = ctx.model.config.group
     cmp = calibration.compare_circuits(got.circuit.edges, found.edges, group)
-    marks = calibration.edge_marks(got.circuit.edges, found.edges, group)
+    drawn, marks = calibration.marked_edges(got.circuit.edges, found, group)
     st.markdown("**" + t("Stated circuit (CIRCUIT.json) beside the discovered one") + "**")  # internal text: the catalog's
     _metrics(cmp)
     if group > 1:
@@ -68,5 +63,4 @@ def compare_section(ctx, found) -> Compared:
     show_table(table[~is_extra], on=left, hide_index=True, width="stretch")
     right.caption(t("Discovered edges the stated circuit does not have"))  # internal text: the catalog's
     show_table(table[is_extra], on=right, hide_index=True, width="stretch")
-    missed = [(s, r, scores.get((s, r), 0.0)) for (s, r), m in marks.items() if m == "missed"]
-    return Compared(list(found.edges) + missed, marks, labels)
+    return Compared(drawn, marks, labels)
