@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from attnkit import calculator as C
-from attnkit.app.learner import percent
+from attnkit.app.pages.shared.next_token import percent
 from attnkit.i18n import language
 
 
