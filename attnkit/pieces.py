@@ -4,12 +4,13 @@ GPT-2's tokenizer works on UTF-8 bytes, so one character can be split over sever
 ``\\xe5\\xba`` + ``\\x8a``, 🙂 up to four single-byte tokens. Shown token by token those are byte
 escapes; here consecutive tokens are grouped until their bytes decode, so a view can draw the
 character once across the tokens that carry it, and name the pieces and ids beside it.
+:func:`printable_token` writes one token's text with its spaces, line breaks and control characters visible.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["MAX_GROUP", "Group", "char_groups", "piece_text", "token_texts"]
+__all__ = ["MAX_GROUP", "Group", "char_groups", "piece_text", "token_texts", "printable_token"]
 
 #: Tokens joined at most to finish a character (a UTF-8 character is ≤ 4 bytes; a run of split
 #: characters can chain a few more); past this the tokens are shown one by one with \\xNN escapes.
@@ -72,3 +73,10 @@ def token_texts(pieces: list[bytes]) -> list[str]:
         else:
             out += [f"{g.text}[{k + 1}/{g.size}]" for k in range(g.size)]
     return out
+
+
+def printable_token(tok: str) -> str:
+    """A token with its spaces and line breaks visible (as the pages show them); other control
+    characters as \\xNN (they cannot go into an SVG/PNG export)."""
+    tok = tok.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥")
+    return "".join(f"\\x{ord(c):02x}" if ord(c) < 32 or ord(c) == 127 else c for c in tok) or "∅"

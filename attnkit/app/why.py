@@ -15,6 +15,7 @@ import streamlit as st
 
 from .. import examples
 from .. import score_terms as terms_lib
+from ..attention import key_range
 from ..charts import score_terms as term_charts
 from ..i18n import t
 from ..standard import head_name, parse_head
@@ -90,7 +91,7 @@ def pair_inputs(T: int, labels: list[str]) -> tuple[int | None, int | None]:
 
 def runner_up(cfg, layer: int, query: int, key: int, scores: np.ndarray) -> int | None:
     """The key with the highest score in the query's row other than ``key`` (None when it sees no other)."""
-    seen = [j for j in terms_lib.visible_keys(cfg, layer, query) if j != key]
+    seen = [j for j in key_range(query, cfg.window(layer)) if j != key]
     return None if not seen else int(seen[int(np.argmax(scores[query, seen]))])
 
 
