@@ -174,9 +174,9 @@ class _Parts:
 
     ``fold`` is the norm held at σ (centring, weight: :func:`attnkit.parts.fold`) times W_Q[h] / W_K[g], [d, e],
     float64; a part x [.., d] (:class:`attnkit.parts.Part`) becomes x·fold / σ(position), then rotated at its
-    position. With ``sigma`` None the projections are kept as they
-    are and :meth:`finish` divides and rotates them once σ is known (one run); with ``sigma`` and ``q_total``
-    given (a row's second run), each key part is reduced at once to ⟨q_i, K_c′(j)⟩·scale per key."""
+    position. With ``sigma`` None the projections are kept as they are and :meth:`finish` divides and rotates
+    them once σ is known (one run); with ``sigma`` and ``q_total`` given (a row's second run), each key part is
+    reduced at once to ⟨q_i, K_c′(j)⟩·scale per key."""
 
     def __init__(self, weights: Weights, layer: int, head: int, query: int, keys: list[int], sigma=None,
                  q_total=None, progress=None):
