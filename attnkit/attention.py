@@ -14,7 +14,7 @@ import math
 import torch
 
 __all__ = ["project", "rotary_tables", "rotate", "repeat_kv", "scores", "visible_span", "is_hidden", "hidden_keys", "visible_keys",
-           "causal_mask", "apply_mask", "softmax",
+           "key_range", "causal_mask", "apply_mask", "softmax",
            "mix", "merge", "attention"]
 
 
@@ -77,10 +77,17 @@ def visible_span(i: torch.Tensor, window: int | None = None) -> tuple[torch.Tens
     or ``lo = max(0, i − w + 1)`` under a sliding window of w keys.
 
     This is the one definition of "which keys a query sees": :func:`is_hidden`, :func:`hidden_keys`,
-    :func:`causal_mask`, :func:`visible_keys` and the streaming pass's block counts all read it.
+    :func:`causal_mask`, :func:`visible_keys` (how many), :func:`key_range` (which) and the streaming pass's
+    block counts all read it.
     """
     lo = torch.zeros_like(i) if window is None else (i - int(window) + 1).clamp(min=0)
     return lo, i
+
+
+def key_range(query: int, window: int | None = None) -> range:
+    """The keys the query at absolute position ``query`` sees (:func:`visible_span`), as a range of positions."""
+    lo, hi = visible_span(torch.tensor(query), window)
+    return range(int(lo), int(hi) + 1)
 
 
 def is_hidden(i: torch.Tensor, j: torch.Tensor, window: int | None = None) -> torch.Tensor:

@@ -2,11 +2,12 @@
 
 **Direct logit attribution (DLA).** The final residual stream at a position is a sum of parts:
 
-    x = W_E[token] + W_pos[position] + Σ_layers (Σ_h z_h·W_O[h] + b_O) + Σ_layers mlp_out
+    x = embed + pos_embed + Σ_l (Σ_h L{l}H{h} + L{l} b_O + MLP{l})
 
-The final LayerNorm is (x − μ(x))/σ(x)·w + b. Holding σ at its actual value (as is standard), it is
-linear in x, so each part contributes ((part − μ(part))/σ)·w (RMSNorm: part/σ·w, no centring), and
-b is its own part. Projected on W_U[answer] − W_U[distractor] (plus b_U's difference, its own part),
+(the parts of :mod:`attnkit.parts`, named as everywhere). The final LayerNorm is (x − μ(x))/σ(x)·w + b.
+Holding σ at its actual value (as is standard), it is linear in x, so each part contributes
+((part − μ(part))/σ)·w (RMSNorm: part/σ·w, no centring; :func:`attnkit.parts.held_norm`), and
+b ("final norm bias") is its own part. Projected on W_U[answer] − W_U[distractor] (plus b_U's difference, its own part),
 the parts add up to the model's actual logit difference.
 
 **Contributions.** Head h of layer l moves ``pattern[i, j] · v_j·W_O[h]`` from source position j into
@@ -26,38 +27,22 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import attention
+from . import attention, parts
 from .i18n import msg
 from .model import norm, run
-from .patching import printable_token
+from .pieces import printable_token
+from .standard import split_node
 from .weights import Weights, head_name
 
 __all__ = ["DLA", "direct_logit_attribution", "Contributions", "contributions", "graph_edges", "GRAPH_TOP",
            "Lens", "logit_lens", "lens_logits", "HeadVocab", "head_vocab", "Prediction", "next_tokens"]
 
 
-def _final_scale(weights: Weights, x: torch.Tensor) -> torch.Tensor:
-    """σ of the final norm at each row of x [..., d] (float64): √(var + ε), or √(mean x² + ε) for RMSNorm."""
-    cfg = weights.config
-    x = x.double()
-    if cfg.norm == "rmsnorm":
-        return torch.sqrt(x.pow(2).mean(-1, keepdim=True) + cfg.layer_norm_eps)
-    return torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + cfg.layer_norm_eps)
-
-
-def _through_norm(weights: Weights, parts: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
-    """Parts [..., d] through the final norm with σ held fixed (no bias), float64."""
-    p = parts.double()
-    if weights.config.norm != "rmsnorm":
-        p = p - p.mean(-1, keepdim=True)
-    return p / sigma * weights.lnf_w.double()
-
-
 # ----------------------------------------------------------------------------- DLA
 
 @dataclass
 class DLA:
-    labels: list[str]                 # "embed", "pos_embed", "L3H7", "L3 b_O", "L3 mlp", "final norm bias", "b_U"
+    labels: list[str]                 # "embed", "pos_embed", "L3H7", "L3 b_O", "MLP3", "final norm bias", "b_U"
     kinds: list[str]                  # embed / pos_embed / head / attn_bias / mlp / norm_bias / unembed_bias
     layers: list                      # layer of each part (None for global parts)
     heads: list                       # head of each part (None unless a head)
@@ -92,43 +77,34 @@ class DLA:
                              "head": pd.array(self.heads, dtype="Int64"), "logit_diff": self.values})
 
 
+#: DLA's kind of each part of the stream (by :func:`attnkit.standard.split_node`'s kind).
+_DLA_KIND = {"embed": "embed", "pos_embed": "pos_embed", "head": "head", "b_O": "attn_bias", "mlp": "mlp"}
+
+
+def _final_parts(weights: Weights, ids, pos: int) -> tuple[list[str], torch.Tensor, torch.Tensor]:
+    """The parts of the final stream at ``pos`` (:mod:`attnkit.parts`): their names, each one through the
+    final norm with σ held at the real stream's (float64 [P, d], no bias), and the model's logits [T, V]."""
+    L = weights.config.n_layers
+    rows, final = parts.Rows([pos]), {}
+    hooks = parts.hooks(weights, L, rows)
+    hooks["resid_post"] = lambda t, l: final.__setitem__("x", t[0, pos]) if l == L - 1 else None
+    logits = run(weights, list(ids), hooks=hooks).logits[0]
+    sig = parts.sigma(final["x"], weights.config)
+    return rows.names, parts.held_norm(rows.stack()[:, 0], sig, weights.lnf_w, weights.config), logits
+
+
 @torch.inference_mode()
 def direct_logit_attribution(weights: Weights, ids, answer: int, distractor: int, pos: int = -1) -> DLA:
     """Split logit(answer) − logit(distractor) at ``pos`` into the residual stream's parts."""
     cfg = weights.config
-    ids = list(ids)
-    T = len(ids)
-    pos = pos % T
-    got: dict = {}
-
-    def keep(name):
-        def f(t, layer):
-            got[(name, layer)] = t[0, :, pos] if name == "head_out" else t[0, pos]
-        return f
-
-    hooks = {n: keep(n) for n in ("embed", "pos_embed", "head_out", "mlp_out", "resid_post")}
-    tr = run(weights, ids, hooks=hooks)
-    L = cfg.n_layers
-    x = got[("resid_post", L - 1)]
-    sigma = _final_scale(weights, x)
+    pos = pos % len(list(ids))
+    labels, normed, logits = _final_parts(weights, ids, pos)
     u = (weights.W_U[answer] - weights.W_U[distractor]).double()
-    labels, kinds, layers, heads, vecs = [], [], [], [], []
-
-    def add(label, kind, layer, head, vec):
-        labels.append(label), kinds.append(kind), layers.append(layer), heads.append(head), vecs.append(vec)
-
-    add("embed", "embed", None, None, got[("embed", None)])
-    if ("pos_embed", None) in got:
-        add("pos_embed", "pos_embed", None, None, got[("pos_embed", None)])
-    for l in range(L):
-        ho = got[("head_out", l)]
-        for h in range(cfg.n_heads):
-            add(head_name(l, h), "head", l, h, ho[h])
-        if weights.layers[l].b_O is not None:
-            add(f"L{l} b_O", "attn_bias", l, None, weights.layers[l].b_O)
-        add(f"L{l} mlp", "mlp", l, None, got[("mlp_out", l)])
-    parts = torch.stack([v.double() for v in vecs])                        # [P, d]
-    values = (_through_norm(weights, parts, sigma) @ u).cpu().numpy()
+    values = (normed @ u).cpu().numpy()
+    nodes = [split_node(n) for n in labels]
+    kinds = [_DLA_KIND[n[0]] for n in nodes]
+    layers = [n[1] if len(n) > 1 else None for n in nodes]
+    heads = [n[2] if n[0] == "head" else None for n in nodes]
     extra = []
     if weights.lnf_b is not None:
         labels.append("final norm bias"), kinds.append("norm_bias"), layers.append(None), heads.append(None)
@@ -137,8 +113,8 @@ def direct_logit_attribution(weights: Weights, ids, answer: int, distractor: int
         labels.append("b_U"), kinds.append("unembed_bias"), layers.append(None), heads.append(None)
         extra.append(float(weights.b_U[answer].double() - weights.b_U[distractor].double()))
     values = np.concatenate([values, np.array(extra, dtype=np.float64)])
-    actual = float(tr.logits[0, pos, answer].double() - tr.logits[0, pos, distractor].double())
-    return DLA(labels, kinds, layers, heads, values, actual, pos, L, cfg.n_heads)
+    actual = float(logits[pos, answer].double() - logits[pos, distractor].double())
+    return DLA(labels, kinds, layers, heads, values, actual, pos, cfg.n_layers, cfg.n_heads)
 
 
 # ----------------------------------------------------------------------------- contributions
@@ -327,15 +303,13 @@ def head_vocab(weights: Weights, ids, pos: int = -1, k: int = 10) -> HeadVocab:
     cfg = weights.config
     ids = list(ids)
     pos = pos % len(ids)
-    got = {}
-    hooks = {"head_out": lambda t, l: got.__setitem__(("h", l), t[0, :, pos]),
-             "resid_post": lambda t, l: got.__setitem__(("r", l), t[0, pos]) if l == cfg.n_layers - 1 else None}
-    run(weights, ids, hooks=hooks)
-    sigma = _final_scale(weights, got[("r", cfg.n_layers - 1)])
+    labels, normed, _ = _final_parts(weights, ids, pos)
     W_U = weights.W_U.float()
+    heads = {name: i for i, name in enumerate(labels)}
     pi, pv, si, sv = [], [], [], []
     for l in range(cfg.n_layers):
-        d = _through_norm(weights, got[("h", l)], sigma).float() @ W_U.T       # [H, V]
+        rows = normed[[heads[head_name(l, h)] for h in range(cfg.n_heads)]]
+        d = rows.float() @ W_U.T                                                 # [H, V]
         v, i = d.topk(k, -1)
         pi.append(i.cpu().numpy()), pv.append(v.cpu().numpy())
         v, i = (-d).topk(k, -1)

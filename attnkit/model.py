@@ -31,6 +31,7 @@ import torch
 from torch.nn import functional
 
 from . import attention as attention_steps
+from .parts import norm   # LayerNorm / RMSNorm: the norm kinds are defined once, in parts
 from .weights import ModelConfig, Weights
 
 __all__ = [
@@ -221,15 +222,6 @@ def as_ids(ids, device=None) -> torch.Tensor:
 
 
 # ----------------------------------------------------------------------------- the steps
-
-def norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, cfg: ModelConfig) -> torch.Tensor:
-    """LayerNorm (x − μ)/σ·w + b, or RMSNorm x/√(mean x² + ε)·w, as the family uses."""
-    if cfg.norm == "rmsnorm":
-        xf = x.float()
-        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + cfg.layer_norm_eps)
-        return w * xf.to(x.dtype)
-    return functional.layer_norm(x, (x.shape[-1],), w, b, cfg.layer_norm_eps)
-
 
 def act(name: str, x: torch.Tensor) -> torch.Tensor:
     if name in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast"):

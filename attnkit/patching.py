@@ -41,10 +41,11 @@ import torch
 
 from .i18n import msg
 from .model import run
+from .pieces import printable_token
 from .weights import Weights
 
 __all__ = ["TARGETS", "DIRECTIONS", "PatchError", "Pair", "PatchResult", "resolve_token", "make_pair",
-           "side_by_side", "two_token_weights", "logit_diffs", "patch", "patch_many", "printable_token",
+           "side_by_side", "two_token_weights", "logit_diffs", "patch", "patch_many",
            "resid_row_name", "MIN_GAP", "SMALL_GAP", "normalise", "gap_note", "SetAverage", "average", "average_results"]
 
 TARGETS = ("z", "resid", "attn", "mlp")
@@ -146,13 +147,6 @@ class PatchError(ValueError):
     def __init__(self, msg: str, table: list[dict] | None = None):
         super().__init__(msg)
         self.table = table
-
-
-def printable_token(tok: str) -> str:
-    """A token with its spaces and line breaks visible (as the pages show them); other control
-    characters as \\xNN (they cannot go into an SVG/PNG export)."""
-    tok = tok.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥")
-    return "".join(f"\\x{ord(c):02x}" if ord(c) < 32 or ord(c) == 127 else c for c in tok) or "∅"
 
 
 def resid_row_name(layer: int, n_layers: int) -> str:

@@ -4,12 +4,14 @@ GPT-2's tokenizer works on UTF-8 bytes, so one character can be split over sever
 ``\\xe5\\xba`` + ``\\x8a``, 🙂 up to four single-byte tokens. Shown token by token those are byte
 escapes; here consecutive tokens are grouped until their bytes decode, so a view can draw the
 character once across the tokens that carry it, and name the pieces and ids beside it.
+:func:`printable_token` writes one token's text with its spaces, line breaks and control characters visible.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["MAX_GROUP", "Group", "char_groups", "piece_text", "token_texts", "show_spaces", "token_labels"]
+__all__ = ["MAX_GROUP", "Group", "char_groups", "piece_text", "token_texts", "show_spaces", "token_labels",
+           "printable_token"]
 
 #: Tokens joined at most to finish a character (a UTF-8 character is ≤ 4 bytes; a run of split
 #: characters can chain a few more); past this the tokens are shown one by one with \\xNN escapes.
@@ -82,3 +84,9 @@ def show_spaces(tok: str) -> str:
 def token_labels(tokens: list[str]) -> list[str]:
     """Unique axis labels 'position:token' (tokens repeat; positions don't)."""
     return [f"{i}:{show_spaces(t)}" for i, t in enumerate(tokens)]
+
+
+def printable_token(tok: str) -> str:
+    """A token with its spaces and line breaks visible (as the pages show them); other control
+    characters as \\xNN (they cannot go into an SVG/PNG export)."""
+    return "".join(f"\\x{ord(c):02x}" if ord(c) < 32 or ord(c) == 127 else c for c in show_spaces(tok))

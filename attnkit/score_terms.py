@@ -1,7 +1,7 @@
 """Why does query i attend to key j? One attention score split exactly into query-part × key-part terms.
 
 With each norm's scale held at the value it had on this prompt (as direct logit attribution does), the
-input a head reads at a position is a sum of the residual stream's parts
+input a head reads at a position is a sum of the residual stream's parts (:mod:`attnkit.parts`)
 
     embed, pos_embed (learned positions), L{l}H{h} (z_h·W_O[h]) and "L{l} b_O" of every earlier layer,
     MLP{l} of every earlier layer
@@ -33,48 +33,25 @@ import pandas as pd
 import torch
 
 from . import attention as A
-from .attribution import _final_scale as norm_scale
+from . import parts as stream
 from .i18n import Message, msg
 from .model import run
-from .standard import head_name
+from .parts import KINDS
+from .parts import kind as part_kind
+from .parts import layer_of as part_layer
+from .standard import head_name, parse_head
 from .weights import Weights
 
 __all__ = ["ScoreTermsError", "ScoreTerms", "RowTerms", "score_terms", "part_kind", "part_layer", "KINDS",
-           "grouped", "top_terms", "explain", "layer0_split", "layer0_average", "visible_keys", "refusal", "cost",
+           "grouped", "top_terms", "explain", "layer0_split", "layer0_average", "refusal", "cost",
            "kept_bytes", "two_runs", "runner_up", "layer0_top"]
 
-#: Kinds of parts, in the order the grouped views list them.
-KINDS = ("embeddings", "heads", "MLPs", "biases")
 #: The stated names of the bias parts of the head's own layer.
 LN_BIAS, B_Q, B_K = "ln1 bias", "b_Q", "b_K"
-#: Keys projected at a time (float64 copies of this many rows of the residual stream).
-KEY_BLOCK = 128
 
 
 class ScoreTermsError(ValueError):
     """A request that cannot be split (a key the query cannot see, a position or head out of range)."""
-
-
-def part_kind(name: str) -> str:
-    """embeddings (embed, pos_embed), heads (L{l}H{h}), MLPs (MLP{l}) or biases (b_O, ln1 bias, b_Q, b_K)."""
-    if name in ("embed", "pos_embed"):
-        return "embeddings"
-    if name.startswith("MLP"):
-        return "MLPs"
-    if name.startswith("L") and "H" in name and " " not in name:
-        return "heads"
-    return "biases"
-
-
-def part_layer(name: str) -> str:
-    """The layer a part was written in ("L3"), "embed" for the embeddings, "bias" for the head's own biases."""
-    if name in ("embed", "pos_embed"):
-        return "embed"
-    if name.startswith("MLP"):
-        return f"L{name[3:]}"
-    if name.startswith("L") and (" b_O" in name or "H" in name) and name != LN_BIAS:
-        return name.split("H")[0].split(" ")[0]
-    return "bias"
 
 
 # ----------------------------------------------------------------------------- results
@@ -151,20 +128,13 @@ class RowTerms:
 
 # ----------------------------------------------------------------------------- validation
 
-def visible_keys(cfg, layer: int, query: int) -> range:
-    """The keys query ``query`` sees in ``layer`` (causal, and the layer's window if it has one)."""
-    mask = A.causal_mask(query + 1, window=cfg.window(layer))[query]
-    seen = torch.nonzero(mask == 0).flatten()
-    return range(int(seen[0]), int(seen[-1]) + 1)
-
-
 def _check(cfg, T: int, layer: int, head: int, query: int, keys: list[int]) -> None:
     if not 0 <= layer < cfg.n_layers or not 0 <= head < cfg.n_heads:
         raise ScoreTermsError(f"no head {head_name(layer, head)}: the model has {cfg.n_layers} layers of "
                               f"{cfg.n_heads} heads")
     if not 0 <= query < T:
         raise ScoreTermsError(f"query position {query} is outside the prompt's {T} tokens (0 … {T - 1})")
-    seen = visible_keys(cfg, layer, query)
+    seen = A.key_range(query, cfg.window(layer))
     for j in keys:
         if not 0 <= j < T:
             raise ScoreTermsError(f"key position {j} is outside the prompt's {T} tokens (0 … {T - 1})")
@@ -191,7 +161,7 @@ def runner_up(trace, cfg, layer: int, head: int, query: int, key: int) -> int | 
     ``layer``/``head``, read from ``trace`` (one prompt's run that captured ``scores``); None when the query sees
     no other key."""
     row = trace["scores", layer][0, head, query].double().cpu()
-    seen = [j for j in visible_keys(cfg, layer, query) if j != key]
+    seen = [j for j in A.key_range(query, cfg.window(layer)) if j != key]
     return None if not seen else seen[int(torch.argmax(row[seen]))]
 
 
@@ -211,10 +181,11 @@ def cost(cfg, T: int, layer: int, row: bool = True) -> float:
 class _Parts:
     """Projects each residual-stream part onto the head's query (at i) and key (at ``keys``) spaces.
 
-    ``fold`` is the norm (centring, weight) times W_Q[h] / W_K[g], [d, e], float64; a part x [.., d] becomes
-    x·fold / σ(position), then rotated at its position. With ``sigma`` None the projections are kept as they
-    are and :meth:`finish` divides and rotates them once σ is known (one run); with ``sigma`` and ``q_total``
-    given (a row's second run), each key part is reduced at once to ⟨q_i, K_c′(j)⟩·scale per key."""
+    ``fold`` is the norm held at σ (centring, weight: :func:`attnkit.parts.fold`) times W_Q[h] / W_K[g], [d, e],
+    float64; a part x [.., d] (:class:`attnkit.parts.Part`) becomes x·fold / σ(position), then rotated at its
+    position. With ``sigma`` None the projections are kept as they are and :meth:`finish` divides and rotates
+    them once σ is known (one run); with ``sigma`` and ``q_total`` given (a row's second run), each key part is
+    reduced at once to ⟨q_i, K_c′(j)⟩·scale per key."""
 
     def __init__(self, weights: Weights, layer: int, head: int, query: int, keys: list[int], sigma=None,
                  q_total=None, progress=None):
@@ -223,7 +194,7 @@ class _Parts:
         self.w, self.cfg, self.scale = weights, cfg, cfg.attn_scale(layer)
         self.g = head // cfg.group
         self.query, self.keys, self.q_total = query, torch.tensor(keys), q_total
-        self.fq, self.fk = self._fold(lw.W_Q[head], lw.ln1_w), self._fold(lw.W_K[self.g], lw.ln1_w)
+        self.fq, self.fk = stream.fold(lw.W_Q[head], lw.ln1_w, cfg), stream.fold(lw.W_K[self.g], lw.ln1_w, cfg)
         self.raw: list = []                   # (names, xq, xk, scaled) until σ is known (one run)
         self.sig_q = self.sig_k = None
         if sigma is not None:
@@ -234,11 +205,6 @@ class _Parts:
                                          torch.float64)
             self.rot_k = A.rotary_tables(weights.inv_freq, self.keys, weights.rope_attention_scale, torch.float64)
         self.q_names, self.q_vals, self.k_names, self.k_vals = [], [], [], []
-
-    def _fold(self, W: torch.Tensor, ln_w: torch.Tensor) -> torch.Tensor:
-        """The norm's weight (and LayerNorm's centring: x − mean x) folded into W [d, e]."""
-        Wd = ln_w.double()[:, None] * W.double()
-        return Wd if self.cfg.norm == "rmsnorm" else Wd - Wd.mean(0, keepdim=True)
 
     def _rot(self, x: torch.Tensor, tables) -> torch.Tensor:
         return x if tables is None else A.rotate(x, *tables)
@@ -264,30 +230,11 @@ class _Parts:
         for names, xq, xk, scaled in raw:
             self.add(names, xq, xk, scaled)
 
-    def vectors(self, names: list[str], x: torch.Tensor) -> None:
-        """Parts given as residual-stream vectors x [P, T, d] (or [P, d], the same at every position)."""
-        if x.dim() == 2:
-            x = x.double()
-            self.add(names, x @ self.fq, (x @ self.fk)[:, None, :].expand(-1, len(self.keys), -1))
-            return
-        xq = x[:, self.query].double() @ self.fq
-        # the keys a block at a time: float64 copies of a few rows, not of the whole [P, T, d] stream
-        xk = torch.cat([x[:, ks].double() @ self.fk for ks in self.keys.split(KEY_BLOCK)], dim=1)
-        self.add(names, xq, xk)
-
-    def heads(self, layer: int, z: torch.Tensor) -> None:
-        """Every head of ``layer`` from its z [H, T, e]: z_h·(W_O[h]·fold), one head at a time (float64 copies
-        of one head's W_O and z; the whole layer's, made and dropped layer after layer, left GPT-2 xl's process
-        holding 0.8 GB more than it used, in the allocator's free lists)."""
-        W_O = self.w.layers[layer].W_O                                          # [H, e, d], the model's dtype
-        for h in range(len(W_O)):
-            W_h = W_O[h].double()                                               # [e, d]
-            xq = (z[h, self.query].double() @ W_h) @ self.fq                    # [e]
-            xk = z[h, self.keys].double() @ (W_h @ self.fk)                     # [J, e]
-            self.add([head_name(layer, h)], xq[None], xk[None])
-        b_O = self.w.layers[layer].b_O
-        if b_O is not None:
-            self.vectors([f"L{layer} b_O"], b_O[None])
+    def take(self, part: stream.Part) -> None:
+        """One part of the stream projected at the query and at the keys (a head as z_h·(W_O[h]·fold), one
+        head at a time: float64 copies of a whole layer's W_O and z, made and dropped layer after layer, left
+        GPT-2 xl's process holding 0.8 GB more than it used, in the allocator's free lists)."""
+        self.add([part.name], part.times(self.fq, [self.query]), part.times(self.fk, self.keys)[None])
 
     def biases(self, lw, head: int) -> None:
         """The head's own layer's norm bias and its W_Q / W_K biases (not divided by σ)."""
@@ -310,18 +257,10 @@ class _Parts:
             self.add([name], zq, vec[None, None].expand(1, len(self.keys), -1), scaled=False)
 
     def hooks(self, layer: int) -> dict:
-        def embed(t, _l, name):
-            self.vectors([name], t[0][None])
-
-        def z(t, l):
-            if l < layer:
-                self.heads(l, t[0])
-                if self.progress is not None:
-                    self.progress(2 + l, layer + 2)
-
-        out = {"embed": lambda t, l: embed(t, l, "embed"), "pos_embed": lambda t, l: embed(t, l, "pos_embed"),
-               "z": z,
-               "mlp_out": lambda t, l: self.vectors([f"MLP{l}"], t[0][None]) if l < layer else None}
+        """The parts' one hook set (:func:`attnkit.parts.hooks`), and a ``progress`` step after each earlier layer."""
+        out = {name: [fn] for name, fn in stream.hooks(self.w, layer, self.take).items()}
+        if self.progress is not None:
+            out["z"].append(lambda t, l: self.progress(2 + l, layer + 2) if l < layer else None)
         return out
 
 
@@ -337,7 +276,7 @@ class _Reached(Exception):
 
 def _first_pass(weights: Weights, ids: list[int], layer: int, hooks: dict | None = None):
     """The residual stream entering ``layer`` (float64), σ of its norm at every position, and the model's
-    own q and k there (rotated): blocks 0 … layer − 1 (with ``hooks``, point -> fn), then only ``layer``'s
+    own q and k there (rotated): blocks 0 … layer − 1 (with ``hooks``, point -> [fns]), then only ``layer``'s
     q/k/v projections — the run stops there."""
     q_name, k_name = ("q_rot", "k_rot") if weights.config.position == "rotary" else ("q", "k")
     got = {}
@@ -351,21 +290,20 @@ def _first_pass(weights: Weights, ids: list[int], layer: int, hooks: dict | None
         return fn
 
     points = {name: [keep(name)] for name in ("resid_pre", q_name, k_name)}
-    for name, fn in (hooks or {}).items():
-        points.setdefault(name, []).append(fn)
+    for name, fns in (hooks or {}).items():
+        points.setdefault(name, []).extend(fns)
     try:
         run(weights, ids, stop=layer + 1, logits=False, hooks=points)
     except _Reached:
         pass
     x = got["resid_pre"].double()
-    return x, norm_scale(weights, x), got[q_name], got[k_name]
+    return x, stream.sigma(x, weights.config), got[q_name], got[k_name]
 
 
 def _held(weights: Weights, layer: int, x: torch.Tensor, sigma: torch.Tensor, W, b, positions) -> torch.Tensor:
     """q or k [n, e] in float64 from rows x [n, d] with the norm's σ held (what the parts add up to)."""
     lw, cfg = weights.layers[layer], weights.config
-    xc = x if cfg.norm == "rmsnorm" else x - x.mean(-1, keepdim=True)
-    xs = xc / sigma * lw.ln1_w.double() + (0 if lw.ln1_b is None else lw.ln1_b.double())
+    xs = stream.held_norm(x, sigma, lw.ln1_w, cfg, lw.ln1_b)
     out = xs @ W.double() + (0 if b is None else b.double())
     if cfg.position != "rotary":
         return out
@@ -447,7 +385,7 @@ def score_terms(weights: Weights, ids, layer: int, head: int, query: int, key: i
     ids = ids[: query + 1]                       # causal: nothing after the query changes its row
     name = head_name(layer, head)
     if key is None:
-        keys = list(visible_keys(cfg, layer, query))
+        keys = list(A.key_range(query, cfg.window(layer)))
         got = _collect(weights, ids, layer, head, query, keys, row=True, progress=progress)
         query_side = (got["Q"] @ got["k_total"].T) * got["scale"]                # [Pq, J]
         return RowTerms(name, got["g"], query, np.array(keys), got["own"].numpy(), got["q_names"],
@@ -541,7 +479,7 @@ def layer0_split(st: ScoreTerms) -> dict[str, float]:
     """A layer-0 score split into token × token, token × position, position × token, position × position
     (query side × key side) and the bias terms. Learned positions only: with rotary, positions are not a
     part (they rotate every part) and this split is refused with that reason."""
-    if not st.head.startswith("L0H"):
+    if parse_head(st.head)[0] != 0:
         raise ScoreTermsError(f"{st.head} is not in layer 0: its input holds earlier heads and MLPs too")
     if "pos_embed" not in st.query_parts:
         raise ScoreTermsError(msg("this model has no position embedding (rotary): positions rotate every part, "

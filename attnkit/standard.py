@@ -33,38 +33,47 @@ def parse_head(label: str) -> tuple[int, int]:
 #: the inputs of a head a path-patching receiver names: ``L{l}H{h}.q`` / ``.k`` / ``.v``
 NODE_INPUTS = ("q", "k", "v")
 _MLP_RE = re.compile(r"^MLP([0-9]+)$", re.ASCII)
-_WHOLE = ("embed", "logits")
+_BIAS_RE = re.compile(r"^L([0-9]+) b_O$", re.ASCII)
+_WHOLE = ("embed", "pos_embed", "logits")
 
 
 def node_name(node: tuple) -> str:
-    """A node of the head/MLP graph as written everywhere: ("embed",) -> 'embed', ("head", l, h) -> 'L{l}H{h}',
-    ("k", l, h) -> 'L{l}H{h}.k', ("mlp", l) -> 'MLP{l}', ("logits",) -> 'logits'. The one formatter."""
+    """A node of the head/MLP graph, or a part of the residual stream (:mod:`attnkit.parts`), as written
+    everywhere: ("embed",) -> 'embed', ("pos_embed",) -> 'pos_embed', ("head", l, h) -> 'L{l}H{h}',
+    ("k", l, h) -> 'L{l}H{h}.k', ("b_O", l) -> 'L{l} b_O' (layer l's attention output bias), ("mlp", l) ->
+    'MLP{l}', ("logits",) -> 'logits'. The one formatter."""
     kind = node[0]
     if kind == "head":
         return head_name(node[1], node[2])
     if kind in NODE_INPUTS:
         return f"{head_name(node[1], node[2])}.{kind}"
+    if kind == "b_O":
+        return f"L{node[1]} b_O"
     return f"MLP{node[1]}" if kind == "mlp" else kind
 
 
 def split_node(name: str) -> tuple:
-    """'L1H0.k' -> ("k", 1, 0), 'L1H0' -> ("head", 1, 0), 'MLP2' -> ("mlp", 2), 'embed' / 'logits' -> (name,);
-    ValueError for anything else. The one parser of node names (the syntax only: whether the node exists in a
-    model, and may send or receive, is the caller's check, e.g. :func:`attnkit.circuits.path.parse_node`)."""
+    """'L1H0.k' -> ("k", 1, 0), 'L1H0' -> ("head", 1, 0), 'MLP2' -> ("mlp", 2), 'L2 b_O' -> ("b_O", 2),
+    'embed' / 'pos_embed' / 'logits' -> (name,); ValueError for anything else. The one parser of node names (the
+    syntax only: whether the node exists in a model, and may send or receive, is the caller's check, e.g.
+    :func:`attnkit.circuits.path.parse_node`)."""
     text = str(name).strip()
     if text in _WHOLE:
         return (text,)
     m = _MLP_RE.match(text)
     if m:
         return ("mlp", int(m[1]))
+    m = _BIAS_RE.match(text)
+    if m:
+        return ("b_O", int(m[1]))
     head, dot, inp = text.rpartition(".")
     if not dot or inp not in NODE_INPUTS:
         head, inp = text, None
     try:
         l, h = parse_head(head)
     except ValueError:
-        raise ValueError(f"not a node name: {text!r} (embed, L{{l}}H{{h}}, L{{l}}H{{h}}.q/.k/.v, MLP{{l}} or "
-                         "logits)") from None
+        raise ValueError(f"not a node name: {text!r} (embed, pos_embed, L{{l}}H{{h}}, L{{l}}H{{h}}.q/.k/.v, "
+                         "L{l} b_O, MLP{l} or logits)") from None
     return (inp, l, h) if inp else ("head", l, h)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from .families import family_for
 from .i18n import msg
+from .parts import norm_kind
 from .standard import LayerWeights, ModelConfig, Weights, head_name
 
 __all__ = [
@@ -83,7 +84,7 @@ def _counted(w: Weights) -> dict[str, int]:
         msg("attention O weight"): sum(_n(l.W_O) for l in w.layers),
         msg("attention O bias"): sum(_n(l.b_O) for l in w.layers),
         msg("MLP"): sum(_n(l.W_in, l.b_in, l.W_gate, l.W_out, l.b_out) for l in w.layers),
-        msg("RMSNorms (ln_1, ln_2)") if cfg.norm == "rmsnorm" else msg("LayerNorms (ln_1, ln_2)"):
+        msg("LayerNorms (ln_1, ln_2)") if norm_kind(cfg).centred else msg("RMSNorms (ln_1, ln_2)"):
             sum(_n(l.ln1_w, l.ln1_b, l.ln2_w, l.ln2_b) for l in w.layers),
         msg("token embedding (wte)"): _n(w.wte),
     }

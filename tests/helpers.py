@@ -5,6 +5,7 @@ the shapes are GPT-2's own, only the weights are random.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from pathlib import Path
 
@@ -175,3 +176,21 @@ def make_family_checkpoint(folder: Path, shape: str, *, n_layers: int = 2, vocab
     if tokenizer:
         make_tokenizer(folder, vocab_size=min(400, vocab_size))
     return folder
+
+
+def with_biases(w, dtype, seed=0):
+    """``w`` in ``dtype`` with every bias that exists (and the norms) given random nonzero entries."""
+    g = torch.Generator().manual_seed(seed)
+
+    def f(t, name):
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+            return t
+        t = t.to(dtype)
+        if name.startswith("b_") or name.endswith("_b"):
+            t = t + 0.3 * torch.randn(t.shape, generator=g, dtype=dtype)
+        return t
+
+    layers = [dataclasses.replace(lw, **{k: f(getattr(lw, k), k) for k in lw.__dataclass_fields__})
+              for lw in w.layers]
+    top = {k: f(getattr(w, k), k) for k in w.__dataclass_fields__ if k not in ("config", "layers")}
+    return dataclasses.replace(w, layers=layers, **top)

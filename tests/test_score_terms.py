@@ -1,7 +1,6 @@
 """score_terms: an attention score split into query-part × key-part terms adds up to the model's own score
 (float32 and float64, every family), matches an independent hook computation head by head, refuses keys a
 query cannot see, and tells the same story as composition scores and path patching on attnkit-tiny."""
-import dataclasses
 import json
 from types import SimpleNamespace
 
@@ -13,7 +12,7 @@ from attnkit import attention as A
 from attnkit import score_terms as ST
 from attnkit.model import run
 from attnkit.tolerances import TOL_F64, TOL_SCORE_REL, f64_tolerance
-from helpers import make_checkpoint, make_family_checkpoint
+from helpers import make_checkpoint, make_family_checkpoint, with_biases
 
 # shape name -> overrides (Llama with W_Q/W_K biases; Qwen2 has them already)
 FAMILIES = {"gpt2": None, "smollm2-135m": {"attention_bias": True}, "qwen2.5-0.5b": {},
@@ -39,24 +38,6 @@ def family(tmp_path_factory):
         return built[name]
 
     return get
-
-
-def with_biases(w, dtype, seed=0):
-    """``w`` in ``dtype`` with every bias that exists (and the norms) given random nonzero entries."""
-    g = torch.Generator().manual_seed(seed)
-
-    def f(t, name):
-        if not isinstance(t, torch.Tensor) or not t.is_floating_point():
-            return t
-        t = t.to(dtype)
-        if name.startswith("b_") or name.endswith("_b"):
-            t = t + 0.3 * torch.randn(t.shape, generator=g, dtype=dtype)
-        return t
-
-    layers = [dataclasses.replace(lw, **{k: f(getattr(lw, k), k) for k in lw.__dataclass_fields__})
-              for lw in w.layers]
-    top = {k: f(getattr(w, k), k) for k in w.__dataclass_fields__ if k not in ("config", "layers")}
-    return dataclasses.replace(w, layers=layers, **top)
 
 
 def ids_for(w, seed=0):
@@ -178,7 +159,7 @@ def test_a_key_the_query_cannot_see_is_refused_with_the_reason(family):
         ST.score_terms(w, ids, 1, 8, 5, 5)
     with pytest.raises(ST.ScoreTermsError, match="outside the prompt's 24 tokens"):
         ST.score_terms(w, ids, 1, 0, 24)
-    assert list(ST.visible_keys(w.config, 1, 23)) == list(range(8, 24))
+    assert list(A.key_range(23, w.config.window(1))) == list(range(8, 24))
     row = ST.score_terms(w, ids, 1, 0, 23)
     assert list(row.keys) == list(range(8, 24))
 

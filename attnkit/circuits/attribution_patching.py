@@ -10,7 +10,7 @@ estimate for **every head at every position** (a = z) at once.
 ``Σ_t Δ_sender[t]·g_receiver[t]``, where Δ is the sender's output difference and g the gradient of LD
 with respect to the stream the receiver reads *through that input only*: ∂LD/∂q_h (or k, v; the MLP's
 normed input; the final norm's output), taken back through W_Q[h]ᵀ and the norm's Jacobian at the
-receiving run's stream. Senders are the embedding, every head and every MLP; receivers every head's
+receiving run's stream (:func:`attnkit.parts.norm_vjp`). Senders are the embedding, every head and every MLP; receivers every head's
 q, k and v, every MLP and the logits.
 
 Each estimate comes with the exact patched values beside it (:func:`attnkit.patching.patch` for
@@ -26,6 +26,7 @@ import pandas as pd
 import torch
 
 from ..model import run
+from ..parts import norm_vjp   # the norm's Jacobian, one definition with the norm kinds
 from ..patching import Pair, PatchError, logit_diffs, patch, two_token_weights
 from ..progress import Progress, Steps
 from ..standard import head_name
@@ -74,19 +75,6 @@ def spearman(a, b, tie_rel: float = TIE_REL) -> float:
     ra, rb = ra - ra.mean(), rb - rb.mean()
     den = np.sqrt((ra ** 2).sum() * (rb ** 2).sum())
     return float((ra * rb).sum() / den) if den > 0 else float("nan")
-
-
-def norm_vjp(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor, cfg) -> torch.Tensor:
-    """Gradient with respect to x [.., T, d] of the norm's output, given its output gradient g [.., T, d]."""
-    x, g = x.double(), g.double()
-    if cfg.norm == "rmsnorm":
-        r = torch.sqrt(x.pow(2).mean(-1, keepdim=True) + cfg.layer_norm_eps)
-        n, gn = x / r, g * w.double()
-        return (gn - n * (gn * n).mean(-1, keepdim=True)) / r
-    mu = x.mean(-1, keepdim=True)
-    sig = torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + cfg.layer_norm_eps)
-    n, gn = (x - mu) / sig, g * w.double()
-    return (gn - gn.mean(-1, keepdim=True) - n * (gn * n).mean(-1, keepdim=True)) / sig
 
 
 @dataclass

@@ -17,8 +17,8 @@ high quantiles of the score of i.i.d. Gaussian factors of the same shapes (seede
 ‖A1·B1·A2·B2‖ = ‖(R_A1·B1)·(A2·R_B2ᵀ)‖: one [S·e, d] × [d, R·e] product for all pairs, never a d×d
 matrix per pair.
 
-**Norms.** The reading head's norm scale (ln_1's weight; for a parallel block the same ln_1) is
-folded into W_Q, W_K and W_V: ``norm(x)·W = (x−μ)/σ · diag(w)·W + b·W``, so diag(w)·W is exact for
+**Norms.** The reading head's norm scale (ln_1's gain, :func:`attnkit.parts.gain`; for a parallel block the
+same ln_1) is folded into W_Q, W_K and W_V: ``norm(x)·W = (x−μ)/σ · diag(w)·W + b·W``, so diag(w)·W is exact for
 the part of the map that depends on the direction written. *Not folded:* the centring (x − μ) (a
 projection all heads share), the division by σ (depends on the input), the norm's bias b and the
 heads' own biases (constant offsets, not part of a bilinear map). For RMSNorm there is no centring
@@ -45,6 +45,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .. import parts
 from ..i18n import msg
 from ..progress import Progress, Steps
 from ..weights import Weights, head_name
@@ -64,7 +65,7 @@ def _folded(w: Weights, l: int):
     """(W_Q, W_K, W_V, W_O) of layer l as [H, d, e] float64 (K, V expanded to the query heads for GQA),
     with ln_1's scale folded into the reading weights."""
     lw, cfg = w.layers[l], w.config
-    s = lw.ln1_w.double()[None, :, None]
+    s = parts.gain(lw.ln1_w, cfg).double()[None, :, None]
     rep = (lambda t: t if cfg.group == 1 else t.repeat_interleave(cfg.group, 0))   # noqa: E731
     return (s * lw.W_Q.double(), rep(s * lw.W_K.double()), rep(s * lw.W_V.double()), lw.W_O.double())
 
@@ -250,7 +251,7 @@ def head_scores(w: Weights, n_pos: int = 64, progress: Progress | None = None) -
     big = cfg.d_vocab * cfg.d_model ** 2 > F64_LIMIT
     dt = torch.float32 if big else torch.float64
     E, U = w.wte.to(dt), w.W_U.to(dt)
-    UE = (U.T @ E).double() * w.lnf_w.double()[:, None]               # diag(w_f)·W_Uᵀ·W_E  [d, d]
+    UE = (U.T @ E).double() * parts.gain(w.lnf_w, cfg).double()[:, None]   # diag(w_f)·W_Uᵀ·W_E  [d, d]
     EE = (E.T @ E).double()                                          # W_Eᵀ·W_E
     n_pos = min(n_pos, cfg.n_ctx)
     copy, tok, pos, off = [], [], [], []
@@ -260,7 +261,7 @@ def head_scores(w: Weights, n_pos: int = 64, progress: Progress | None = None) -
         tok.append(_eig_score(WK.transpose(-1, -2) @ EE @ WQ))         # e×e: W_Kᵀ·W_Eᵀ·W_E·W_Q
         if w.wpe is not None:
             P = w.wpe[:n_pos].double()
-            P = P - P.mean(-1, keepdim=True)                           # the norm's centring, exact for this part
+            P = parts.centre(P, cfg)                                   # the norm's centring, exact for this part
             share, best = _offset_structure((P @ WQ) @ (P @ WK).transpose(-1, -2))
             pos.append(share), off.append(best)
         else:

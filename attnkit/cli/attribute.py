@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from ..attribution import direct_logit_attribution, logit_lens
-from ..patching import printable_token
+from ..pieces import printable_token
 from . import args as cli_args
 from .pair import add_pair_args, load_pair, write_json
 

@@ -1,7 +1,8 @@
 """``python -m attnkit patch``: activation patching on a clean/corrupted prompt pair."""
 from __future__ import annotations
 
-from ..patching import DIRECTIONS, TARGET_LABELS, TARGETS, patch, printable_token
+from ..patching import DIRECTIONS, TARGET_LABELS, TARGETS, patch
+from ..pieces import printable_token
 from ..weights import head_name
 from . import args as cli_args
 from .pair import add_pair_args, load_pair, write_json

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 
 from .. import loading
-from ..patching import printable_token
+from ..pieces import printable_token
 from ..score_terms import RowTerms, ScoreTermsError, explain, grouped, score_terms, top_terms
 from ..standard import parse_head
 from . import args as cli_args

@@ -74,7 +74,7 @@ def _open_heatmap():
 
 
 def _bar_clicked():
-    """on_select of the attribution bars: a head's bar (the others are embed, L3 mlp, …) picks that head."""
+    """on_select of the attribution bars: a head's bar (the others are embed, MLP3, …) picks that head."""
     for part in ui.clicked("he_bars", "part", "part")[:1]:
         try:
             st.session_state["he_head"] = head_name(*parse_head(part))
