@@ -288,7 +288,9 @@ class _Run:
         self.w, self.cfg, self.hook, self.cache = weights, weights.config, hooks, cache
         past = cache.seen if cache is not None else 0
         self.T, self.past, self.S = T, past, past + T
-        self.keep = cache.keep if cache is not None and cache.keep is not None else keep
+        keep = cache.keep if cache is not None and cache.keep is not None else keep
+        # a Keep whose window holds every position so far drops nothing: the plain causal run, bit for bit
+        self.keep = None if keep is None or keep.window is None or keep.window >= self.S else keep
         self.kept = cache.kept(past) if cache is not None else None
         self.key_pos = None
         if self.keep is not None:
@@ -299,8 +301,8 @@ class _Run:
         self.rolling = cache is not None and cache.rolling
         self.rot = None
         if self.cfg.position == "rotary":
-            n = len(self.key_pos) if self.rolling else self.S
-            pos = torch.arange(n - T if self.rolling else past, n, device=device)
+            n = self.S if self.key_pos is None else len(self.key_pos)
+            pos = torch.arange(n - T if self.rolling else past, n if self.rolling else self.S, device=device)
             self.rot = attention_steps.rotary_tables(weights.inv_freq, pos, weights.rope_attention_scale, dtype)
             if self.rolling:        # every cached key rotated to its slot 0 … n − 1, the queries to the last T
                 self.rot_keys = attention_steps.rotary_tables(weights.inv_freq, torch.arange(n, device=device),
