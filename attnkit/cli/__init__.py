@@ -27,6 +27,7 @@ COMMANDS = {
     "circuit": ("attnkit.cli.circuit", "path patching, attribution patching and circuit discovery on a pair"),
     "calibrate": ("attnkit.cli.calibrate", "score every method on the planted-circuit models (report card)"),
     "why": ("attnkit.cli.why", "why query i attends to key j: one head's score split into query × key parts"),
+    "sinks": ("attnkit.cli.sinks", "attention sinks, and the loss when the KV cache keeps k sinks + a window of w"),
 }
 
 
