@@ -11,7 +11,7 @@ _EXPORTS = {
     "Weights": "weights", "LayerWeights": "weights", "ModelConfig": "weights",
     "extract": "weights", "head_name": "weights", "param_counts": "weights", "attention_weight_count": "weights",
     "HOOK_POINTS": "model", "Intervention": "model", "compose": "model", "KVCache": "model", "Trace": "model",
-    "generate": "model", "run": "model",
+    "generate": "model", "run": "model", "Keep": "attention",
 }
 __all__ = list(_EXPORTS)
 
