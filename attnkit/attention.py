@@ -14,8 +14,10 @@ from dataclasses import dataclass
 
 import torch
 
+from .i18n import Message, msg
+
 __all__ = ["project", "rotary_tables", "rotate", "repeat_kv", "scores", "visible_span", "is_hidden", "hidden_keys", "visible_keys",
-           "Keep", "causal_mask", "position_mask", "apply_mask", "softmax",
+           "Keep", "rolling_refusal", "causal_mask", "position_mask", "apply_mask", "softmax",
            "mix", "merge", "attention"]
 
 
@@ -142,6 +144,18 @@ class Keep:
 
     def hidden(self, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
         return is_hidden(i, j, self.window, self.sinks)
+
+
+def rolling_refusal(config) -> Message | None:
+    """Why this model cannot take a rolling cache (one line), or None when it can: the cache re-assigns positions
+    inside itself by rotating keys to their slots, which only rotary positions allow."""
+    if config.position != "rotary":
+        return msg("the rolling cache is not offered for this model: its learned positions are added to the input "
+                   "before the first layer, so every cached key and value already carries its original position, and "
+                   "re-assigning positions would mean recomputing the cache")
+    if config.windows is not None and any(w is not None for w in config.windows):
+        return msg("the rolling cache is not offered for this model: it has a sliding window of its own")
+    return None
 
 
 def position_mask(i: torch.Tensor, j: torch.Tensor, *, window: int | None = None, keep: Keep | None = None,

@@ -34,7 +34,7 @@ import torch
 from torch.nn import functional
 
 from .ablations.base import MIN_EFFECT, MIN_TOKENS, NOT_ENOUGH, NOT_SUPPORTED, SUPPORTED, Verdict
-from .attention import Keep, repeat_kv, rotary_tables, rotate
+from .attention import Keep, repeat_kv, rolling_refusal, rotary_tables, rotate
 from .bootstrap import Boot
 from .charts import sinks as sink_charts
 from .i18n import Message, join, msg, render
@@ -61,17 +61,6 @@ RULE = msg("Judged in the original-positions mode at the smallest window w of th
            "damage). Not supported: the damage lies above {min} and the rescue wholly below it or the margin wholly "
            "below 0. Otherwise, or with fewer than {tokens} predicted tokens: not enough evidence.",
            share=RESCUE_SHARE, pct=f"{RESCUE_SHARE:.0%}", min=MIN_EFFECT, tokens=MIN_TOKENS)
-
-
-def rolling_refusal(config) -> Message | None:
-    """Why this model cannot take the rolling cache (one line), or None when it can."""
-    if config.position != "rotary":
-        return msg("the rolling cache is not offered for this model: its learned positions are added to the input "
-                   "before the first layer, so every cached key and value already carries its original position, and "
-                   "re-assigning positions would mean recomputing the cache")
-    if config.windows is not None and any(w is not None for w in config.windows):
-        return msg("the rolling cache is not offered for this model: it has a sliding window of its own")
-    return None
 
 
 class RollingPositions(Intervention):

@@ -446,11 +446,9 @@ def _check(cfg: ModelConfig, ids: torch.Tensor, cache, keep, start: int, stop: i
 
 def _check_rolling(cfg: ModelConfig, cache: KVCache, T: int) -> None:
     """A rolling cache: rotary positions, no window of the model's own, one token at a time once it is full."""
-    if cfg.position != "rotary":
-        raise ValueError("a rolling cache re-assigns rotary positions; this model's positions are learned and added "
-                         "to the input, so its cached keys and values already carry their original positions")
-    if cfg.windows is not None and any(w is not None for w in cfg.windows):
-        raise ValueError("a rolling cache is not offered for a model with its own sliding window")
+    why = attention_steps.rolling_refusal(cfg)
+    if why is not None:
+        raise ValueError(why.render())
     if cache.seen + T > cache.keep.size and T > 1:
         raise ValueError(f"a rolling cache of {cache.keep.size} keys takes one token at a time once it fills "
                          f"({cache.seen} fed, {T} new)")
