@@ -29,7 +29,7 @@ _EXPORTS = {
     "Weights": "weights", "LayerWeights": "weights", "ModelConfig": "weights",
     "extract": "weights", "head_name": "weights", "param_counts": "weights", "attention_weight_count": "weights",
     "HOOK_POINTS": "model", "Intervention": "model", "compose": "model", "KVCache": "model", "Trace": "model",
-    "generate": "model", "run": "model",
+    "generate": "model", "run": "model", "Keep": "attention",
     **{name: "notebook" for name in (
         "load", "Model", "Run", "Result", "Pattern", "HeadStats", "Entropy", "Matrix", "CacheDemo", "Ablation",
         "Patching", "Attribution", "Composition", "Circuit", "Why", "Verify", "softmax_table", "seed_matrices")},

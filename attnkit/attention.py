@@ -10,11 +10,14 @@ what the page shows is what the model computes.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
+from .i18n import Message, msg
+
 __all__ = ["project", "rotary_tables", "rotate", "repeat_kv", "scores", "visible_span", "is_hidden", "hidden_keys", "visible_keys",
-           "key_range", "causal_mask", "apply_mask", "softmax",
+           "key_range", "Keep", "rolling_refusal", "causal_mask", "position_mask", "apply_mask", "softmax",
            "mix", "merge", "attention"]
 
 
@@ -78,7 +81,7 @@ def visible_span(i: torch.Tensor, window: int | None = None) -> tuple[torch.Tens
 
     This is the one definition of "which keys a query sees": :func:`is_hidden`, :func:`hidden_keys`,
     :func:`causal_mask`, :func:`visible_keys` (how many), :func:`key_range` (which) and the streaming pass's
-    block counts all read it.
+    block counts all read it (:func:`is_hidden` adds the sinks a cache may keep in front of the window).
     """
     lo = torch.zeros_like(i) if window is None else (i - int(window) + 1).clamp(min=0)
     return lo, i
@@ -90,15 +93,19 @@ def key_range(query: int, window: int | None = None) -> range:
     return range(int(lo), int(hi) + 1)
 
 
-def is_hidden(i: torch.Tensor, j: torch.Tensor, window: int | None = None) -> torch.Tensor:
-    """bool, broadcast over ``i`` and ``j`` (absolute positions): key j is hidden from query i (j > i, or
-    j ≤ i − w with a window w)."""
+def is_hidden(i: torch.Tensor, j: torch.Tensor, window: int | None = None, sinks: int = 0) -> torch.Tensor:
+    """bool, broadcast over ``i`` and ``j`` (absolute positions): key j is hidden from query i.
+
+    Query i sees key j when ``j ≤ i`` and (``j < sinks`` or ``j > i − w``): the causal mask, a window of the
+    w most recent keys (itself included; none: all of them), and in front of the window the first ``sinks``
+    positions, which an evicting KV cache keeps (StreamingLLM's attention sinks; 0 for a model's own window).
+    """
     lo, hi = visible_span(i, window)
-    return (j < lo) | (j > hi)
+    return (j > hi) | ((j < lo) & (j >= int(sinks)))
 
 
-def hidden_keys(T: int, S: int | None = None, *, window: int | None = None, q0: int = 0, q1: int | None = None,
-                k0: int = 0, k1: int | None = None, device=None) -> torch.Tensor:
+def hidden_keys(T: int, S: int | None = None, *, window: int | None = None, sinks: int = 0, q0: int = 0,
+                q1: int | None = None, k0: int = 0, k1: int | None = None, device=None) -> torch.Tensor:
     """[q1 − q0, k1 − k0] bool: True where the key is hidden from the query (the cells drawn as masked).
 
     Queries ``q0 … q1 − 1`` and keys ``k0 … k1 − 1`` of a ``[T, S]`` pattern (default: all of it); with
@@ -109,27 +116,78 @@ def hidden_keys(T: int, S: int | None = None, *, window: int | None = None, q0: 
     k1 = S if k1 is None else k1
     i = torch.arange(q0, q1, device=device).unsqueeze(1) + (S - T)
     j = torch.arange(k0, k1, device=device).unsqueeze(0)
-    return is_hidden(i, j, window)
+    return is_hidden(i, j, window, sinks)
 
 
-def visible_keys(T: int, window: int | None = None, S: int | None = None, device=None) -> torch.Tensor:
+def visible_keys(T: int, window: int | None = None, S: int | None = None, device=None, sinks: int = 0) -> torch.Tensor:
     """[T] keys visible to the T queries at absolute positions S − T … S − 1: n_i = i + 1 under the causal
-    mask, min(i + 1, w) under a sliding window of w keys (float64)."""
+    mask, min(i + 1, w) under a sliding window of w keys, plus min(sinks, i − w + 1) sinks kept in front of
+    the window (float64)."""
     S = T if S is None else S
     i = torch.arange(S - T, S, device=device, dtype=torch.float64)
     lo, hi = visible_span(i, window)
-    return hi - lo + 1
+    return hi - lo + 1 + lo.clamp(max=int(sinks))
 
 
-def causal_mask(T: int, S: int | None = None, *, window: int | None = None, device=None,
+@dataclass(frozen=True)
+class Keep:
+    """The keys an evicting KV cache keeps: the first ``sinks`` positions and the ``window`` most recent
+    (None: every key). Query i then sees key j when j ≤ i and (j < sinks or j > i − window), the rule of
+    :func:`is_hidden`; the model's own sliding window, where it has one, still applies on top."""
+
+    sinks: int = 0
+    window: int | None = None
+
+    def __post_init__(self):
+        if int(self.sinks) < 0 or (self.window is not None and int(self.window) < 1):
+            raise ValueError(f"a cache keeps sinks ≥ 0 and a window ≥ 1 key, not sinks={self.sinks}, "
+                             f"window={self.window}")
+
+    @property
+    def size(self) -> int | None:
+        """The most keys the cache holds between runs (None: unbounded)."""
+        return None if self.window is None else int(self.sinks) + int(self.window)
+
+    def hidden(self, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
+        return is_hidden(i, j, self.window, self.sinks)
+
+
+def rolling_refusal(config) -> Message | None:
+    """Why this model cannot take a rolling cache (one line), or None when it can: the cache re-assigns positions
+    inside itself by rotating keys to their slots, which only rotary positions allow."""
+    if config.position != "rotary":
+        return msg("the rolling cache is not offered for this model: its learned positions are added to the input "
+                   "before the first layer, so every cached key and value already carries its original position, and "
+                   "re-assigning positions would mean recomputing the cache")
+    if config.windows is not None and any(w is not None for w in config.windows):
+        return msg("the rolling cache is not offered for this model: it has a sliding window of its own")
+    return None
+
+
+def position_mask(i: torch.Tensor, j: torch.Tensor, *, window: int | None = None, keep: Keep | None = None,
+                  dtype=torch.float32) -> torch.Tensor:
+    """M [len(i), len(j)] for queries and keys at the absolute positions ``i`` and ``j`` (1-D): 0 where the
+    query sees the key, −∞ where :func:`is_hidden` hides it under the model's ``window`` or ``keep`` does."""
+    i, j = i.reshape(-1, 1), j.reshape(1, -1)
+    hidden = is_hidden(i, j, window)
+    if keep is not None:
+        hidden = hidden | keep.hidden(i, j)
+    return torch.zeros(hidden.shape, device=i.device, dtype=dtype).masked_fill(hidden, float("-inf"))
+
+
+def causal_mask(T: int, S: int | None = None, *, window: int | None = None, keep: Keep | None = None, device=None,
                 dtype=torch.float32) -> torch.Tensor:
     """M: 0 where query i may see key j, −∞ where :func:`hidden_keys` hides it.
 
     With ``S > T`` (a KV cache holding ``S − T`` earlier positions) query i sits at
     absolute position ``S − T + i`` and sees keys ``j ≤ S − T + i``. With a local
-    ``window`` w it sees only the last w positions: ``i − w < j ≤ i``.
+    ``window`` w it sees only the last w positions: ``i − w < j ≤ i``; ``keep`` (an evicting cache's
+    :class:`Keep`) hides what that cache drops as well.
     """
     S = T if S is None else S
+    if keep is not None:
+        return position_mask(torch.arange(S - T, S, device=device), torch.arange(S, device=device), window=window,
+                             keep=keep, dtype=dtype)
     hidden = hidden_keys(T, S, window=window, device=device)
     return torch.zeros(T, S, device=device, dtype=dtype).masked_fill(hidden, float("-inf"))
 

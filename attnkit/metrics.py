@@ -24,7 +24,7 @@ from .model import run
 __all__ = [
     "entropy", "normalised_entropy", "normalise", "visible_keys", "layer_windows", "first_token_mass", "diagonal_mass", "head_scores",
     "induction_scores", "induction_per_sequence", "induction_on_text", "HEAD_STATS", "STATISTICS", "HeadStatistic", "register",
-    "repeated_random_tokens", "induction_scores_tl", "head_table",
+    "repeated_random_tokens", "induction_scores_tl", "head_table", "without_first",
 ]
 
 
@@ -119,12 +119,14 @@ class HeadStatistic:
     description:  one line, with its formula
     ranked:       the ``heads`` command lists the best heads by it (a fraction where more = more of a kind)
     needs_ids:    needs the tokens (NaN without them)
+    sink:         measures position 0 itself (NaN when position 0 is excluded)
     """
 
     name: str = ""
     description: str = ""
     ranked: bool = True
     needs_ids: bool = False
+    sink: bool = False
 
     def full(self, p: torch.Tensor, ids: torch.Tensor | None, visible: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError          # pragma: no cover - abstract
@@ -177,6 +179,7 @@ class PreviousToken(HeadStatistic):
 class FirstToken(HeadStatistic):
     name = "first-token"
     description = msg("mean attention on position 0 (the sink), over i ≥ 1")
+    sink = True
 
     def full(self, p, ids, visible):
         return first_token_mass(p)[..., 1:].mean(-1)
@@ -241,21 +244,39 @@ class Induction(HeadStatistic):
         return st.induction[..., n:].mean(-1)
 
 
-def head_scores(pattern: torch.Tensor, ids=None, *, window) -> dict[str, torch.Tensor]:
+def head_scores(pattern: torch.Tensor, ids=None, *, window, exclude_first: bool = False) -> dict[str, torch.Tensor]:
     """Every statistic of :data:`STATISTICS` for patterns ``[..., T, T]`` -> tensors ``[...]``.
 
     ``ids`` (the tokens) are needed for duplicate-token and induction; without them those are NaN.
     ``window`` is required, taken from the model (:func:`layer_windows`): its config for stacked
     ``[L, …, T, T]`` patterns, ``config.window(l)`` for one layer's, None only for a causal layer. (An optional
     argument let a windowed model's normalised entropy silently use ln(i + 1).)
+    ``exclude_first``: the statistics of the pattern with position 0 taken out (:func:`without_first`), so that
+    a head parking most of its attention on the sink is described by what it does with the rest; first-token,
+    which measures the sink itself, is then NaN.
     """
+    if exclude_first:
+        pattern, ids = without_first(pattern, ids)
     T = pattern.shape[-1]
     p = pattern.float()
     tokens = None if ids is None else torch.as_tensor(ids, device=p.device).reshape(-1)
     visible = _visible_for(p.shape, window, p.device)
     nan = torch.full(p.shape[:-2], math.nan, device=p.device)
-    return {name: nan.clone() if T < 2 or (s.needs_ids and tokens is None) else s.full(p, tokens, visible)
-            for name, s in STATISTICS.items()}
+    return {name: nan.clone() if T < 2 or (s.needs_ids and tokens is None) or (exclude_first and s.sink)
+            else s.full(p, tokens, visible) for name, s in STATISTICS.items()}
+
+
+# ----------------------------------------------------------------------------- position 0 taken out
+
+def without_first(pattern: torch.Tensor, ids=None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The pattern with position 0 taken out: queries and keys 1 … T − 1, each row renormalised over the keys it
+    still sees, a'_ij = a_ij / Σ_{j' ≥ 1} a_ij' = a_ij / (1 − a_i0) (NaN where a row had all its weight on position
+    0), and the tokens
+    without their first. [..., T, T] -> [..., T − 1, T − 1]. Under a window w the keys a shifted query sees are
+    again min(i' + 1, w), so every statistic reads the result as a pattern of its own."""
+    rest = pattern[..., 1:, 1:].double()
+    out = (rest / rest.sum(-1, keepdim=True)).to(pattern.dtype)      # Σ_{j ≥ 1} a_ij = 1 − a_i0, without cancelling
+    return out, None if ids is None else torch.as_tensor(ids).reshape(-1)[1:]
 
 
 def repeated_random_tokens(n: int, vocab: int, seed: int = 0, batch: int = 4, low: int = 0) -> torch.Tensor:

@@ -31,6 +31,7 @@ import torch
 from torch.nn import functional
 
 from . import attention as attention_steps
+from .attention import Keep
 from .parts import norm   # LayerNorm / RMSNorm: the norm kinds are defined once, in parts
 from .weights import ModelConfig, Weights
 
@@ -159,25 +160,51 @@ def _interventions(iv) -> list[tuple[str, Hook]]:
 class KVCache:
     """Past keys and values per layer, [B, n_kv_heads, S, e] each; grows as tokens are decoded.
 
-    Rotary families cache k after rotation (``k_rot``), as HF does."""
+    Rotary families cache k after rotation (``k_rot``), as HF does. With ``keep`` (an
+    :class:`~attnkit.attention.Keep`) the cache evicts: it holds the first ``keep.sinks`` positions and the
+    ``keep.window`` most recent, and each key keeps its original position (``positions``), so the result is
+    that of masking the dropped keys. With ``rolling`` (rotary families, with ``keep``) keys are cached before
+    rotation and rotated to their slot in the cache at each step, StreamingLLM's positions inside the cache."""
 
     keys: list = field(default_factory=list)
     values: list = field(default_factory=list)
+    keep: Keep | None = None
+    rolling: bool = False
+    positions: torch.Tensor | None = None      # absolute position of each cached key (an evicting cache)
+
+    def __post_init__(self):
+        if self.rolling and (self.keep is None or self.keep.window is None):
+            raise ValueError("a rolling cache needs keep=Keep(sinks, window): the keys it keeps")
 
     @property
     def length(self) -> int:
         return 0 if not self.keys else self.keys[0].shape[-2]
 
+    @property
+    def seen(self) -> int:
+        """Tokens fed so far: the absolute position of the next one (= length unless keys were evicted)."""
+        return self.length if self.positions is None else (int(self.positions[-1]) + 1 if len(self.positions) else 0)
+
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.keys + self.values)
 
-    def extend(self, layer: int, k: torch.Tensor, v: torch.Tensor):
+    def kept(self, first: int) -> torch.Tensor | None:
+        """Indices of the cached keys a query at position ``first`` (or later) can still see; None: all."""
+        if self.keep is None or self.positions is None:
+            return None
+        return torch.nonzero(~self.keep.hidden(torch.tensor(first), self.positions)).reshape(-1)
+
+    def extend(self, layer: int, k: torch.Tensor, v: torch.Tensor, kept: torch.Tensor | None = None):
+        """Append one layer's new keys and values (after dropping the cached ones not in ``kept``)."""
         if layer == len(self.keys):
             self.keys.append(k)
             self.values.append(v)
         else:
-            self.keys[layer] = torch.cat([self.keys[layer], k], dim=-2)
-            self.values[layer] = torch.cat([self.values[layer], v], dim=-2)
+            old_k, old_v = self.keys[layer], self.values[layer]
+            if kept is not None:
+                old_k, old_v = old_k.index_select(-2, kept.to(old_k.device)), old_v.index_select(-2, kept.to(old_v.device))
+            self.keys[layer] = torch.cat([old_k, k], dim=-2)
+            self.values[layer] = torch.cat([old_v, v], dim=-2)
         return self.keys[layer], self.values[layer]
 
 
@@ -244,23 +271,56 @@ def _linear(x: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None) -> torch.T
 
 
 class _Run:
-    """What every step of one forward pass shares: config, hooks, masks, rotary tables, cache."""
+    """What every step of one forward pass shares: config, hooks, masks, rotary tables, cache.
 
-    def __init__(self, weights: Weights, hooks: _Hooks, T: int, past: int, cache, device, dtype):
+    ``past`` is the absolute position of the first new token; ``key_pos`` the absolute positions of the keys
+    the new queries meet when a :class:`~attnkit.attention.Keep` drops some (else None: keys 0 … S − 1)."""
+
+    def __init__(self, weights: Weights, hooks: _Hooks, T: int, cache, device, dtype, keep: Keep | None = None):
         self.w, self.cfg, self.hook, self.cache = weights, weights.config, hooks, cache
+        past = cache.seen if cache is not None else 0
         self.T, self.past, self.S = T, past, past + T
+        keep = cache.keep if cache is not None and cache.keep is not None else keep
+        # a Keep whose window holds every position so far drops nothing: the plain causal run, bit for bit
+        self.keep = None if keep is None or keep.window is None or keep.window >= self.S else keep
+        self.kept = cache.kept(past) if cache is not None else None
+        self.key_pos = None
+        if self.keep is not None:
+            old = torch.arange(past) if cache is None or cache.positions is None else cache.positions[self.kept]
+            self.key_pos = torch.cat([old.to(device), torch.arange(past, past + T, device=device)])
         self._masks: dict = {}
         self.device, self.dtype = device, dtype
+        self.rolling = cache is not None and cache.rolling
         self.rot = None
         if self.cfg.position == "rotary":
-            pos = torch.arange(past, past + T, device=device)
+            n = self.S if self.key_pos is None else len(self.key_pos)
+            pos = torch.arange(n - T if self.rolling else past, n if self.rolling else self.S, device=device)
             self.rot = attention_steps.rotary_tables(weights.inv_freq, pos, weights.rope_attention_scale, dtype)
+            if self.rolling:        # every cached key rotated to its slot 0 … n − 1, the queries to the last T
+                self.rot_keys = attention_steps.rotary_tables(weights.inv_freq, torch.arange(n, device=device),
+                                                              weights.rope_attention_scale, dtype)
+
+    @property
+    def masked(self) -> bool:
+        """The fused kernel needs an explicit mask (a cache, or keys dropped): is_causal alone is not enough."""
+        return bool(self.past) or self.keep is not None
 
     def mask(self, layer: int) -> torch.Tensor:
         w = self.cfg.window(layer)
         if w not in self._masks:
-            self._masks[w] = attention_steps.causal_mask(self.T, self.S, window=w, device=self.device, dtype=self.dtype)
+            if self.key_pos is not None:
+                i = torch.arange(self.past, self.S, device=self.device)
+                self._masks[w] = attention_steps.position_mask(i, self.key_pos, window=w, keep=self.keep,
+                                                               dtype=self.dtype)
+            else:
+                self._masks[w] = attention_steps.causal_mask(self.T, self.S, window=w, device=self.device,
+                                                             dtype=self.dtype)
         return self._masks[w]
+
+    def finish(self) -> None:
+        """After the blocks: an evicting cache records the positions of the keys it now holds."""
+        if self.cache is not None and self.key_pos is not None:
+            self.cache.positions = self.key_pos.cpu()
 
 
 def embed(r: _Run, ids: torch.Tensor) -> torch.Tensor:
@@ -278,11 +338,14 @@ def attention(r: _Run, l: int, x_hat: torch.Tensor) -> torch.Tensor:
     q = hook("q", l, attention_steps.project(x_hat, lw.W_Q, lw.b_Q))
     k = hook("k", l, attention_steps.project(x_hat, lw.W_K, lw.b_K))
     v = hook("v", l, attention_steps.project(x_hat, lw.W_V, lw.b_V))
-    if r.rot is not None:
+    if r.rot is not None and not r.rolling:
         q = hook("q_rot", l, attention_steps.rotate(q, *r.rot))
         k = hook("k_rot", l, attention_steps.rotate(k, *r.rot))
     if r.cache is not None:
-        k, v = r.cache.extend(l, k, v)
+        k, v = r.cache.extend(l, k, v, r.kept)
+    if r.rolling:                   # keys cached unrotated, rotated to their slots now (k_rot: all of them)
+        q = hook("q_rot", l, attention_steps.rotate(q, *r.rot))
+        k = hook("k_rot", l, attention_steps.rotate(k, *r.rot_keys))
     scale = cfg.attn_scale(l)
     if hook.needs_pattern(l):
         s = hook("scores", l, attention_steps.scores(q, attention_steps.repeat_kv(k, cfg.group), scale))
@@ -292,8 +355,8 @@ def attention(r: _Run, l: int, x_hat: torch.Tensor) -> torch.Tensor:
     else:
         windowed = cfg.window(l) is not None
         z = functional.scaled_dot_product_attention(
-            q, k, v, attn_mask=r.mask(l) if (r.past or windowed) else None,
-            is_causal=not (r.past or windowed), scale=scale, enable_gqa=cfg.group > 1)
+            q, k, v, attn_mask=r.mask(l) if (r.masked or windowed) else None,
+            is_causal=not (r.masked or windowed), scale=scale, enable_gqa=cfg.group > 1)
     z = hook("z", l, z)
     if hook.needs("head_out", l):
         head_out = hook("head_out", l, torch.einsum("bhte,hed->bhtd", z, lw.W_O))
@@ -348,6 +411,43 @@ def _wanted(capture) -> set[str]:
     return names
 
 
+def _check(cfg: ModelConfig, ids: torch.Tensor, cache, keep, start: int, stop: int, resid) -> None:
+    """ValueError, in words, for a run that cannot be done as asked."""
+    T = ids.shape[1]
+    past = cache.seen if cache is not None else 0
+    if cache is not None and cache.rolling:
+        _check_rolling(cfg, cache, T)
+    elif past + T > cfg.n_ctx:
+        raise ValueError(
+            f"{past + T} tokens exceed the model's context of {cfg.n_ctx} positions"
+            + (f" ({past} cached + {T} new)" if past else "")
+        )
+    if keep is not None and cache is not None and cache.keep not in (None, keep):
+        raise ValueError(f"keep={keep} differs from the cache's own keep={cache.keep}")
+    if keep is not None and cache is not None and cache.keep is None and cache.length:
+        raise ValueError("keep= on a cache that already holds keys: give the cache its keep when it is made")
+    if int(ids.max()) >= cfg.d_vocab or int(ids.min()) < 0:
+        raise ValueError(f"token id out of range for a vocabulary of {cfg.d_vocab}")
+    if not 0 <= start <= stop <= cfg.n_layers:
+        raise ValueError(f"start={start}, stop={stop}: need 0 ≤ start ≤ stop ≤ {cfg.n_layers}")
+    if start > 0 and resid is None:
+        raise ValueError("start > 0 needs resid (the residual stream entering that block)")
+    if resid is not None and cache is not None:
+        raise ValueError("a run resumed at a later block cannot fill a KV cache")
+
+
+def _check_rolling(cfg: ModelConfig, cache: KVCache, T: int) -> None:
+    """A rolling cache: rotary positions, no window of the model's own, one token at a time once it is full."""
+    why = attention_steps.rolling_refusal(cfg)
+    if why is not None:
+        raise ValueError(why.render())
+    if cache.seen + T > cache.keep.size and T > 1:
+        raise ValueError(f"a rolling cache of {cache.keep.size} keys takes one token at a time once it fills "
+                         f"({cache.seen} fed, {T} new)")
+    if cache.keep.size > cfg.n_ctx:
+        raise ValueError(f"a rolling cache of {cache.keep.size} keys exceeds the model's context of {cfg.n_ctx}")
+
+
 @torch.inference_mode()
 def run(
     weights: Weights,
@@ -358,6 +458,7 @@ def run(
     intervention: Intervention | Sequence[Intervention] | None = None,
     hooks=None,
     cache: KVCache | None = None,
+    keep: Keep | None = None,
     capture_dtype: torch.dtype | None = None,
     start: int = 0,
     resid: torch.Tensor | None = None,
@@ -371,6 +472,8 @@ def run(
     intervention:  an :class:`Intervention` or a list of them (applied in order).
     hooks:         ``[(point, fn), …]`` or ``{point: fn or [fns]}``; ``fn(tensor, layer) -> tensor | None``.
     cache:         a :class:`KVCache`; ``ids`` are then the *new* tokens, placed after the cached ones.
+    keep:          an :class:`~attnkit.attention.Keep`: every query sees only the keys an evicting cache would
+                   keep (the first ``sinks`` and the ``window`` most recent; keys keep their positions).
     capture_dtype: store captures in this dtype (``torch.float16`` halves memory).
     start, resid:  resume at block ``start`` from its input ``resid`` [B, T, d] (e.g. a cached
                    ``resid_pre``); the embedding and earlier blocks are skipped. ``ids`` [1 or B, T]
@@ -380,22 +483,8 @@ def run(
     """
     cfg = weights.config
     ids = as_ids(ids, weights.device)
-    B, T = ids.shape
-    past = cache.length if cache is not None else 0
-    if past + T > cfg.n_ctx:
-        raise ValueError(
-            f"{past + T} tokens exceed the model's context of {cfg.n_ctx} positions"
-            + (f" ({past} cached + {T} new)" if past else "")
-        )
-    if int(ids.max()) >= cfg.d_vocab or int(ids.min()) < 0:
-        raise ValueError(f"token id out of range for a vocabulary of {cfg.d_vocab}")
     stop = cfg.n_layers if stop is None else stop
-    if not 0 <= start <= stop <= cfg.n_layers:
-        raise ValueError(f"start={start}, stop={stop}: need 0 ≤ start ≤ stop ≤ {cfg.n_layers}")
-    if start > 0 and resid is None:
-        raise ValueError("start > 0 needs resid (the residual stream entering that block)")
-    if resid is not None and cache is not None:
-        raise ValueError("a run resumed at a later block cannot fill a KV cache")
+    _check(cfg, ids, cache, keep, start, stop, resid)
     caps: dict = {}
 
     def store(name, layer, value):
@@ -403,10 +492,11 @@ def run(
 
     keep_layers = set(range(cfg.n_layers)) if layers is None else set(layers)
     hk = _Hooks(_interventions(intervention) + _pairs(hooks), _wanted(capture), keep_layers, store)
-    r = _Run(weights, hk, T, past, cache, weights.device, weights.dtype)
+    r = _Run(weights, hk, ids.shape[1], cache, weights.device, weights.dtype, keep)
     x = embed(r, ids) if resid is None else resid
     for l in range(start, stop):
         x = block(r, l, x)
+    r.finish()
     out = unembed(r, x) if stop == cfg.n_layers and logits else None
     return Trace(logits=out, captures=caps, cache=cache)
 
@@ -426,26 +516,34 @@ class Generation:
         return sum(self.step_seconds)
 
 
-def generate(weights: Weights, ids, n_new: int, *, use_cache: bool = True) -> Generation:
+def generate(weights: Weights, ids, n_new: int, *, use_cache: bool = True, keep: Keep | None = None,
+             rolling: bool = False) -> Generation:
     """Greedy decoding of ``n_new`` tokens after ``ids`` (one sequence).
 
     With ``use_cache`` each step feeds only the newest token and reuses the keys
     and values of every earlier position (the KV cache); without it each step
     recomputes the whole prefix. Both choose the same tokens.
+
+    ``keep`` evicts: the cache holds the first ``keep.sinks`` positions and the ``keep.window`` most recent,
+    with their original positions; without the cache each step recomputes the prefix with the same keys
+    masked (:func:`run`'s ``keep``), the same answer. ``rolling`` (rotary families, with the cache) places
+    the keys at their slots in the cache instead; a prompt longer than the cache is fed one token at a time.
     """
     seq = as_ids(ids, weights.device)
     if seq.shape[0] != 1:
         raise ValueError("generate takes one sequence")
-    if seq.shape[1] + n_new > weights.config.n_ctx:
+    if rolling and not use_cache:
+        raise ValueError("a rolling cache's positions exist only with the cache; attnkit.eviction recomputes them")
+    if not rolling and seq.shape[1] + n_new > weights.config.n_ctx:
         raise ValueError(
             f"{seq.shape[1]} prompt tokens + {n_new} new exceed the context of {weights.config.n_ctx}"
         )
-    cache = KVCache() if use_cache else None
+    cache = KVCache(keep=keep, rolling=rolling) if use_cache else None
     tokens, step_logits, times = [], [], []
-    feed = seq
+    feed = _prefill(weights, seq, cache) if rolling else seq
     for _ in range(n_new):
         t0 = time.perf_counter()
-        out = run(weights, feed if use_cache else seq, cache=cache)
+        out = run(weights, feed, cache=cache) if use_cache else run(weights, seq, keep=keep)
         last = out.logits[0, -1]
         nxt = int(torch.argmax(last))
         times.append(time.perf_counter() - t0)
@@ -455,3 +553,14 @@ def generate(weights: Weights, ids, n_new: int, *, use_cache: bool = True) -> Ge
         seq = torch.cat([seq, new], dim=1)
         feed = new
     return Generation(tokens=tokens, step_logits=step_logits, step_seconds=times, used_cache=use_cache, cache=cache)
+
+
+def _prefill(weights: Weights, seq: torch.Tensor, cache: KVCache) -> torch.Tensor:
+    """Feed a rolling cache all but the prompt's last token (at once while it fits, then one at a time);
+    returns what the first step feeds."""
+    head = min(seq.shape[1] - 1, cache.keep.size)
+    if head:
+        run(weights, seq[:, :head], cache=cache, logits=False)
+    for t in range(head, seq.shape[1] - 1):
+        run(weights, seq[:, t:t + 1], cache=cache, logits=False)
+    return seq[:, -1:]

@@ -94,6 +94,7 @@ class StreamStats:
     distance     Σ_j a_ij·(i − j), in tokens
     induction    a_{i, i−offset+1}, the token after the earlier copy of a repeat with the given offset
                  (NaN for i < offset; None when no offset was given)
+    first_k      Σ_{j < sinks} a_ij, the share on the first ``sinks`` tokens (= first_token for sinks = 1)
     lse          log Σ_j exp(s_ij) of the (intervened) scaled scores: a_ij = exp(s_ij − lse_i)
     visible      [L, T] keys visible to query i in each layer (i + 1, or min(i + 1, w) with a window)
     pooled       layer -> :class:`Pooled` for the layers asked for
@@ -110,6 +111,9 @@ class StreamStats:
     visible: torch.Tensor
     induction: torch.Tensor | None = None
     induction_offset: int | None = None
+    first_k: torch.Tensor | None = None
+    sinks: int = 1
+    first_excluded: bool = False
     pooled: dict = field(default_factory=dict)
     loss: torch.Tensor | None = None
     qk: dict = field(default_factory=dict)
@@ -126,13 +130,14 @@ class StreamStats:
 
     def head_scores(self) -> dict[str, torch.Tensor]:
         """Per-head means [L, B, H] of every statistic in :data:`attnkit.metrics.STATISTICS` that has a
-        streaming form (duplicate-token needs the tokens' equality matrix; induction a known repeat)."""
+        streaming form (duplicate-token needs the tokens' equality matrix; induction a known repeat).
+        From a pass with ``exclude_first``, first-token (the sink itself) is NaN."""
         nan = torch.full(self.entropy.shape[:-1], math.nan)
         out = {}
         for name, stat in STATISTICS.items():
             v = stat.streamed(self)
             if v is not None:
-                out[name] = v if self.T > 1 else nan.clone()
+                out[name] = v if self.T > 1 and not (self.first_excluded and stat.sink) else nan.clone()
         return out
 
 
@@ -191,11 +196,13 @@ class _Layer:
     """Buffers of one streaming pass (all layers) and the block loop for one layer."""
 
     def __init__(self, L: int, B: int, H: int, T: int, device, block: int, offset: int | None,
-                 pool_layers: set, pool_k: int | None, fused: bool = True, dtype=torch.float32):
-        self.use_fused, self.dtype = fused, dtype
+                 pool_layers: set, pool_k: int | None, fused: bool = True, dtype=torch.float32, sinks: int = 1,
+                 exclude_first: bool = False):
+        self.use_fused, self.dtype, self.exclude_first = fused and not exclude_first, dtype, exclude_first
         f32 = dict(device=device, dtype=torch.float32)
+        self.sinks = [f"sink{c}" for c in range(1, min(int(sinks), T))]     # keys 1 … k − 1 (key 0: first_token)
         self.out = {n: torch.empty(L, B, H, T, **f32)
-                    for n in ("entropy", "first_token", "previous", "self_mass", "distance", "lse")}
+                    for n in ("entropy", "first_token", "previous", "self_mass", "distance", "lse", *self.sinks)}
         self.offset = offset
         if offset is not None:
             self.out["induction"] = torch.empty(L, B, H, T, **f32)
@@ -212,6 +219,8 @@ class _Layer:
         """Key index of each single-entry statistic for queries q0 … q1 − 1 (−1: none)."""
         i = torch.arange(q0, q1, device=self.device)
         t = {"first_token": torch.zeros_like(i), "previous": i - 1, "self_mass": i}
+        for c, name in enumerate(self.sinks, start=1):
+            t[name] = torch.where(i >= c, torch.full_like(i, c), torch.full_like(i, -1))    # −1: not yet seen
         if self.offset is not None:
             j = i - self.offset + 1
             t["induction"] = torch.where((i >= self.offset) & (j >= 0), j, torch.full_like(j, -1))
@@ -248,8 +257,7 @@ class _Layer:
         for name, j in self.targets(0, T).items():
             kj = kr[:, :, j.clamp(min=0)].to(dt)                          # [B, H, T, e]
             p = torch.exp(scale * torch.linalg.vecdot(qd, kj) - lse)
-            if name in ("previous", "induction"):
-                p = torch.where(j >= 0, p, torch.full_like(p, math.nan))
+            p = torch.where(j >= 0, p, torch.full_like(p, math.nan if name in ("previous", "induction") else 0.0))
             o[name][l] = p.float()
         return True
 
@@ -297,8 +305,10 @@ class _Layer:
             k1 = min(q1, k0 + bs)
             s = torch.matmul(qb, kt[..., k0:k1])                  # [B, Hkv, G, n, nk]
             hid = None
-            if k1 - 1 > q0 or (window is not None and k0 <= q1 - 1 - window):
+            if k1 - 1 > q0 or (window is not None and k0 <= q1 - 1 - window) or (self.exclude_first and k0 == 0):
                 hid = hidden_keys(q1, window=window, q0=q0, k0=k0, k1=k1, device=dev)
+                if self.exclude_first and k0 == 0:       # position 0 taken out of every row but its own
+                    hid[(1 if q0 == 0 else 0):, 0] = True
                 s.masked_fill_(hid, -math.inf)
             for name, j in tg.items():
                 sel = (j >= k0) & (j < k1)
@@ -374,7 +384,8 @@ def stream_stats(weights, ids, *, intervention=None, induction_offset: int | Non
                  pool: int | None = None, pool_layers: Iterable[int] | None = None, loss: bool = False,
                  keep_qk: Iterable[int] = (), block: int = BLOCK,
                  progress: Callable[[int, int], None] | None = None, loss_chunk: int = 1024,
-                 fused: bool = True, fused_dtype=torch.float32) -> StreamStats:
+                 fused: bool = True, fused_dtype=torch.float32, sinks: int = 1,
+                 exclude_first: bool = False) -> StreamStats:
     """One forward pass of ``ids`` ([T] or [B, T]) through the fused kernel, with every statistic of
     :class:`StreamStats` computed block-wise as each layer's q and k are made.
 
@@ -387,6 +398,11 @@ def stream_stats(weights, ids, *, intervention=None, induction_offset: int | Non
     loss:             also the next-token loss, unembedding ``loss_chunk`` positions at a time (the
                       T × vocab logits are never formed).
     keep_qk:          layers whose q and k to return (for :func:`pattern_rows` without a second pass).
+    sinks:            k for ``first_k``, the share of each row on the first k tokens (attention sinks).
+    exclude_first:    the statistics of the pattern with position 0 taken out, as
+                      :func:`attnkit.metrics.without_first` takes it out of a full pattern: every row but the
+                      first computed over keys j ≥ 1 (the forward itself is unchanged), then position 0
+                      dropped, so the fields hold queries 1 … T − 1 (first_token and first_k NaN; no pooling).
     progress:         ``progress(layers_done, n_layers)`` after each layer.
     fused:            causal layers that are not pooled go through the CPU flash kernel, which returns
                       each row's lse (:meth:`_Layer.fused`; ``fused_dtype=torch.float64`` for exactness);
@@ -399,16 +415,33 @@ def stream_stats(weights, ids, *, intervention=None, induction_offset: int | Non
     L, H = cfg.n_layers, cfg.n_heads
     pool_k = pool_size(T, pool) if pool else None
     pl = set(range(L)) if pool and pool_layers is None else set(pool_layers or ())
+    if exclude_first and pool:
+        raise ValueError("the pooled overview draws the whole pattern; it is not offered with position 0 excluded")
     st = _Layer(L, B, H, T, weights.device, int(block), induction_offset, pl, pool_k, fused=fused,
-                dtype=fused_dtype)
+                dtype=fused_dtype, sinks=sinks, exclude_first=exclude_first)
     qk, final = _forward(weights, ids, streamable(intervention), st, set(keep_qk), progress)
     lossv = _chunked_loss(weights, final, ids, loss_chunk) if loss else None
-    visible = torch.stack([visible_keys(T, cfg.window(l)).long() for l in range(L)])
     o = st.out
+    o["first_k"] = o["first_token"] + sum(o.pop(n) for n in st.sinks) if st.sinks else o["first_token"]
+    if exclude_first:
+        o = _drop_first(o)
+    visible = torch.stack([visible_keys(T - exclude_first, cfg.window(l)).long() for l in range(L)])
     return StreamStats(entropy=o["entropy"], first_token=o["first_token"], previous=o["previous"],
                        self_mass=o["self_mass"], distance=o["distance"], lse=o["lse"], visible=visible,
                        induction=o.get("induction"), induction_offset=induction_offset, pooled=st.pooled,
-                       loss=lossv, qk=qk, seconds=time.perf_counter() - t0)
+                       loss=lossv, qk=qk, seconds=time.perf_counter() - t0, first_k=o["first_k"], sinks=int(sinks),
+                       first_excluded=exclude_first)
+
+
+def _drop_first(o: dict) -> dict:
+    """Per-position fields of a pass that hid key 0 from every later row, shifted to queries 1 … T − 1: a
+    shifted query i' = i − 1 sees keys 1 … i, again min(i' + 1, w) of them; position 1 has no previous key left
+    and the sink fields are NaN (position 0 is gone)."""
+    out = {name: t[..., 1:].clone() for name, t in o.items()}
+    out["previous"][..., 0] = math.nan
+    out["first_token"].fill_(math.nan)
+    out["first_k"].fill_(math.nan)
+    return out
 
 
 def _forward(weights, ids, iv, st: _Layer, keep: set, progress) -> tuple[dict, torch.Tensor]:

@@ -307,7 +307,7 @@ def test_verdicts_follow_the_stated_rule():
 # ----------------------------------------------------------------------------- the registry
 
 def test_every_kind_owns_its_words_and_a_new_kind_is_one_class(odd, ids):
-    assert list(A.REGISTRY) == ["v=x", "wk=wq", "no-scale", "no-mask", "zero-head", "mean-head"]
+    assert list(A.REGISTRY) == ["v=x", "wk=wq", "no-scale", "no-mask", "no-sink", "zero-head", "mean-head"]
     for k in A.kinds():
         assert k.label and k.claim and k.definition and k.measures and k.available(odd.config) == (True, "")
 
@@ -414,7 +414,7 @@ def test_page_runs_every_intervention_and_the_sweeps(odd_dir):
     at.button(key="_ak_run_ab_all").click().run()
     assert not at.exception and not at.error
     claims = at.dataframe[-1].value
-    assert len(claims) == 4 and claims["verdict"].isin(A.STATUSES).all()
+    assert len(claims) == 5 and claims["verdict"].isin(A.STATUSES).all()
 
 
 def test_page_one_token_prompt_is_explained(odd_dir):

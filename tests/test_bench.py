@@ -36,7 +36,7 @@ def test_json_has_machine_settings_and_targets(quick):
     assert {k: v["value"] for k, v in quick["targets"].items()} == {
         "pattern_vs_hf_eager": 1.10, "nocapture_vs_hf_sdpa": 1.25, "kv_cache_speedup": 4.0, "entropy_vs_pattern": 1.5,
         "patching_vs_forwards": 0.6, "streaming_vs_entropy_profile": 1.0, "hull_vs_no_hull": 5.0,
-        "attribution_vs_fwd_bwd": 3.0}
+        "attribution_vs_fwd_bwd": 3.0, "eviction_vs_full": 1.5}
 
 
 def test_every_check_has_ratio_target_and_medians(quick):

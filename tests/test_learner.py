@@ -54,7 +54,7 @@ def test_v_eq_x_evidence_uses_one_unit_on_both_lines():
 
 
 @pytest.mark.parametrize("name,caveat", [("v=x", True), ("wk=wq", True), ("no-scale", True), ("no-mask", False),
-                                          ("zero-head", False), ("mean-head", False)])
+                                          ("no-sink", True), ("zero-head", False), ("mean-head", False)])
 def test_removing_a_trained_with_part_says_what_the_loss_rise_measures(name, caveat):
     v = A.get_kind(name).verdict(eff(0.3, 0.2, 0.4), [])
     assert bool(v.caveat) is caveat

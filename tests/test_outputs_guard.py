@@ -48,7 +48,8 @@ CASES = {
     "patch": (["--model", "{M}", *PAIR], [("--json", "{M}/model.safetensors")]),
     "attribute": (["--model", "{M}", *PAIR], [("--json", "{M}/config.json")]),
     "heads": (["--model", "{M}"], []),                                        # writes nothing
-    "app": ([], []),                                                          # writes nothing (starts Streamlit)
+    "app": ([], []),
+    "sinks": (["--model", "{M}", "--text-file", "{T}", "--tokens", "64"], [("--json", "{T}"), ("--json", "{M}/config.json")]),                                                          # writes nothing (starts Streamlit)
     "corpus": (["--model", "{M}", "--input", "{C}"], [("--out", "{C}"), ("--out", "{M}"), ("--json", "{J}")]),
     "train-default": (["--tiny-test", "--corpus-file", "{T}", "--init-from", "{M}"],
                       [("--out", "{M}"), ("--out", "{root}")]),

@@ -9,7 +9,7 @@ import torch
 from ..model import Intervention
 from .base import AblationError
 
-__all__ = ["ValueIsInput", "KeyIsQuery", "NoScale", "NoMask", "ZeroHead", "MeanHead"]
+__all__ = ["ValueIsInput", "KeyIsQuery", "NoScale", "NoMask", "NoSink", "ZeroHead", "MeanHead"]
 
 
 class _Scoped(Intervention):
@@ -95,6 +95,18 @@ class NoMask(_Scoped):
 
     def mask(self, mask, layer):
         return torch.zeros_like(mask)
+
+
+class NoSink(_Scoped):
+    """The sink removed: key 0 (the first token) hidden from every later query, its score −∞ before the softmax
+    (all heads of the scoped layers, or the named heads). Query 0 keeps it: it is that query's only key."""
+
+    def scores(self, s, layer):
+        T, S = s.shape[-2:]
+        rows = slice(1, None) if S == T else slice(None)       # with a KV cache every new query lies after 0
+        s = s.clone()
+        s[:, self.head_index(layer), rows, 0] = float("-inf")
+        return s
 
 
 class ZeroHead(_Scoped):

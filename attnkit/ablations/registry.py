@@ -14,13 +14,13 @@ from .. import metrics as head_metrics
 from ..i18n import msg
 from .base import MIN_SHIFT, Evidence, Kind, Metric, Observation, register
 from .hull import even_rows, hull_check, participation_ratio, record
-from .interventions import KeyIsQuery, MeanHead, NoMask, NoScale, ValueIsInput, ZeroHead
+from .interventions import KeyIsQuery, MeanHead, NoMask, NoScale, NoSink, ValueIsInput, ZeroHead
 
 __all__ = [
-    "ValueIsInputKind", "KeyIsQueryKind", "NoScaleKind", "NoMaskKind", "ZeroHeadKind", "MeanHeadKind",
+    "ValueIsInputKind", "KeyIsQueryKind", "NoScaleKind", "NoMaskKind", "NoSinkKind", "ZeroHeadKind", "MeanHeadKind",
     "HULL_DISTANCE", "HULL_MAX", "HULL_LOWER", "HULL_RELATIVE", "DIM_X", "DIM_OUT", "ASYMMETRY",
     "SELF", "TOP_SELF", "COPIES", "ENTROPY", "LARGEST", "FUTURE", "asymmetry", "HULL_LOWER_RELATIVE",
-    "INSIDE", "MIN_ENTROPY_DROP",
+    "INSIDE", "MIN_ENTROPY_DROP", "FIRST", "REMOVED",
 ]
 
 # ----------------------------------------------------------------------------- measured quantities
@@ -42,11 +42,14 @@ COPIES = Metric("attention_on_copies", msg("attention on earlier copies of the s
 ENTROPY = Metric("entropy", msg("attention entropy (nats)"))
 LARGEST = Metric("largest_weight", msg("largest attention weight"))
 FUTURE = Metric("attention_on_future", msg("attention on future keys"))
+FIRST = Metric("attention_on_first", msg("attention on the first token"))
 
 #: V = X's outputs count as inside the hull below this distance / RMS norm of x̂.
 INSIDE = 1e-3
 #: No 1/√d's entropy check needs the mean attention entropy to fall by at least this (nats), not just fall.
 MIN_ENTROPY_DROP = 0.1
+#: The sink counts as removed when the ablated run leaves at most this attention on the first token (float noise).
+REMOVED = 1e-6
 _WEIGHT = msg("attention weight, 0–1")
 
 
@@ -276,6 +279,51 @@ class NoMaskKind(Kind):
             Evidence(msg("change of the logits at positions before the last"), 0.0, ch,
                      msg("ablated > {limit}", limit="1e-06"), None if ch is None else ch > 1e-6,
                      msg("‖Δlogits‖ / ‖logits‖")),
+        ]
+
+
+@register
+class NoSinkKind(Kind):
+    name = "no-sink"
+    label = msg("Remove the attention sink (hide the first token's key)")
+    claim = msg("Heads park attention on the first token, so hiding that token's key from every later query moves "
+                "the parked attention onto tokens that write something and the model predicts worse.")
+    definition = msg("key 0 is hidden from every query i ≥ 1 (its score set to −∞ before the softmax) in the scoped "
+                     "layers, or in the named heads; query 0 keeps it, its only key. Heads outside the scope still "
+                     "see it.")
+    measures = msg("The attention on the first token (before: is there a sink to remove; after: is it gone), the "
+                   "attention entropy, and the loss.")
+    heads = "optional"
+    captures = ("pattern",)
+    metrics = (FIRST, ENTROPY)
+    trained_with = msg("the first token as a place to park attention")
+
+    def intervention(self, spec, config=None, means=None):
+        return NoSink(spec.layers, spec.heads)
+
+    def observe(self, obs: Observation):
+        T = len(obs.ids)
+        if T < 2:
+            return
+        for l in range(obs.n_layers):
+            for run, tr in obs.both():
+                p = tr["pattern", l][0, obs.heads(l)][:, 1:]                     # [h, T − 1, T], queries i ≥ 1
+                obs.acc.add(FIRST, l, run, float(p[..., 0].double().mean()), T - 1)
+                obs.acc.add(ENTROPY, l, run, float(head_metrics.entropy(p).double().mean()), T - 1)
+            if obs.tick:
+                obs.tick()
+
+    def evidence(self, result):
+        before = _mean(_in_scope(result, FIRST, "baseline"))
+        after = max(_in_scope(result, FIRST, "ablated"), default=None)
+        return [
+            Evidence(msg("attention on the first token before the ablation"), before,
+                     _mean(_in_scope(result, FIRST, "ablated")),
+                     msg("baseline ≥ {shift} (a sink to remove)", shift=MIN_SHIFT),
+                     None if before is None else before >= MIN_SHIFT, _WEIGHT),
+            Evidence(msg("attention on the first token after it"), before, after,
+                     msg("ablated ≤ {limit} (removed)", limit=f"{REMOVED:g}"), None if after is None else after <= REMOVED,
+                     _WEIGHT),
         ]
 
 

@@ -28,6 +28,7 @@ COMMANDS = {
     "calibrate": ("attnkit.cli.calibrate", "score every method on the planted-circuit models (report card)"),
     "why": ("attnkit.cli.why", "why query i attends to key j: one head's score split into query × key parts"),
     "app": ("attnkit.cli.app", "the dashboard in the browser (Streamlit), served from the installed package"),
+    "sinks": ("attnkit.cli.sinks", "attention sinks, and the loss when the KV cache keeps k sinks + a window of w"),
 }
 
 

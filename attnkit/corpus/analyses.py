@@ -32,7 +32,7 @@ from ..weights import head_name
 from ..entropy import entropy_profile, sample_positions
 from ..metrics import HEAD_STATS, head_scores
 from ..model import Intervention
-from .bootstrap import Boot
+from ..bootstrap import Boot
 from .inputs import CorpusError
 
 __all__ = ["Analysis", "ANALYSES", "UNAVAILABLE", "register", "selected", "Windows", "SummaryInput",

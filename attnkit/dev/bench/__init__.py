@@ -21,6 +21,8 @@ warm-up, and reports the median of each, so that drift in the machine's load hit
                                                                                     target ≤ 5
     10 attribution patching of every head and position (16 tokens) vs one forward + backward, with its
        Spearman ρ against exact patching, and circuit discovery's seconds (:mod:`.analyses`)  target ≤ 3
+    11 the cache-eviction lab: each (k, w) cell's loss ÷ the full cache's, at the longest T (:mod:`.analyses`)
+                                                                                    target ≤ 1.5
     8  ``--long 8192,32768``: streaming entropy at long T on SmolLM2-135M's shape (:mod:`.long_context`):
        peak memory above the weights (target ≤ 1.5 GB) and time vs a plain forward (target ≤ 2×)
 
@@ -31,7 +33,7 @@ the path users take. Timing does not depend on the weights' values.
 ``--shapes small,medium,xl,llama1b`` adds per-shape rows at real models' shapes (:mod:`.shapes`).
 
 Modules: :mod:`.common` (timing, ratio rows, targets, machine), :mod:`.sections` (checks 1–3, 5–7),
-:mod:`.analyses` (checks 9–10), :mod:`.shapes` (``--shapes``),
+:mod:`.analyses` (checks 9–11), :mod:`.shapes` (``--shapes``),
 :mod:`.memory` (check 4), :mod:`.run` (the driver and its table), :mod:`.families`, :mod:`.long_context`,
 :mod:`.corpus` (documents/second of a corpus run).
 

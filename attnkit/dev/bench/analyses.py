@@ -9,6 +9,9 @@
         with its Spearman correlation against exact patching of every head × position, and automatic
         circuit discovery (:func:`attnkit.circuits.discover`) on the same pair, in seconds (no target:
         reported beside one forward + backward)
+    11  the cache-eviction lab's cost per (k, w) cell (:func:`attnkit.eviction.token_losses` with the cache keeping
+        k sinks + a window of w, original positions) ÷ the full cache's, k ∈ {0, 1, 4}, w ∈ {32, 64, 128, 256}
+        (quick: w < T), at the longest T; one row per cell                          target ≤ 1.5
 """
 from __future__ import annotations
 
@@ -16,7 +19,9 @@ import torch
 
 from ...ablations.base import Spec
 from ...ablations.measure import measure
+from ...attention import Keep
 from ...circuits.timing import circuit_bench
+from ...eviction import token_losses
 from .common import interleaved, random_ids, ratio_row, side
 
 #: Tokens of the circuit pair (check 10), as issue 28 states it.
@@ -58,3 +63,25 @@ def circuits_section(loaded, repeats: int, T: int = CIRCUIT_T) -> tuple[list, di
                             "(context)")]
     return rows, {k: cb[k] for k in ("T", "forward_backward_s", "attribution_s", "attribution_ratio", "spearman",
                                      "exact_s", "discovery_s", "discovery_edges", "discovery_faithfulness")}
+
+
+#: The eviction grid of check 11 (issue 46's table).
+EVICTION_SINKS, EVICTION_WINDOWS = (0, 1, 4), (32, 64, 128, 256)
+
+
+def eviction_section(loaded, T: int, repeats: int, warmup: int) -> tuple[list, dict]:
+    """Check 11: each (k, w) cell's loss ÷ the full cache's, interleaved, on random tokens of length T."""
+    w, dev = loaded.weights, loaded.device
+    ids = random_ids(w.config.d_vocab, T, dev, seed=11)[0].tolist()
+    windows = [x for x in EVICTION_WINDOWS if x < T] or [max(1, T // 4)]
+    cells = [(k, x) for k in EVICTION_SINKS for x in windows]
+    fns = {"full cache": lambda: token_losses(w, ids)}
+    fns.update({f"k={k}, w={x}": (lambda k=k, x=x: token_losses(w, ids, Keep(k, x))) for k, x in cells})
+    with torch.inference_mode():
+        t = interleaved(fns, repeats, warmup, dev)
+    s = {k: side(k, v) for k, v in t.items()}
+    full = s["full cache"]
+    rows = [ratio_row("eviction_vs_full", dev, T, s[f"k={k}, w={x}"], full,
+                      label=f"eviction lab cell k={k}, w={x} / full cache") for k, x in cells]
+    return rows, {"T": T, "full_s": full["median_s"], "cells": {f"k={k}, w={x}": r["ratio"]
+                                                                 for (k, x), r in zip(cells, rows)}}

@@ -33,6 +33,7 @@ TARGETS = {
     "streaming_vs_entropy_profile": ("streaming.stream_stats / entropy.entropy_profile", "<=", 1.0),
     "hull_vs_no_hull": ("V = X ablation with its hull check / without it", "<=", 5.0),
     "attribution_vs_fwd_bwd": ("attribution patching, every head and position / one forward + backward", "<=", 3.0),
+    "eviction_vs_full": ("eviction lab, one (k, w) cell's loss / the full cache's", "<=", 1.5),
 }
 #: The repository root (what a probe in a fresh process puts on PYTHONPATH).
 ROOT = Path(__file__).resolve().parents[3]

@@ -14,7 +14,7 @@ from transformers.utils import logging as hf_logging
 
 from ...loading import LoadError, load, resolve_device
 from .common import TARGETS, machine_info, byte_tokenizer, sdpa_twin
-from .analyses import circuits_section, hull_section
+from .analyses import circuits_section, eviction_section, hull_section
 from .memory import memory_section
 from .sections import (PATCH_T, entropy_section, forward_section, generation_section, patching_section,
                        transformer_lens_bridge)
@@ -50,6 +50,7 @@ def _skeleton(devices, model_desc, source, lengths, repeats, warmup, quick, gen_
         "patching": {},
         "hull": {},
         "circuits": {},
+        "eviction": {},
         "transformer_lens": {},
     }
 
@@ -93,6 +94,9 @@ def _on_device(result: dict, dev, source: str, model_desc: str, p: dict, threads
     result["results"] += rows
     log(f"[bench] {dev} circuits (attribution patching, discovery) …")
     rows, result["circuits"][str(dev)] = circuits_section(loaded, repeats)
+    result["results"] += rows
+    log(f"[bench] {dev} eviction lab cells, T={T} …")
+    rows, result["eviction"][str(dev)] = eviction_section(loaded, T, repeats, warmup)
     result["results"] += rows
     if memory:
         log(f"[bench] {dev} memory T={T} …")

@@ -1,4 +1,7 @@
-"""Ratio means over documents with percentile-bootstrap intervals, accumulated shard by shard."""
+"""Ratio means over documents with percentile-bootstrap intervals, accumulated shard by shard.
+
+The corpus summaries resample documents; the eviction lab (:mod:`attnkit.eviction`) resamples blocks of a long
+text's tokens with the same class."""
 from __future__ import annotations
 
 import warnings

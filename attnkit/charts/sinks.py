@@ -1,0 +1,82 @@
+"""Charts of attention sinks and the cache-eviction lab (Altair, no Streamlit): the loss against the cache's
+window, one line per number of sinks kept, with its interval band and the full cache as a rule; the share of each
+head's attention on the first tokens as a layer × head map; that share against position.
+
+Inputs are the tables of :meth:`attnkit.eviction.EvictionLab.to_pandas` and
+:meth:`attnkit.sinks.SinkStats.to_pandas` / ``by_position``; every title, axis and legend goes through the
+catalog."""
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from ..i18n import t
+from .heatmaps import CELL_TEXT_PX
+
+__all__ = ["loss_chart", "share_heatmap", "share_by_position"]
+
+
+def loss_chart(df: pd.DataFrame, full: dict, height: int = 320) -> alt.LayerChart:
+    """Loss (nats/token) against the window w (log axis), one line per k (and a dash per mode) with its 95 %
+    band; the full cache as a horizontal rule with its own band."""
+    data = df[["sinks", "window", "mode", "loss", "low", "high", "delta"]].copy()
+    x = alt.X("window:Q", title=t("window w (most recent keys kept)"), scale=alt.Scale(type="log", nice=False))
+    colour = alt.Color("sinks:O", title=t("sinks k (first tokens kept)"), scale=alt.Scale(scheme="tableau10"))
+    dash = alt.StrokeDash("mode:N", title=t("positions"))
+    tips = [alt.Tooltip("sinks:O", title=t("sinks k (first tokens kept)")),
+            alt.Tooltip("window:Q", title=t("window w (most recent keys kept)")), alt.Tooltip("mode:N", title=t("positions")),
+            alt.Tooltip("loss:Q", format=".4f", title=t("loss (nats/token)")),
+            alt.Tooltip("low:Q", format=".4f", title=t("95 % low")), alt.Tooltip("high:Q", format=".4f", title=t("95 % high")),
+            alt.Tooltip("delta:Q", format="+.4f", title=t("change against the full cache"))]
+    base = alt.Chart(data)
+    band = base.mark_area(opacity=0.15).encode(x=x, y="low:Q", y2="high:Q",
+                                                color=alt.Color("sinks:O", legend=None), detail="mode:N")
+    line = base.mark_line(point=True).encode(x=x, y=alt.Y("loss:Q", title=t("loss (nats/token)"),
+                                                         scale=alt.Scale(zero=False)),
+                                             color=colour, strokeDash=dash, tooltip=tips)
+    ref = pd.DataFrame([{**full, "what": t("full cache")}])
+    rule = alt.Chart(ref).mark_rule(color="black", strokeDash=[6, 4]).encode(
+        y="loss:Q", tooltip=[alt.Tooltip("what:N", title=""), alt.Tooltip("loss:Q", format=".4f", title=t("loss (nats/token)")),
+                             alt.Tooltip("low:Q", format=".4f", title=t("95 % low")),
+                             alt.Tooltip("high:Q", format=".4f", title=t("95 % high"))])
+    label = alt.Chart(ref).mark_text(align="left", dx=4, dy=-6, color="black").encode(
+        y="loss:Q", x=alt.value(0), text="what:N")
+    title = t("Loss against the cache's window, per number of sinks kept")
+    return alt.layer(band, line, rule, label).properties(height=height, title=title)
+
+
+def share_heatmap(df: pd.DataFrame, k: int, height: int | None = None) -> alt.LayerChart:
+    """Layer × head cells coloured by the mean share of attention on the first k tokens (0–1), the value
+    written in each cell; sink heads outlined."""
+    col = f"first_{k}" if f"first_{k}" in df else "first_token"
+    data = df[["layer", "head", "name", "first_token", col, "write_ratio", "sink"]].copy()
+    data = data.rename(columns={col: "share"})
+    title = t("share on the first {k} token(s)").format(k=k)
+    base = alt.Chart(data).encode(x=alt.X("head:O", title=t("head")), y=alt.Y("layer:O", title=t("layer")))
+    rect = base.mark_rect().encode(
+        color=alt.Color("share:Q", title=title, scale=alt.Scale(scheme="blues", domain=[0, 1])),
+        stroke=alt.condition("datum.sink", alt.value("#e45756"), alt.value(None)),
+        strokeWidth=alt.condition("datum.sink", alt.value(2), alt.value(0)),
+        tooltip=[alt.Tooltip("name:N", title=t("head")), alt.Tooltip("share:Q", format=".3f", title=title),
+                 alt.Tooltip("first_token:Q", format=".3f", title=t("share on the first token")),
+                 alt.Tooltip("write_ratio:Q", format=".3f", title=t("what the sink writes ÷ what the other keys write")),
+                 alt.Tooltip("sink:N", title=t("sink head"))])
+    text = base.mark_text(fontSize=CELL_TEXT_PX).encode(
+        text=alt.Text("share:Q", format=".2f"),
+        color=alt.condition("datum.share > 0.5", alt.value("white"), alt.value("black")))
+    n_layers = int(data["layer"].nunique()) if len(data) else 1
+    return alt.layer(rect, text).properties(height=height or max(120, 28 * n_layers),
+                                            title=t("Attention on the first tokens, per head"))
+
+
+def share_by_position(df: pd.DataFrame, heads: list[str] | None = None, height: int = 280) -> alt.Chart:
+    """The share on the first k tokens against the context length n = i + 1 (log axis), one line per head
+    (``heads``: only these names)."""
+    data = df if heads is None else df[df["name"].isin(heads)]
+    return alt.Chart(data).mark_line(point=True).encode(
+        x=alt.X("n:Q", title=t("context length n = i + 1 (keys visible to query i)"), scale=alt.Scale(type="log")),
+        y=alt.Y("share:Q", title=t("share on the first tokens"), scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("name:N", title=t("head")),
+        tooltip=[alt.Tooltip("name:N", title=t("head")), alt.Tooltip("n:Q"),
+                 alt.Tooltip("share:Q", format=".3f", title=t("share on the first tokens"))],
+    ).properties(height=height)
