@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -48,19 +49,24 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server(model_dir=None, timeout: float = 60, env: dict | None = None):
+def streamlit_server(model_dir=None, timeout: float = 60, env: dict | None = None, packaged: bool = False):
     """Start ``streamlit run app.py`` on a free localhost port (``env``: extra environment variables);
-    yield (url, process)."""
+    yield (url, process). ``packaged``: ``attnkit app`` instead (the package's own script and settings), started in
+    an empty folder so that no checkout file (app.py, pages/, .streamlit/) takes part."""
     port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
     if model_dir is not None:
         env["ATTNKIT_MODEL"] = str(model_dir)
     log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"attnkit-streamlit-{port}.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
+    if packaged:
+        cwd = Path(tempfile.mkdtemp(prefix="attnkit-app-"))
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])   # this checkout's attnkit
+        cmd = [sys.executable, "-m", "attnkit", "app", "--port", str(port), "--address", "127.0.0.1"]
+    else:
+        cwd = ROOT
+        cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
+               "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + timeout

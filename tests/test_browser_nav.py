@@ -22,11 +22,15 @@ new MutationObserver(() => {
 """
 
 
-def test_a_page_address_first_on_a_fresh_server_gets_the_frame_without_a_flash(tmp_path):
+@pytest.mark.parametrize("packaged", [False, True], ids=["streamlit-run-app.py", "attnkit-app"])
+def test_a_page_address_first_on_a_fresh_server_gets_the_frame_without_a_flash(tmp_path, packaged):
+    """Both ways of starting the dashboard: a checkout's ``streamlit run app.py`` (its pages/ folder: Streamlit's old
+    mode runs pages/Compare_heads.py, a copy of app.py) and ``attnkit app`` (the package's script, with no pages/
+    folder beside it: st.navigation from the first request)."""
     need_browser()
     model = make_checkpoint(tmp_path / "model", seed=3, n_layer=2, n_head=2, n_embd=32, n_positions=64,
                             vocab_size=1000)
-    with streamlit_server(model) as (url, _proc), chromium() as browser:
+    with streamlit_server(model, packaged=packaged) as (url, _proc), chromium() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         page.add_init_script(WATCH)
         open_page(page, url, "Compare heads", heading="Compare heads", timeout=120_000)

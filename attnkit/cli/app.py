@@ -21,7 +21,7 @@ from . import args as cli_args
 
 PROG = "attnkit app"
 APP = Path(__file__).resolve().parents[1] / "app"
-SCRIPT = APP / "main.py"            # the dashboard: the frame over the page list
+SCRIPT = APP / "pages" / "main.py"            # the dashboard: the frame over the page list
 CONFIG = APP / "config.toml"        # a copy of .streamlit/config.toml
 
 
