@@ -65,8 +65,9 @@ def _pyproject() -> dict:
 
 def _placeholder(path: Path) -> None:
     """An input file a documented command names, made in the test's folder (copied from the checkout when the
-    checkout has it), so that the parser's checks of it (exists, text, a prompt set) can pass."""
-    if path.exists():
+    checkout has it), so that the parser's checks of it (exists, text, a prompt set) can pass. An absolute path is
+    never made: it must exist as the manual names it."""
+    if path.exists() or path.is_absolute():
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     real = ROOT / path
