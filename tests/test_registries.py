@@ -1,5 +1,5 @@
 """Adding a corpus analysis is one class plus one registration line: the run, its summary, the CLI's
---analyses and its help all pick it up (the README's developer section shows the same class)."""
+--analyses and its help all pick it up (docs/developers.md shows the same class)."""
 import json
 
 import numpy as np

@@ -11,7 +11,7 @@ from attnkit.cli.why import cli as why_cli
 from helpers import apptest, make_family_checkpoint
 
 HEATMAPS, STEPS = "heatmaps", "steps"
-# the README's story: L3H0 from the second " kernel" (11) to " source" (3)
+# docs/why.md's story: L3H0 from the second " kernel" (11) to " source" (3)
 TEXT = "Install the kernel source and the module binary. Install the kernel"
 Q, K = 11, 3
 

@@ -45,7 +45,7 @@ def _mb(name: str, default: float) -> float:
 TRACE_CACHE_MB = _mb("ATTNKIT_TRACE_CACHE_MB", 2048)
 RESULT_CACHE_MB = _mb("ATTNKIT_RESULT_CACHE_MB", TRACE_CACHE_MB / 8)
 JOB_RESULTS_MB = _mb("ATTNKIT_JOB_RESULTS_MB", TRACE_CACHE_MB / 8)
-#: The server's memory budget beside the models, in MB, by part (the README's "Memory" says the same).
+#: The server's memory budget beside the models, in MB, by part (docs/costs.md's "Memory" says the same).
 BUDGET = {"traces": TRACE_CACHE_MB, "results": RESULT_CACHE_MB, "job results": JOB_RESULTS_MB}
 
 

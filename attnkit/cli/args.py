@@ -261,7 +261,7 @@ existing_nonempty_text_file.role = "input"
 
 def device(s: str) -> str:
     """auto, cpu, cuda[:N] or mps. One that this machine lacks becomes 'cpu', with a notice on stderr
-    (as the README says: "says so and runs on the CPU")."""
+    (as docs/what-happens.md says: "says so and runs on the CPU")."""
     from ..loading import LoadError, resolve_device
 
     name = str(s).strip().lower()
