@@ -202,7 +202,7 @@ def check_other(words: list[str]) -> None:
         assert words[1] in {"build", "serve"} and (ROOT / "mkdocs.yml").is_file(), words
         assert {w for w in words[2:] if w.startswith("-")} <= {"--strict", "--site-dir"}, words
     elif head == "git clone":
-        assert len(words) in (3, 4) and words[2].endswith("attnkit.git"), words
+        assert words[2:] == ["REPOSITORY_URL", "attnkit"], words       # the project names no public mirror
     elif words[0] == "cd":
         assert words[1:] == ["attnkit"], words
     elif head == "python -c":
