@@ -86,6 +86,14 @@ def _mean_rows(values: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     return values[..., rows].mean(-1)
 
 
+def _row_mass(p: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Σ_j p[..., i, j] over the cells (i, j) marked in ``mask`` [T, T] -> [..., T]. Gathered, not multiplied
+    out: these masks are thin (a few cells a row on text), so this reads a few cells, not all T² of them."""
+    i, j = mask.nonzero(as_tuple=True)
+    out = torch.zeros(p.shape[:-1], dtype=p.dtype, device=p.device)
+    return out.index_add_(-1, i, p[..., i, j])
+
+
 def _same_token(ids: torch.Tensor) -> torch.Tensor:
     """[T, T] bool: j < i and ids[j] == ids[i]."""
     ids = ids.reshape(-1)
@@ -101,8 +109,7 @@ def induction_on_text(pattern: torch.Tensor, ids) -> torch.Tensor:
     target = torch.zeros_like(same)
     target[:, 1:] = same[:, :-1]              # key j+1 for each earlier copy j
     target &= torch.ones_like(same).tril(-1)  # j+1 must still be in the past
-    mass = (pattern * target.to(pattern.dtype)).sum(-1)
-    return _mean_rows(mass, target.any(-1))
+    return _mean_rows(_row_mass(pattern, target), target.any(-1))
 
 
 # ----------------------------------------------------------------------------- the registry
@@ -220,7 +227,7 @@ class DuplicateToken(HeadStatistic):
 
     def full(self, p, ids, visible):
         same = _same_token(ids)
-        return _mean_rows((p * same.to(p.dtype)).sum(-1), same.any(-1))
+        return _mean_rows(_row_mass(p, same), same.any(-1))
 
 
 @register
@@ -247,10 +254,11 @@ def head_scores(pattern: torch.Tensor, ids=None, *, window) -> dict[str, torch.T
     ``ids`` (the tokens) are needed for duplicate-token and induction; without them those are NaN.
     ``window`` is required, taken from the model (:func:`layer_windows`): its config for stacked
     ``[L, …, T, T]`` patterns, ``config.window(l)`` for one layer's, None only for a causal layer. (An optional
-    argument let a windowed model's normalised entropy silently use ln(i + 1).)
+    argument let a windowed model's normalised entropy silently use ln(i + 1).) Float64 patterns are scored in
+    float64 (the atlas's float64 check), anything else in float32.
     """
     T = pattern.shape[-1]
-    p = pattern.float()
+    p = pattern if pattern.dtype == torch.float64 else pattern.float()
     tokens = None if ids is None else torch.as_tensor(ids, device=p.device).reshape(-1)
     visible = _visible_for(p.shape, window, p.device)
     nan = torch.full(p.shape[:-2], math.nan, device=p.device)
