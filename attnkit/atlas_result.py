@@ -31,7 +31,7 @@ from .standard import head_name, parse_head
 
 __all__ = ["LABELS", "PATTERN_AND_EFFECT", "PATTERN_ONLY", "EFFECT_ONLY", "NEITHER", "THRESHOLD", "THRESHOLDS",
            "MARGIN", "RAISES", "LOWERS", "NO_EFFECT", "roles", "threshold", "direction", "label", "role_verdicts",
-           "head_text", "redundancy_text", "rules", "AtlasResult", "ROLE_NAMES", "LABEL_NAMES", "in_languages"]
+           "head_text", "redundancy_text", "redundant", "rules", "AtlasResult", "ROLE_NAMES", "LABEL_NAMES", "in_languages"]
 
 #: A role holds by its pattern when its statistic's corpus mean reaches this (a share of attention)…
 THRESHOLD = 0.3
@@ -126,15 +126,27 @@ def head_text(head: str, verdicts: list[dict], eff: dict) -> Message:
                "nats/token (95 % interval {low} … {high}), not more than the margin {margin}.", **args)
 
 
+def redundant(group: dict, alone: list[float]) -> bool:
+    """Heads are redundant when removing them together raises the loss by more than the margin beyond the sum
+    of what removing each alone does (the group's whole interval above that sum + margin; a member whose
+    removal lowers the loss counts as 0 there, so it cannot make a group look redundant)."""
+    low = group.get("low")
+    return group["direction"] == RAISES and low is not None and low > sum(max(a or 0.0, 0.0) for a in alone) + MARGIN
+
+
 def redundancy_text(head: str, group: dict, alone: dict) -> Message:
     """A role's pattern heads ablated together, said of one of them (``group``: role, heads, value, low, high,
-    direction; ``alone``: this head's own effect)."""
+    direction, redundant; ``alone``: this head's own effect)."""
     args = dict(head=head, role=ROLE_NAMES.get(group["role"], group["role"]), heads=", ".join(group["heads"]),
                 alone=_n(alone["value"], "+.4f"), **_effect_args(group))
-    if group["direction"] == RAISES and alone["direction"] != RAISES:
+    if group["redundant"] and alone["direction"] != RAISES:
         return msg("Alone {head} carries little ({alone} nats/token), but removing the {role} heads {heads} "
-                   "together raises the loss by {value} nats/token (95 % interval {low} … {high}): they are "
-                   "redundant, each can stand in for the other.", **args)
+                   "together raises the loss by {value} nats/token (95 % interval {low} … {high}), more than "
+                   "the sum of removing each alone: they are redundant, one stands in for another.", **args)
+    if group["redundant"]:
+        return msg("Removing the {role} heads {heads} together raises the loss by {value} nats/token (95 % "
+                   "interval {low} … {high}), more than the sum of removing each alone ({head} alone: {alone}): "
+                   "they share the work.", **args)
     return msg("Removing the {role} heads {heads} together changes the loss by {value} nats/token (95 % interval "
                "{low} … {high}); {head} alone: {alone}.", **args)
 

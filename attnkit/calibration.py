@@ -247,6 +247,26 @@ def _roles(ctx: Context) -> dict[str, list[str]]:
     return out
 
 
+#: A stated role -> the head statistic a decoy of it mimics (CIRCUIT.json's "decoys": {head: {"pattern": …}}).
+DECOY_PATTERN = {"previous token": "previous-token", "induction": "induction"}
+#: Two composition scores closer than this (relative) tie: float noise, not a difference between the edges.
+TIE_REL = 1e-4
+
+
+def _fooled(ctx: Context, row: Row, values: np.ndarray, role: str, planted: list[str]) -> Row:
+    """The row, said to be fooled when a stated decoy of ``role`` scores at least as high as a planted head."""
+    labels = ctx.labels()
+    decoys = [h for h, d in ctx.circuit.get("decoys", {}).items() if d.get("pattern") == DECOY_PATTERN.get(role)]
+    weakest = min(planted, key=lambda h: values[labels.index(h)])
+    above = [d for d in decoys if values[labels.index(d)] >= values[labels.index(weakest)]]
+    if not above:
+        return row
+    d = max(above, key=lambda h: values[labels.index(h)])
+    return Row(row.method, row.metric, row.value,
+               f"fooled by a decoy: decoy {d} scores {values[labels.index(d)]:.3g}, planted {weakest} "
+               f"{values[labels.index(weakest)]:.3g} — a pattern is not a role (the atlas checks roles by effect)")
+
+
 def m_head_statistics(ctx: Context) -> list[Row]:
     """Previous-token mass on the clean prompts; induction score on repeated random tokens."""
     rows = []
@@ -257,7 +277,8 @@ def m_head_statistics(ctx: Context) -> list[Row]:
             ids = torch.tensor([p.clean for p in ctx.pairs])
             pats = run(ctx.weights, ids, capture=["pattern"]).stack("pattern")        # [L, B, H, T, T]
             vals = metrics.diagonal_mass(pats, -1).mean(dim=(1, -1)).flatten().cpu().numpy()
-        rows.append(_top_set(ctx, vals, heads, "head statistics", f"{role} score: planted heads' worst rank"))
+        row = _top_set(ctx, vals, heads, "head statistics", f"{role} score: planted heads' worst rank")
+        rows.append(_fooled(ctx, row, vals, role, heads))
     return rows
 
 
@@ -273,10 +294,29 @@ def m_composition(ctx: Context) -> list[Row]:
         flat = sc[np.isfinite(sc)]
         position = int((flat > val).sum()) + 1
         ok = val > q99 and position == 1
-        rows.append(Row("composition", f"{mode.upper()}-composition {s}→{recv}: rank among {flat.size} pairs",
-                        float(position), f"{'pass' if ok else 'miss'}: score {val:.3f} vs baseline 99th pct "
-                        f"{q99:.3f} (×{val / comp.baseline['mean']:.1f} the baseline mean); rank {position}"))
+        row = Row("composition", f"{mode.upper()}-composition {s}→{recv}: rank among {flat.size} pairs",
+                  float(position), f"{'pass' if ok else 'miss'}: score {val:.3f} vs baseline 99th pct "
+                  f"{q99:.3f} (×{val / comp.baseline['mean']:.1f} the baseline mean); rank {position}")
+        rows.append(_decoy_edge(ctx, row, comp, (s, r), val))
     return rows
+
+
+def _decoy_edge(ctx: Context, row: Row, comp, edge: tuple[str, str], val: float) -> Row:
+    """The row, said to be fooled when a stated decoy edge (CIRCUIT.json's "decoy_edges", each naming the edge
+    it ``ties_with``) scores as high as the stated edge, or within float noise (TIE_REL) of it."""
+    labels = ctx.labels()
+    for d in ctx.circuit.get("decoy_edges", []):
+        tie = d.get("ties_with", {})
+        if (tie.get("sender"), tie.get("receiver")) != edge:
+            continue
+        recv, mode = d["receiver"].split(".")
+        dv = float(comp.scores[mode][labels.index(d["sender"]), labels.index(recv)])
+        if dv >= val * (1 - TIE_REL):
+            return Row(row.method, row.metric, row.value,
+                       f"fooled by a decoy: decoy edge {d['sender']}→{d['receiver']} scores {dv:.6f}, the stated "
+                       f"edge {val:.6f} (relative difference {abs(dv - val) / val:.1e}): composition cannot tell "
+                       "them apart")
+    return row
 
 
 def _head_effects(ctx: Context, estimate: bool) -> np.ndarray:

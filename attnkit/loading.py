@@ -58,7 +58,7 @@ DEFAULT_HUB_MODEL = "gpt2"
 #: Short names of the shipped checkpoints -> folders inside the package.
 SHIPPED = {SHIPPED_MODEL: Path(__file__).parent / "models" / SHIPPED_MODEL}
 #: Planted-circuit models (hand-set weights, a CIRCUIT.json each; built by attnkit/dev/planted.py).
-PLANTED_MODELS = ["planted-induction", "planted-llama", "planted-mlp", "planted-competing"]
+PLANTED_MODELS = ["planted-induction", "planted-llama", "planted-mlp", "planted-competing", "planted-decoys"]
 SHIPPED.update({n: Path(__file__).parent / "models" / n for n in PLANTED_MODELS})
 #: the shipped model that reads Chinese (trained like attnkit-tiny on Chinese and English Debian text)
 CHINESE_MODEL = "attnkit-tiny-zh"

@@ -23,7 +23,7 @@ import transformers
 
 from .. import __version__
 from ..atlas import stat_column, stat_names
-from ..atlas_result import AtlasResult, direction, head_text, redundancy_text, role_verdicts, rules
+from ..atlas_result import AtlasResult, direction, head_text, redundancy_text, redundant, role_verdicts, rules
 from ..standard import head_name
 from ..tolerances import TOL_ATLAS_F64
 from . import store
@@ -258,8 +258,10 @@ def _groups_of(groups: list, eff: dict, L: int, H: int) -> list[dict]:
     out = []
     for g, grp in enumerate(groups):
         e = _effect_of(eff, L * H + g)
-        out.append({"role": grp["role"], "heads": [head_name(l, h) for l, h in grp["members"]],
-                    "members": grp["members"], **{k: e[k] for k in ("value", "low", "high", "direction")}})
+        alone = [float(eff["mean"][l * H + h]) for l, h in grp["members"]]
+        rec = {"role": grp["role"], "heads": [head_name(l, h) for l, h in grp["members"]], "members": grp["members"],
+               "alone": alone, **{k: e[k] for k in ("value", "low", "high", "direction")}}
+        out.append({**rec, "redundant": redundant(rec, alone)})
     return out
 
 

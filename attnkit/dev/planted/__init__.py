@@ -1,17 +1,18 @@
 """Planted-circuit models (issue 35): checkpoints whose mechanism is set by hand and stated in CIRCUIT.json.
 
 ``python -m attnkit.dev.planted [FOLDER]`` rebuilds them all (deterministically: seeded generators) into
-attnkit/models/ (or FOLDER). GPT-2 family models and what they share: :mod:`.gpt2`; the Llama one: :mod:`.llama`.
+attnkit/models/ (or FOLDER). GPT-2 family models and what they share: :mod:`.gpt2`; the Llama one: :mod:`.llama`; the one with decoys (issue
+45): :mod:`.decoys`.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from . import gpt2, llama
+from . import decoys, gpt2, llama
 
 __all__ = ["build_all", "NAMES"]
 
-NAMES = [*gpt2.specs(), "planted-llama"]
+NAMES = [*gpt2.specs(), "planted-llama", "planted-decoys"]
 
 
 def build_all(out: Path = gpt2.MODELS_DIR) -> list[Path]:
@@ -21,4 +22,5 @@ def build_all(out: Path = gpt2.MODELS_DIR) -> list[Path]:
                            f"{llama.KV} key/value heads, gated SiLU MLP",
                            pos=f"no position embedding (rotary); CONST {llama.CONST} (1 in every token)",
                            distractors=llama.DISTRACTORS))
+    paths.append(decoys.write(out / "planted-decoys"))
     return paths
