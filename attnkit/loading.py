@@ -48,6 +48,7 @@ __all__ = [
     "default_model",
     "hub_available",
     "load_for_cli",
+    "locate",
     "FAMILY_MODELS",
     "split_revision",
     "check_revision",
@@ -360,6 +361,12 @@ def _locate(name: str) -> tuple[str, bool, dict]:
     else:
         kwargs["local_files_only"] = _offline() or not hub_available(source, 2.0)
     return source, local, kwargs
+
+
+def locate(name: str) -> str:
+    """The folder or hub repository ``name`` resolves to, checked as :func:`load` checks it (LoadError, one line),
+    without loading the model: for a command's checks before any work."""
+    return _locate(name)[0]
 
 
 def _fetch_small_files(repo: str, revision: str | None) -> None:

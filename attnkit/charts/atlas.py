@@ -72,8 +72,8 @@ def qk_chart(points: list[dict], explained: list[float]) -> alt.Chart:
     df["shown"] = df["kind"].map(kinds)
     ex = list(explained) + [float("nan")] * 2
     return alt.Chart(df).mark_point(filled=True, size=30, opacity=0.6).encode(
-        x=alt.X("x:Q", title=t("axis 1 ({share} of the variance)", share=f"{ex[0]:.0%}")),
-        y=alt.Y("y:Q", title=t("axis 2 ({share} of the variance)", share=f"{ex[1]:.0%}")),
+        x=alt.X("x:Q", title=t("axis {n} ({share} of the variance)", n=1, share=f"{ex[0]:.0%}")),
+        y=alt.Y("y:Q", title=t("axis {n} ({share} of the variance)", n=2, share=f"{ex[1]:.0%}")),
         color=alt.Color("shown:N", title=None, scale=alt.Scale(domain=[kinds["query"], kinds["key"]],
                                                               range=["#d62728", "#1f77b4"])),
         tooltip=[alt.Tooltip("shown:N", title=t("vector")), alt.Tooltip("token:N", title=t("token"))],

@@ -83,30 +83,35 @@ def load_atlas(folder) -> AtlasResult:
 
 # ----------------------------------------------------------------------------- the HTML file
 
-def _strings() -> dict:
-    """Every text the page shows, per language (from the catalog)."""
-    keys = {
-        "title": "attnkit head atlas", "x": "x axis", "y": "y axis", "colour": "colour", "role": "verdicts of the role",
-        "no0": "statistics without position 0", "layer": "layer", "verdict": "verdict", "heads": "heads",
-        "card_hint": "Click a point, or open a head below.", "statistic": "statistic", "mean": "mean",
-        "interval": "95 % interval", "windows": "windows", "quantiles": "5th · 50th · 95th percentile",
-        "effect": "effect of removing the head (nats/token)", "role_col": "role", "score": "score",
-        "threshold": "threshold", "pattern": "pattern", "effect_col": "effect", "yes": "yes", "no": "no",
-        "examples": "top examples by activation decile", "decile": "decile", "activation": "activation",
-        "pairs": "top (query token, key token) pairs: the key each query attends most", "query": "query",
-        "key": "key", "count": "count", "mass": "attention mass", "qk": "queries and keys in 2-D (principal axes)",
-        "f64": "float64 check", "f64_line": "checked windows", "max_error": "largest |float32 − float64|",
-        "tolerance": "tolerance", "ok": "passes", "model": "model", "corpus": "corpus", "tokens": "tokens",
-        "rules": "rules", "raises": "removing it raises the loss", "lowers": "removing it lowers the loss",
-        "none": "no effect beyond the margin", "redundancy": "together with other heads",
-        "effect_sample": "effect measured on", "documents": "documents",
-        "axis": "axis {n} ({share} of the variance)",
+def _texts() -> dict:
+    """Every text the page shows, in this context's language (from the catalog)."""
+    return {
+        "title": t("attnkit head atlas"), "x": t("x axis"), "y": t("y axis"), "colour": t("colour"),
+        "role": t("verdicts of the role"), "no0": t("statistics without position 0"), "layer": t("layer"),
+        "verdict": t("verdict"), "heads": t("heads"), "card_hint": t("Click a point, or open a head below."),
+        "statistic": t("statistic"), "mean": t("mean"), "interval": t("95 % interval"), "windows": t("windows"),
+        "quantiles": t("5th · 50th · 95th percentile"), "effect": t("effect of removing the head (nats/token)"),
+        "role_col": t("role"), "score": t("score"), "threshold": t("threshold"), "pattern": t("pattern"),
+        "effect_col": t("effect"), "yes": t("yes"), "no": t("no"),
+        "examples": t("top examples by activation decile"), "decile": t("decile"), "activation": t("activation"),
+        "pairs": t("top (query token, key token) pairs: the key each query attends most"), "query": t("query"),
+        "key": t("key"), "count": t("count"), "mass": t("attention mass"),
+        "qk": t("queries and keys in 2-D (principal axes)"), "f64": t("float64 check"),
+        "f64_line": t("checked windows"), "max_error": t("largest |float32 − float64|"), "tolerance": t("tolerance"),
+        "ok": t("passes"), "model": t("model"), "corpus": t("corpus"), "tokens": t("tokens"), "rules": t("rules"),
+        "raises": t("removing it raises the loss"), "lowers": t("removing it lowers the loss"),
+        "none": t("no effect beyond the margin"), "effect_sample": t("effect measured on"),
+        "documents": t("documents"), "axis": t("axis {n} ({share} of the variance)"),
     }
+
+
+def _strings() -> dict:
+    """:func:`_texts` per language, with the statistics', axes' and verdicts' names."""
     out = {}
     for lang in LANGUAGES:
         with language(lang):
-            out[lang] = {k: t(v) for k, v in keys.items()}
-            out[lang]["roles"] = {r: str(ROLE_NAMES.get(r, r)) for r in [*stat_names(), "effect"]}
+            out[lang] = _texts()
+            out[lang]["roles"] = {r: str(ROLE_NAMES.get(r, r)) for r in stat_names()}
             out[lang]["roles"]["effect"] = t("effect of removing the head (nats/token)")
             out[lang]["labels"] = {v: str(LABEL_NAMES[v]) for v in LABELS}
             out[lang]["axes"] = {c: axis_title(c) for c in [*_axis_columns(), "effect"]}

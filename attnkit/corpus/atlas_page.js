@@ -79,8 +79,8 @@
       langs.append(b);
     }
     const line = `${S().model}: ${m.name} (sha256 ${String(m.sha256 || "—").slice(0, 12)}) · ${S().corpus}: ${c.name} ` +
-      `(${c.documents} ${S().documents}, ${i.tokens} ${S().tokens}) · ${S().effect_sample} ${e.tokens} ${S().tokens} · ` +
-      `${S().f64}: ${i.float64 && i.float64.ok ? S().ok : "✗"}`;
+      `(${S().documents}: ${c.documents}, ${i.tokens} ${S().tokens}) · ${S().effect_sample} ${e.tokens} ${S().tokens} · ` +
+      `${S().f64}, ${S().ok}: ${i.float64 && i.float64.ok ? S().yes : S().no}`;
     return el("header", {}, el("h1", {text: S().title}, langs), el("div", {cls: "meta", text: line}));
   }
 

@@ -310,7 +310,7 @@ def _info(scan: Path, meta: dict, eff: dict, effect_every: int, no_first: bool, 
         "model": {"name": man["settings"]["model"], "source": meta.get("source"), "sha256": _model_hash(meta.get("source")),
                   "n_layers": meta.get("n_layers"), "n_heads": meta.get("n_heads"), "n_ctx": meta.get("n_ctx")},
         "settings": {k: man["settings"].get(k) for k in ("window", "batch", "shard_docs", "threads", "device", "field")}
-        | {"window_used": meta.get("window"), "no_position_0": bool(no_first)},
+        | {"window_used": meta.get("window"), "device": meta.get("device"), "no_position_0": bool(no_first)},
         "rules": rules(), "windows": windows, "tokens": tokens,
         "interval": {"method": "percentile bootstrap, documents resampled", "level": level, "resamples": bootstrap},
         "effect": {"method": "exact mean ablation: each head's z replaced by its corpus mean at every position; the "
