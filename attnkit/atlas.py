@@ -312,9 +312,13 @@ class RowMeanHead(Intervention):
 
 
 def window_nll(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """Σ over positions of −log p(next token), per row: logits [R, T, V], ids [R, T] -> [R] float64."""
-    nll = functional.cross_entropy(logits[:, :-1].flatten(0, 1).float(), ids[:, 1:].flatten(), reduction="none")
-    return nll.view(ids.shape[0], -1).double().sum(-1)
+    """Σ over positions of −log p(next token), per row: logits [R, T, V], ids [R, T] -> [R] float64. The last
+    position has no next token (its target is ignored), so the logits are read in place, not copied."""
+    target = ids.roll(-1, dims=1)
+    target[:, -1] = -100
+    nll = functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), target.reshape(-1),
+                                   reduction="none", ignore_index=-100)
+    return nll.view(ids.shape).double().sum(-1)
 
 
 def _ablated(weights, ids, resid, layer, jobs, means_l, budget) -> list[torch.Tensor]:
