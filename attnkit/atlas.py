@@ -132,8 +132,8 @@ class _Scan(_Stats):
 
     def hooks(self):
         rot = self.config.position == "rotary"
-        pairs = [("pattern", self.pattern), ("z", self.z), ("q_rot" if rot else "q", self._q), ("k_rot" if rot else "k", self._k)]
-        return [(n, f) for n, f in pairs]
+        return [("pattern", self.pattern), ("z", self.z), ("q_rot" if rot else "q", self._q),
+                ("k_rot" if rot else "k", self._k)]
 
     def _q(self, q, layer):                              # [B, H, T, e] -> at the sampled positions
         idx = self.positions[:, None, :, None].expand(-1, q.shape[1], -1, q.shape[-1])

@@ -97,16 +97,16 @@ def _pattern_sentence(head: str, r: dict, eff: dict) -> Message:
     args = dict(head=head, role=ROLE_NAMES.get(r["role"], r["role"]), score=_n(r["score"]), threshold=_n(r["threshold"], "g"),
                 **_effect_args(eff))
     if r["verdict"] == PATTERN_AND_EFFECT:
-        return msg("{head} is a {role} head by its pattern ({score} ≥ {threshold}) and by its effect: removing it "
-                   "raises the corpus loss by {value} nats/token (95 % interval {low} … {high}, above the margin "
+        return msg("{head} holds the {role} role by its pattern ({score} ≥ {threshold}) and by its effect: removing "
+                   "it raises the corpus loss by {value} nats/token (95 % interval {low} … {high}, above the margin "
                    "{margin}).", **args)
     if eff["direction"] == LOWERS:
         return msg("{head} shows the {role} pattern ({score} ≥ {threshold}), and removing it lowers the corpus "
                    "loss: {value} nats/token (95 % interval {low} … {high}). On this corpus it works against the "
                    "model's predictions.", **args)
     return msg("{head} shows the {role} pattern ({score} ≥ {threshold}) but is inert on this corpus: "
-               "mean-ablating it changes the loss by {value} nats/token (95 % interval {low} … {high}), not more "
-               "than the margin {margin}.", **args)
+               "mean-ablating it changes the loss by {value} nats/token (95 % interval {low} … {high}), an interval "
+               "that does not lie above the margin {margin}.", **args)
 
 
 def head_text(head: str, verdicts: list[dict], eff: dict) -> Message:
@@ -123,7 +123,8 @@ def head_text(head: str, verdicts: list[dict], eff: dict) -> Message:
         return msg("{head} shows none of the named patterns, and removing it lowers the corpus loss: {value} "
                    "nats/token (95 % interval {low} … {high}).", **args)
     return msg("{head} shows none of the named patterns, and removing it changes the corpus loss by {value} "
-               "nats/token (95 % interval {low} … {high}), not more than the margin {margin}.", **args)
+               "nats/token (95 % interval {low} … {high}), an interval that does not lie above the margin {margin}.",
+               **args)
 
 
 def redundant(group: dict, alone: list[float]) -> bool:

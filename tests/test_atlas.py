@@ -241,3 +241,26 @@ def test_the_command_refuses_bad_input_before_any_work(words, tmp_path, capsys):
     assert doc.read_text(encoding="utf-8").startswith("t")
     with pytest.raises(CorpusError, match="not an atlas folder"):
         run_atlas(words, stray, "planted-decoys")
+
+
+def test_a_stop_from_progress_keeps_the_finished_shards_and_a_rerun_resumes(words, tmp_path):
+    """progress(done, total) raising stops the run after a shard; the rerun skips what is done and ends with the
+    atlas a run without a stop makes."""
+    seen = []
+
+    def stop_early(done, total):
+        seen.append((done, total))
+        if done >= 4:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_atlas(words, tmp_path / "a", "planted-decoys", shard_docs=4, progress=stop_early)
+    assert seen[0] == (4, 24) and not (tmp_path / "a" / "atlas.html").exists()
+    marks = sorted((tmp_path / "a" / "work" / "scan" / "_done").glob("*.json"))
+    assert len(marks) == 1
+    stamp = marks[0].stat().st_mtime_ns
+    again, seen[:] = [], []
+    res = run_atlas(words, tmp_path / "a", "planted-decoys", shard_docs=4, progress=lambda d, t: again.append(d))
+    assert marks[0].stat().st_mtime_ns == stamp and again[0] == 8 and again[-1] == 24
+    whole = run_atlas(words, tmp_path / "b", "planted-decoys", shard_docs=4)
+    assert json.dumps(res.heads, sort_keys=True, default=str) == json.dumps(whole.heads, sort_keys=True, default=str)

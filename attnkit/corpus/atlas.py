@@ -39,8 +39,8 @@ __all__ = ["AtlasScan", "AtlasEffect", "EFFECT_TOKENS", "GROUP_MAX", "run_atlas"
 EFFECT_TOKENS = 65_536
 #: A role's pattern heads ablated together: at most this many (the strongest by the role's statistic).
 GROUP_MAX = 4
-#: Texts shipped inside the package, by name (see attnkit/corpora/*/SOURCES.json).
-SHIPPED_CORPORA = {"debian-man": Path(__file__).resolve().parents[1] / "corpora" / "debian-man"}
+#: Texts shipped inside the package, by name (each folder's SOURCES.json says where they come from).
+SHIPPED_CORPORA = {"debian-man": Path(__file__).resolve().parents[1] / "corpora" / "debian-man" / "documents.jsonl"}
 
 
 def corpus_path(name_or_path) -> Path:
@@ -209,6 +209,8 @@ def run_atlas(corpus, out, model: str = "attnkit-tiny", *, engine: str = "local"
     for n in notes if log is not None else ():
         log(n)
     out.mkdir(parents=True, exist_ok=True)
+    if not (out / MARKER).exists():       # the folder is the atlas's from now on: an interrupted run resumes here
+        store.write_json(out / MARKER, {"kind": KIND, "status": "running", "corpus": str(path), "model": str(model)})
     started = time.time()
     common = dict(model=model, engine=engine, address=address, window=window, batch=batch, shard_docs=shard_docs,
                   field=field, device=device, threads=threads, workers=workers, max_docs=max_docs, summary=False,
