@@ -123,9 +123,10 @@ class _Stats(Intervention):
 class _Scan(_Stats):
     """The scan's hooks: statistics (from :class:`_Stats`), pairs, examples, Q/K samples and z sums per layer."""
 
-    def __init__(self, ids, config, weights, positions, no_first: bool):
+    def __init__(self, ids, config, weights, positions, no_first: bool, docs, nums):
         super().__init__(ids, config)
         self.weights, self.positions, self.no_first = weights, positions, no_first   # positions [B, QK_PER_WINDOW]
+        self.docs, self.nums = list(docs), list(nums)
         self.kept: torch.Tensor | None = None          # this layer's pattern, until its z is seen
         self.q_at: torch.Tensor | None = None
         self.layers: list[dict] = []
@@ -150,9 +151,15 @@ class _Scan(_Stats):
         self.layers[layer].update(_pairs(p, self.ids, self.no_first))
 
     def z(self, z, layer):
+        """The activations, and of this layer's pattern only the rows of the queries shown (strongest, random)."""
         W_O = self.weights.layers[layer].W_O.float()                       # [H, e, d]
         act = torch.linalg.vector_norm(torch.einsum("bhte,hed->bhtd", z.float(), W_O), dim=-1)   # [B, H, T]
-        self.layers[layer].update(act=act, z_sum=z.double().sum(-2), pattern=self.kept)
+        B, H, T = act.shape
+        best = act[..., 1:].argmax(-1) + 1 if T > 1 else torch.zeros(B, H, dtype=torch.long)
+        rand = torch.tensor([[_rand_query(d, n, h, layer, T) for h in range(H)] for d, n in zip(self.docs, self.nums)])
+        queries = torch.stack([best, rand.to(best.device)], -1)            # [B, H, 2]
+        rows = torch.gather(self.kept, 2, queries[..., None].expand(-1, -1, -1, T))      # [B, H, 2, T]
+        self.layers[layer].update(act=act, z_sum=z.double().sum(-2), queries=queries, rows=rows)
         self.kept = None
 
 
@@ -235,7 +242,7 @@ def scan(weights, ids: torch.Tensor, docs, nums, pieces, *, no_first: bool = Fal
     B, T = ids.shape
     cfg = weights.config
     L, H = cfg.n_layers, cfg.n_heads
-    hook = _Scan(ids, cfg, weights, _sample_positions(docs, nums, T).to(ids.device), no_first)
+    hook = _Scan(ids, cfg, weights, _sample_positions(docs, nums, T).to(ids.device), no_first, docs, nums)
     run(weights, ids, intervention=hook, logits=False)
     cols = _stat_rows(hook.per_layer, B, L, H)
     cols.update(_layer_rows(hook, ids, docs, nums, pieces))
@@ -266,18 +273,16 @@ def _layer_rows(hook: _Scan, ids: torch.Tensor, docs, nums, pieces) -> dict:
         pos = hook.positions[b].tolist()
         for layer, lay in enumerate(hook.layers):
             for h in range(lay["act"].shape[1]):
-                _head_row(cols, lay, b, h, layer, tokens, pos, docs[b], nums[b], pieces)
+                _head_row(cols, lay, b, h, tokens, pos, pieces)
     return cols
 
 
-def _head_row(cols, lay, b, h, layer, tokens, pos, doc, num, pieces) -> None:
+def _head_row(cols, lay, b, h, tokens, pos, pieces) -> None:
     act = lay["act"][b, h]
-    T = act.shape[0]
-    i_max = int(act[1:].argmax()) + 1 if T > 1 else 0
-    i_rand = _rand_query(doc, num, h, layer, T)
-    for name, i in (("max", i_max), ("rand", i_rand)):
+    for k, name in enumerate(("max", "rand")):
+        i = int(lay["queries"][b, h, k])
         cols[f"act_{name}"].append(float(act[i]))
-        cols[f"ex_{name}"].append(_example(lay["pattern"][b, h, i], tokens, i, round(float(act[i]), 6), pieces))
+        cols[f"ex_{name}"].append(_example(lay["rows"][b, h, k], tokens, i, round(float(act[i]), 6), pieces))
     pairs = lay["pairs"][b][h]
     cols["pair_q"].append([p[0] for p in pairs])
     cols["pair_k"].append([p[1] for p in pairs])
