@@ -220,15 +220,21 @@ def run_atlas(corpus, out, model: str = "attnkit-tiny", *, engine: str = "local"
                options={"atlas": scan_opts}, **common)
     meta = _done_meta(out / "work" / "scan")
     L, H = int(meta["n_layers"]), int(meta["n_heads"])
-    means = head_means(out / "work" / "scan", L, H)
+    try:
+        means = head_means(out / "work" / "scan", L, H)
+    except ValueError as e:              # no document gave a window (all too short or unreadable)
+        raise CorpusError(str(e)) from None
     groups = role_groups(stat_means(out / "work" / "scan", L, H), no_first)
     every = max(1, _tokens(out / "work" / "scan") // int(effect_tokens))
     means_list = means.tolist()
     eff_opts = {"means_sha256": _sha(means_list), "groups": groups, "effect_every": every, "version": 1}
     run_corpus(path, out / "work" / "effect", analyses=["atlas-effect"], progress=_phase(progress, len(docs)),
                options={"atlas": eff_opts, "atlas_means": means_list}, **common)
-    result = summarise_atlas(out / "work" / "scan", out / "work" / "effect", bootstrap=bootstrap,
-                             no_first=no_first, groups=groups, effect_every=every)
+    try:
+        result = summarise_atlas(out / "work" / "scan", out / "work" / "effect", bootstrap=bootstrap,
+                                 no_first=no_first, groups=groups, effect_every=every)
+    except ValueError as e:              # the effect's sample holds no window (its documents all failed)
+        raise CorpusError(f"{e}; give --effect-tokens a larger value, or check the documents' errors") from None
     result.info.update(corpus={"path": str(path), "name": str(corpus), "documents": len(docs),
                                "sha256": store.digest(docs)}, command=command,
                        seconds=round(time.time() - started, 1))
