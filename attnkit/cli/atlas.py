@@ -51,7 +51,7 @@ def _parser() -> cli_args.Parser:
                    help="verdicts and pairs read the statistics without position 0 (a sink dominates several); both "
                         "are computed and shown either way")
     p.add_argument("--effect-tokens", type=cli_args.positive_int, default=EFFECT_TOKENS,
-                   help=f"ablate at least this many tokens (every k-th document; default {EFFECT_TOKENS:,})")
+                   help=f"ablate about this many tokens (every k-th document; default {EFFECT_TOKENS:,})")
     p.add_argument("--bootstrap", type=cli_args.int_in(0, 100_000), default=1000, help="bootstrap resamples (default 1000)")
     p.add_argument("--max-docs", type=cli_args.positive_int, default=None, help="use only the first N documents")
     return p

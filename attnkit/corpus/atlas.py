@@ -6,9 +6,9 @@ driver that runs them on the local or the Ray engine and writes the atlas folder
 DIR holds ``work/scan`` and ``work/effect`` (ordinary corpus result folders: a rerun resumes them shard by
 shard), then the atlas itself (:mod:`.atlas_files`): one JSON a head in ``heads/``, ``index.json``,
 ``manifest.json`` and ``atlas.html`` (one self-contained file). The effect pass needs the heads' corpus means,
-so it runs after the scan; it runs on every k-th document, k chosen so that at least ``effect_tokens`` tokens
-are ablated (all of them by default when the corpus is smaller), and ablates each role's pattern heads together
-as well as alone.
+so it runs after the scan; it runs on every k-th document, k = ⌊corpus tokens / ``effect_tokens``⌋, so that about
+that many tokens are ablated (all of them when the corpus is smaller), and ablates each role's pattern heads
+together as well as alone.
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from . import store
 __all__ = ["AtlasScan", "AtlasEffect", "EFFECT_TOKENS", "GROUP_MAX", "run_atlas", "check_atlas_folder", "MARKER",
            "KIND", "SHIPPED_CORPORA", "corpus_path", "role_groups"]
 
-#: The effect pass ablates at least this many tokens (every k-th document), or every token of a smaller corpus.
+#: The effect pass ablates about this many tokens (every k-th document), or every token of a smaller corpus.
 EFFECT_TOKENS = 65_536
 #: A role's pattern heads ablated together: at most this many (the strongest by the role's statistic).
 GROUP_MAX = 4
