@@ -221,6 +221,27 @@ def _roles(ctx: Context) -> dict[str, list[str]]:
     return out
 
 
+#: A stated role -> the head statistic a decoy of it mimics (CIRCUIT.json's "decoys": {head: {"pattern": …}}).
+DECOY_PATTERN = {"previous token": "previous-token", "induction": "induction"}
+#: Two composition scores closer than this (relative) tie: float noise, not a difference between the edges.
+TIE_REL = 1e-4
+
+
+def _fooled(ctx: Context, row: Row, values: np.ndarray, role: str, planted: list[str]) -> Row:
+    """The row, said to be fooled when a stated decoy of ``role`` scores at least as high as a planted head."""
+    labels = ctx.labels()
+    decoys = [h for h, d in ctx.circuit.decoys.items() if d.pattern == DECOY_PATTERN.get(role)]
+    weakest = min(planted, key=lambda h: values[labels.index(h)])
+    above = [d for d in decoys if values[labels.index(d)] >= values[labels.index(weakest)]]
+    if not above:
+        return row
+    d = max(above, key=lambda h: values[labels.index(h)])
+    return Row(row.method, row.metric, row.value,
+               msg("fooled by a decoy: decoy {decoy} scores {score}, planted {head} {planted} — a pattern is not a "
+                   "role (the atlas checks roles by effect)", decoy=d, score=f"{values[labels.index(d)]:.3g}",
+                   head=weakest, planted=f"{values[labels.index(weakest)]:.3g}"))
+
+
 def m_head_statistics(ctx: Context) -> list[Row]:
     """Previous-token mass on the clean prompts; induction score on repeated random tokens."""
     rows = []
@@ -231,8 +252,9 @@ def m_head_statistics(ctx: Context) -> list[Row]:
             ids = torch.tensor([p.clean for p in ctx.pairs])
             pats = run(ctx.weights, ids, capture=["pattern"]).stack("pattern")        # [L, B, H, T, T]
             vals = metrics.diagonal_mass(pats, -1).mean(dim=(1, -1)).flatten().cpu().numpy()
-        rows.append(_top_set(ctx, vals, heads, "head statistics",
-                             msg("{role} score: planted heads' worst rank", role=ROLE_LABELS[role])))
+        row = _top_set(ctx, vals, heads, "head statistics",
+                       msg("{role} score: planted heads' worst rank", role=ROLE_LABELS[role]))
+        rows.append(_fooled(ctx, row, vals, role, heads))
     return rows
 
 
@@ -249,12 +271,30 @@ def m_composition(ctx: Context) -> list[Row]:
         flat = sc[np.isfinite(sc)]
         position = int((flat > val).sum()) + 1
         ok = val > q99 and position == 1
-        rows.append(Row("composition", msg("{mode}-composition {sender}→{receiver}: rank among {n} pairs",
-                                           mode=mode.upper(), sender=s, receiver=recv, n=flat.size), float(position),
-                        _verdict(ok, msg("score {score} vs baseline 99th pct {q99} (×{times} the baseline mean); rank "
-                                         "{rank}", score=f"{val:.3f}", q99=f"{q99:.3f}",
-                                         times=f"{val / comp.baseline['mean']:.1f}", rank=position))))
+        row = Row("composition", msg("{mode}-composition {sender}→{receiver}: rank among {n} pairs",
+                                     mode=mode.upper(), sender=s, receiver=recv, n=flat.size), float(position),
+                  _verdict(ok, msg("score {score} vs baseline 99th pct {q99} (×{times} the baseline mean); rank "
+                                   "{rank}", score=f"{val:.3f}", q99=f"{q99:.3f}",
+                                   times=f"{val / comp.baseline['mean']:.1f}", rank=position)))
+        rows.append(_decoy_edge(ctx, row, comp, (s, r), val))
     return rows
+
+
+def _decoy_edge(ctx: Context, row: Row, comp, edge: tuple[str, str], val: float) -> Row:
+    """The row, said to be fooled when a stated decoy edge (CIRCUIT.json's "decoy_edges", each naming the edge
+    it ``ties_with``) scores as high as the stated edge, or within float noise (TIE_REL) of it."""
+    labels = ctx.labels()
+    for d in ctx.circuit.decoy_edges:
+        if d.ties_with != edge:
+            continue
+        mode, layer, head = split_node(d.receiver)
+        dv = float(comp.scores[mode][labels.index(d.sender), labels.index(head_name(layer, head))])
+        if dv >= val * (1 - TIE_REL):
+            return Row(row.method, row.metric, row.value,
+                       msg("fooled by a decoy: decoy edge {sender}→{receiver} scores {decoy}, the stated edge {score} "
+                           "(relative difference {rel}): composition cannot tell them apart", sender=d.sender,
+                           receiver=d.receiver, decoy=f"{dv:.6f}", score=f"{val:.6f}", rel=f"{abs(dv - val) / val:.1e}"))
+    return row
 
 
 def _head_effects(ctx: Context, estimate: bool) -> np.ndarray:

@@ -48,6 +48,7 @@ __all__ = [
     "default_model",
     "hub_available",
     "load_for_cli",
+    "locate",
     "FAMILY_MODELS",
     "split_revision",
     "check_revision",
@@ -59,7 +60,7 @@ DEFAULT_HUB_MODEL = "gpt2"
 #: Short names of the shipped checkpoints -> folders inside the package.
 SHIPPED = {SHIPPED_MODEL: Path(__file__).parent / "models" / SHIPPED_MODEL}
 #: Planted-circuit models (hand-set weights, a CIRCUIT.json each; built by attnkit/dev/planted.py).
-PLANTED_MODELS = ["planted-induction", "planted-llama", "planted-mlp", "planted-competing"]
+PLANTED_MODELS = ["planted-induction", "planted-llama", "planted-mlp", "planted-competing", "planted-decoys"]
 SHIPPED.update({n: Path(__file__).parent / "models" / n for n in PLANTED_MODELS})
 #: the shipped model that reads Chinese (trained like attnkit-tiny on Chinese and English Debian text)
 CHINESE_MODEL = "attnkit-tiny-zh"
@@ -370,6 +371,12 @@ def _locate(name: str) -> tuple[str, bool, dict]:
     else:
         kwargs["local_files_only"] = _offline() or not hub_available(source, 2.0)
     return source, local, kwargs
+
+
+def locate(name: str) -> str:
+    """The folder or hub repository ``name`` resolves to, checked as :func:`load` checks it (LoadError, one line),
+    without loading the model: for a command's checks before any work."""
+    return _locate(name)[0]
 
 
 def _fetch_small_files(repo: str, revision: str | None) -> None:

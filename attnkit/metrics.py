@@ -86,6 +86,14 @@ def _mean_rows(values: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     return values[..., rows].mean(-1)
 
 
+def _row_mass(p: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Σ_j p[..., i, j] over the cells (i, j) marked in ``mask`` [T, T] -> [..., T]. Gathered, not multiplied
+    out: these masks are thin (a few cells a row on text), so this reads a few cells, not all T² of them."""
+    i, j = mask.nonzero(as_tuple=True)
+    out = torch.zeros(p.shape[:-1], dtype=p.dtype, device=p.device)
+    return out.index_add_(-1, i, p[..., i, j])
+
+
 def _same_token(ids: torch.Tensor) -> torch.Tensor:
     """[T, T] bool: j < i and ids[j] == ids[i]."""
     ids = ids.reshape(-1)
@@ -101,8 +109,7 @@ def induction_on_text(pattern: torch.Tensor, ids) -> torch.Tensor:
     target = torch.zeros_like(same)
     target[:, 1:] = same[:, :-1]              # key j+1 for each earlier copy j
     target &= torch.ones_like(same).tril(-1)  # j+1 must still be in the past
-    mass = (pattern * target.to(pattern.dtype)).sum(-1)
-    return _mean_rows(mass, target.any(-1))
+    return _mean_rows(_row_mass(pattern, target), target.any(-1))
 
 
 # ----------------------------------------------------------------------------- the registry
@@ -223,7 +230,7 @@ class DuplicateToken(HeadStatistic):
 
     def full(self, p, ids, visible):
         same = _same_token(ids)
-        return _mean_rows((p * same.to(p.dtype)).sum(-1), same.any(-1))
+        return _mean_rows(_row_mass(p, same), same.any(-1))
 
 
 @register
@@ -250,7 +257,8 @@ def head_scores(pattern: torch.Tensor, ids=None, *, window, exclude_first: bool 
     ``ids`` (the tokens) are needed for duplicate-token and induction; without them those are NaN.
     ``window`` is required, taken from the model (:func:`layer_windows`): its config for stacked
     ``[L, …, T, T]`` patterns, ``config.window(l)`` for one layer's, None only for a causal layer. (An optional
-    argument let a windowed model's normalised entropy silently use ln(i + 1).)
+    argument let a windowed model's normalised entropy silently use ln(i + 1).) Float64 patterns are scored in
+    float64 (the atlas's float64 check), anything else in float32.
     ``exclude_first``: the statistics of the pattern with position 0 taken out (:func:`without_first`), so that
     a head parking most of its attention on the sink is described by what it does with the rest; first-token,
     which measures the sink itself, is then NaN.
@@ -258,7 +266,7 @@ def head_scores(pattern: torch.Tensor, ids=None, *, window, exclude_first: bool 
     if exclude_first:
         pattern, ids = without_first(pattern, ids)
     T = pattern.shape[-1]
-    p = pattern.float()
+    p = pattern if pattern.dtype == torch.float64 else pattern.float()
     tokens = None if ids is None else torch.as_tensor(ids, device=p.device).reshape(-1)
     visible = _visible_for(p.shape, window, p.device)
     nan = torch.full(p.shape[:-2], math.nan, device=p.device)
@@ -270,13 +278,15 @@ def head_scores(pattern: torch.Tensor, ids=None, *, window, exclude_first: bool 
 
 def without_first(pattern: torch.Tensor, ids=None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The pattern with position 0 taken out: queries and keys 1 … T − 1, each row renormalised over the keys it
-    still sees, a'_ij = a_ij / Σ_{j' ≥ 1} a_ij' = a_ij / (1 − a_i0) (NaN where a row had all its weight on position
-    0), and the tokens
-    without their first. [..., T, T] -> [..., T − 1, T − 1]. Under a window w the keys a shifted query sees are
-    again min(i' + 1, w), so every statistic reads the result as a pattern of its own."""
+    still sees, a'_ij = a_ij / Σ_{j' ≥ 1} a_ij', and the tokens without their first. [..., T, T] -> [..., T − 1, T − 1].
+
+    The rest of a row is summed in float64, not taken as 1 − a_i0: a sink row's rest is tiny and 1 − a_i0 would lose
+    it to rounding. A row with nothing left (all its weight on position 0, the rest underflowed) stays 0, so every
+    mass statistic counts it as none. Under a window w the keys a shifted query sees are again min(i' + 1, w), so
+    every statistic reads the result as a pattern of its own. (The streaming form hides key 0 inside the pass.)"""
     rest = pattern[..., 1:, 1:].double()
-    out = (rest / rest.sum(-1, keepdim=True)).to(pattern.dtype)      # Σ_{j ≥ 1} a_ij = 1 − a_i0, without cancelling
-    return out, None if ids is None else torch.as_tensor(ids).reshape(-1)[1:]
+    total = rest.sum(-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
+    return (rest / total).to(pattern.dtype), None if ids is None else torch.as_tensor(ids).reshape(-1)[1:]
 
 
 def repeated_random_tokens(n: int, vocab: int, seed: int = 0, batch: int = 4, low: int = 0) -> torch.Tensor:

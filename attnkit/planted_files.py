@@ -21,7 +21,8 @@ from .files import MB, FileError
 from .i18n import msg
 from .standard import NODE_INPUTS, head_name, node_name, parse_head, split_node
 
-__all__ = ["CIRCUIT_FILE", "CARD_FILE", "TASKS", "ROLE_LABELS", "StatedCircuit", "ModelCard", "read_circuit", "check_model",
+__all__ = ["CIRCUIT_FILE", "CARD_FILE", "TASKS", "ROLE_LABELS", "DECOY_EFFECTS", "Decoy", "DecoyEdge", "StatedCircuit",
+           "ModelCard", "read_circuit", "check_model",
            "read_card", "planted_folder"]
 
 CIRCUIT_FILE = "CIRCUIT.json"
@@ -39,10 +40,33 @@ _RECEIVERS = (*NODE_INPUTS, "mlp", "logits")
 
 
 @dataclass(frozen=True)
+class Decoy:
+    """A decoy head (CIRCUIT.json's ``decoys``): the head statistic its pattern scores high on (``pattern``, a name
+    of :data:`attnkit.metrics.STATISTICS`), what removing it does (``effect``: none or negative), the planted head
+    its pattern outranks (or None), and why (text)."""
+
+    pattern: str
+    effect: str = "none"
+    outranks: str | None = None
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class DecoyEdge:
+    """A decoy composition edge (CIRCUIT.json's ``decoy_edges``): sender → receiver, and the stated edge it ties
+    with on the weights (``ties_with``: (sender, receiver))."""
+
+    sender: str
+    receiver: str
+    ties_with: tuple
+
+
+@dataclass(frozen=True)
 class StatedCircuit:
     """A CIRCUIT.json, checked: heads (``L{l}H{h}``), edges (sender, receiver) as path patching names them
     (:func:`attnkit.standard.node_name`), each head's role, the task its prompt pairs test, the successor task's
-    shift, the vocabulary the pairs draw from, and what the metric is (text)."""
+    shift, the vocabulary the pairs draw from, what the metric is (text), and — on a model built to fool
+    pattern-based methods — its decoy heads, decoy edges and sink heads (docs/formats.md)."""
 
     heads: tuple
     edges: tuple
@@ -51,6 +75,9 @@ class StatedCircuit:
     shift: int = 0
     vocab: int = 40
     metric: str = ""
+    decoys: dict = field(default_factory=dict, hash=False)
+    decoy_edges: tuple = ()
+    sinks: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -80,7 +107,10 @@ def read_circuit(folder, config=None) -> StatedCircuit:
     circuit = StatedCircuit(heads, edges, _roles(path, data.get("roles", {}), heads), _task(path, data.get("task")),
                             _int(path, "shift", data.get("shift", 0), None), _int(path, "vocab", data.get("vocab", 40),
                                                                                   MIN_VOCAB),
-                            _text(path, "metric", data.get("metric", "")))
+                            _text(path, "metric", data.get("metric", "")), _decoys(path, data.get("decoys", {}), heads),
+                            _decoy_edges(path, data.get("decoy_edges", []), edges),
+                            tuple(_head(path, f"sinks[{k}]", h) for k, h in enumerate(_seq(path, "sinks",
+                                                                                              data.get("sinks", [])))))
     if config is not None:
         check_model(circuit, config, path)
     return circuit
@@ -89,7 +119,8 @@ def read_circuit(folder, config=None) -> StatedCircuit:
 def check_model(circuit: StatedCircuit, config, path="CIRCUIT.json") -> None:
     """FileError naming every head (and MLP) of ``circuit`` that the model of ``config`` lacks, or a vocabulary
     larger than the model's."""
-    nodes = [*circuit.heads, *(n for e in circuit.edges for n in e)]
+    nodes = [*circuit.heads, *(n for e in circuit.edges for n in e), *circuit.decoys, *circuit.sinks,
+             *(n for d in circuit.decoy_edges for n in (d.sender, d.receiver))]
     lacking = []
     for name in dict.fromkeys(nodes):
         node = split_node(name)
@@ -124,10 +155,11 @@ def _head(path, where: str, value) -> str:
         raise _bad(path, where, msg("a head name such as L1H0"), value) from None
 
 
-def _edge(path, k: int, value) -> tuple:
+def _edge(path, k: int, value, where: str = "edges") -> tuple:
     """One edge: {"sender": embed | L{l}H{h} | MLP{l}, "receiver": L{l}H{h}.q/.k/.v | MLP{l} | logits}."""
+    where = f"{where}[{k}]" if where in ("edges", "decoy_edges") else where
     if not isinstance(value, dict):
-        raise _bad(path, f"edges[{k}]", msg("an object with \"sender\" and \"receiver\""), value)
+        raise _bad(path, where, msg("an object with \"sender\" and \"receiver\""), value)
     out = []
     for side, kinds, want in (("sender", _SENDERS, msg("embed, L{l}H{h} or MLP{l}")),
                               ("receiver", _RECEIVERS, msg("L{l}H{h}.q/.k/.v, MLP{l} or logits"))):
@@ -137,7 +169,7 @@ def _edge(path, k: int, value) -> tuple:
         except ValueError:
             node = (None,)
         if node[0] not in kinds:
-            raise _bad(path, f"edges[{k}].{side}", want, name)
+            raise _bad(path, f"{where}.{side}", want, name)
         out.append(node_name(node))
     return tuple(out)
 
@@ -161,6 +193,52 @@ def _roles(path, value, heads: tuple) -> dict:
         if not isinstance(role, str):
             raise _bad(path, f"roles.{head}", msg("text"), role)
     return dict(value)
+
+
+def _seq(path, name: str, value) -> list:
+    if not isinstance(value, list):
+        raise _bad(path, name, msg("a list"), value)
+    return value
+
+
+#: What removing a decoy does, as CIRCUIT.json states it.
+DECOY_EFFECTS = ("none", "negative")
+
+
+def _decoys(path, value, heads: tuple) -> dict:
+    """``decoys``: {head: {"pattern": statistic, "effect": none | negative, "outranks": head | null, "why": text}}."""
+    if not isinstance(value, dict):
+        raise _bad(path, "decoys", msg("an object head -> decoy"), value)
+    out = {}
+    for k, (head, d) in enumerate(value.items()):
+        name = _head(path, f"decoys[{k}]", head)
+        if name in heads:
+            raise FileError(msg("{file}: decoys names {head}, which is a stated head", file=files.shown(path),
+                                head=name))
+        if not isinstance(d, dict) or not isinstance(d.get("pattern"), str):
+            raise _bad(path, f"decoys.{name}", msg("an object with \"pattern\" (a head statistic)"), d)
+        effect = d.get("effect", "none")
+        if effect not in DECOY_EFFECTS:
+            raise _bad(path, f"decoys.{name}.effect", msg("one of {kinds}", kinds=", ".join(DECOY_EFFECTS)), effect)
+        outranks = d.get("outranks")
+        if outranks is not None and _head(path, f"decoys.{name}.outranks", outranks) not in heads:
+            raise FileError(msg("{file}: decoys.{head}.outranks names {other}, which is not in heads",
+                                file=files.shown(path), head=name, other=files.short(outranks)))
+        out[name] = Decoy(d["pattern"], effect, outranks, _text(path, f"decoys.{name}.why", d.get("why", "")))
+    return out
+
+
+def _decoy_edges(path, value, edges: tuple) -> tuple:
+    """``decoy_edges``: [{"sender", "receiver", "ties_with": {"sender", "receiver"} (a stated edge)}]."""
+    out = []
+    for k, d in enumerate(_seq(path, "decoy_edges", value)):
+        s, r = _edge(path, k, d, "decoy_edges")
+        tie = _edge(path, k, d.get("ties_with"), f"decoy_edges[{k}].ties_with")
+        if tie not in edges:
+            raise FileError(msg("{file}: decoy_edges[{k}].ties_with names {edge}, which is not a stated edge",
+                                file=files.shown(path), k=k, edge=f"{tie[0]} → {tie[1]}"))
+        out.append(DecoyEdge(s, r, tie))
+    return tuple(out)
 
 
 def _task(path, value) -> str:

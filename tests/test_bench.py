@@ -36,7 +36,8 @@ def test_json_has_machine_settings_and_targets(quick):
     assert {k: v["value"] for k, v in quick["targets"].items()} == {
         "pattern_vs_hf_eager": 1.10, "nocapture_vs_hf_sdpa": 1.25, "kv_cache_speedup": 4.0, "entropy_vs_pattern": 1.5,
         "patching_vs_forwards": 0.6, "streaming_vs_entropy_profile": 1.0, "hull_vs_no_hull": 5.0,
-        "attribution_vs_fwd_bwd": 3.0, "eviction_vs_full": 1.5}
+        "attribution_vs_fwd_bwd": 3.0, "eviction_vs_full": 1.5,
+        "atlas_scan_vs_pattern": 3.0, "atlas_scan_rise_vs_trace": 1.0}
 
 
 def test_every_check_has_ratio_target_and_medians(quick):
@@ -48,6 +49,7 @@ def test_every_check_has_ratio_target_and_medians(quick):
     assert any(r["check"] == "kv_cache_vs_hf_generate" for r in rows)
     assert any(r["check"] == "entropy_vs_pattern" for r in rows)
     assert any(r["check"] == "patching_vs_forwards" and r["T"] == 16 for r in rows)
+    assert {"atlas_scan_vs_pattern", "atlas_effect_vs_forward", "atlas_f64_vs_pattern"} <= {r["check"] for r in rows}
     assert quick["patching"]["cpu"]["heads"] == 8 and quick["patching"]["cpu"]["patched_rows"] == 8
     best_of = {"attribution_vs_fwd_bwd", "discovery_vs_fwd_bwd"}       # circuit_bench reports the best of 2
     for r in rows:
@@ -98,7 +100,7 @@ def test_shapes_rows_from_the_command_line(tmp_path, capsys):
     got = {r["check"] for r in res["results"] if r.get("shape") == "tiny"}
     timed = {"shape_trace_vs_hf_eager", "shape_patching_vs_forwards", "shape_attribution_vs_fwd_bwd",
              "shape_entropy_vs_trace", "shape_hull_vs_no_hull", "shape_why_key_vs_forward", "shape_why_row_vs_forward",
-             "shape_circuits_open_s"}
+             "shape_circuits_open_s", "shape_atlas_scan_vs_trace", "shape_atlas_effect_vs_forward"}
     assert timed <= got <= timed | {"shape_why_row_rise_vs_forward"}     # a rise only where the forward's is > 0
     tiny = res["shapes"]["shapes"]["tiny"]
     assert tiny["vx_hull_s"] > 0 and tiny["vx_no_hull_s"] > 0 and tiny["entropy_s"] > 0

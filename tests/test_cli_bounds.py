@@ -28,8 +28,7 @@ def _parsers():
 
 
 #: options of a whole-number type without a top of its own, each with where its maximum is stated
-BOUNDED_ELSEWHERE = {("corpus", "window"), ("corpus", "batch"), ("corpus", "shard_docs"),
-                     ("corpus", "threads")}          # attnkit.corpus.settings_for: one message for library and CLI
+BOUNDED_ELSEWHERE = {(c, o) for c in ("corpus", "atlas") for o in ("window", "batch", "shard_docs", "threads")}          # attnkit.corpus.settings_for: one message for library and CLI
 UNBOUNDED = (cli_args.positive_int, cli_args.nonneg_int, cli_args.whole_number)
 
 

@@ -49,6 +49,7 @@ CASES = {
     "attribute": (["--model", "{M}", *PAIR], [("--json", "{M}/config.json")]),
     "heads": (["--model", "{M}"], []),                                        # writes nothing
     "app": ([], []),
+    "atlas": (["--model", "{M}", "--corpus", "{C}", "--out", "{root}/atlas-out"], [("--json", "{M}/config.json"), ("--out", "{C}")]),
     "sinks": (["--model", "{M}", "--text-file", "{T}", "--tokens", "64"], [("--json", "{T}"), ("--json", "{M}/config.json")]),                                                          # writes nothing (starts Streamlit)
     "corpus": (["--model", "{M}", "--input", "{C}"], [("--out", "{C}"), ("--out", "{M}"), ("--json", "{J}")]),
     "train-default": (["--tiny-test", "--corpus-file", "{T}", "--init-from", "{M}"],

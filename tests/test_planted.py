@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 MODELS = Path(__file__).resolve().parents[1] / "attnkit" / "models"
-NAMES = ["planted-induction", "planted-llama", "planted-mlp", "planted-competing"]
+NAMES = ["planted-induction", "planted-llama", "planted-mlp", "planted-competing", "planted-decoys"]
 V = 40
 
 

@@ -26,6 +26,7 @@ COMMANDS = {
     "training": ("attnkit.cli.training", "head scores and the induction phase change over training checkpoints"),
     "circuit": ("attnkit.cli.circuit", "path patching, attribution patching and circuit discovery on a pair"),
     "calibrate": ("attnkit.cli.calibrate", "score every method on the planted-circuit models (report card)"),
+    "atlas": ("attnkit.cli.atlas", "every head over a corpus: statistics, examples, effect, verdicts; offline HTML"),
     "why": ("attnkit.cli.why", "why query i attends to key j: one head's score split into query × key parts"),
     "app": ("attnkit.cli.app", "the dashboard in the browser (Streamlit), served from the installed package"),
     "sinks": ("attnkit.cli.sinks", "attention sinks, and the loss when the KV cache keeps k sinks + a window of w"),

@@ -27,7 +27,7 @@ Err = argparse.ArgumentTypeError
 
 #: Options that name what a command reads, by their dest, whatever their type (a model or series may be a
 #: name or a folder); options of an input type (:func:`existing_file`, …) are inputs too.
-INPUT_DESTS = {"model", "series", "input"}
+INPUT_DESTS = {"model", "series", "input", "corpus"}
 
 
 class Parser(argparse.ArgumentParser):

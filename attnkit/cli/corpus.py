@@ -23,11 +23,16 @@ def gpus(s: str) -> float:
     return x
 
 
+def _listed() -> dict:
+    """The analyses this command offers (the atlas's passes run under ``attnkit atlas``)."""
+    return {k: a for k, a in corpus_lib.ANALYSES.items() if a.listed}
+
+
 def _parser():
     p = cli_args.Parser(
         prog="python -m attnkit corpus",
         description="Head statistics, entropy curves and ablation losses over a corpus, locally or on Ray.",
-        epilog="analyses: " + "; ".join(f"{k}: {a.help}" for k, a in corpus_lib.ANALYSES.items()))
+        epilog="analyses: " + "; ".join(f"{k}: {a.help}" for k, a in _listed().items()))
     p.add_argument("--model", default=None, type=cli_args.utf8_text,
                    help="hub name, attnkit-tiny or a local folder (default: as verify)")
     p.add_argument("--series", default=None, type=cli_args.utf8_text,
@@ -36,7 +41,7 @@ def _parser():
     p.add_argument("--input", type=cli_args.utf8_text,
                    help=".jsonl (one document per line), .txt/.md (one document) or a folder of them")
     p.add_argument("--field", default="text", type=cli_args.utf8_text, help="field of a .jsonl object holding the document (default text)")
-    p.add_argument("--analyses", default=",".join(corpus_lib.ANALYSES), help="comma-separated: " + ", ".join(corpus_lib.ANALYSES))
+    p.add_argument("--analyses", default=",".join(_listed()), help="comma-separated: " + ", ".join(_listed()))
     p.add_argument("--ablation", action="append", default=None, metavar="SPEC",
                    help="an ablation for ablation-loss (repeatable; default: " + ", ".join(corpus_lib.DEFAULT_ABLATIONS) + ")")
     p.add_argument("--out", type=cli_args.new_or_own_dir("manifest.json", "attnkit corpus"),

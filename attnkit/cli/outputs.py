@@ -28,11 +28,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["OutputError", "SHIPPED_MODELS", "check_file", "check_folder", "local_paths", "write_text", "write_json",
+__all__ = ["OutputError", "SHIPPED_MODELS", "SHIPPED_CORPORA", "check_file", "check_folder", "local_paths", "write_text", "write_json",
            "swap_in"]
 
 #: The shipped models (attnkit-tiny, the planted models, the series): read by every command's default.
 SHIPPED_MODELS = Path(__file__).resolve().parents[1] / "models"
+#: The shipped texts (the atlas's corpus): never written by a command (``python -m attnkit.dev.corpora`` rebuilds them).
+SHIPPED_CORPORA = Path(__file__).resolve().parents[1] / "corpora"
 #: Files of an input folder compared by device and inode with an existing output (a hard link to one of them).
 MAX_SCANNED = 10_000
 
@@ -62,7 +64,8 @@ def _hub_cache() -> Path | None:
 
 
 def _protected(shipped_ok: bool) -> list[tuple[Path, str]]:
-    areas = [] if shipped_ok else [(_real(SHIPPED_MODELS), "the shipped models' folder")]
+    areas = [(_real(SHIPPED_CORPORA), "the shipped corpora's folder")]
+    areas += [] if shipped_ok else [(_real(SHIPPED_MODELS), "the shipped models' folder")]
     hub = _hub_cache()
     return areas + ([(_real(hub), "HuggingFace's cache")] if hub is not None else [])
 

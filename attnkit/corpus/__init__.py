@@ -24,11 +24,16 @@ with other settings or other documents is refused (``redo_changed`` recomputes t
 instead); a shard whose part no longer matches its marker (size and SHA-256) is computed again.
 
 Summaries (:mod:`.summary`): percentile-bootstrap intervals (95 %) resampling documents.
+
+The head atlas (:mod:`.atlas`, ``attnkit atlas``) runs two analyses of its own on the same engines and writes
+an atlas folder (:mod:`.atlas_files`) from their shards (:mod:`.atlas_summary`).
 """
 from __future__ import annotations
 
 from .analyses import (ANALYSES, DEFAULT_ABLATIONS, UNAVAILABLE, Analysis, SummaryInput, Windows, ablation_loss,
                        check_ablation, register)
+from .atlas import SHIPPED_CORPORA, run_atlas
+from .atlas_files import load_atlas, render_json
 from .engines import ENGINES, ShardWorker, check_ray_request
 from .inputs import CorpusError, read_inputs
 from .progress import Progress
@@ -41,5 +46,5 @@ __all__ = [
     "ANALYSES", "UNAVAILABLE", "DEFAULT_ABLATIONS", "Analysis", "register", "Windows", "SummaryInput", "CorpusError",
     "read_inputs", "ShardWorker", "ENGINES", "ablation_loss", "check_ablation", "run_corpus", "settings_for",
     "RunReport", "SHARD_DOCS", "check_output", "check_ray_request", "tables_for", "summarise", "load_result", "CorpusResult", "Progress",
-    "run_series", "check_series",
+    "run_series", "check_series", "run_atlas", "load_atlas", "render_json", "SHIPPED_CORPORA",
 ]

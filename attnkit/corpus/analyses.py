@@ -61,6 +61,7 @@ class Windows:
     nums: list                     # window number within its document
     tokens: list                   # each window's token ids (list of int)
     settings: dict                 # the run's checked settings
+    pieces: object = None          # pieces(ids) -> readable token strings (the model's tokenizer), or None
 
     @property
     def shape(self) -> tuple[int, int, int, int]:
@@ -103,6 +104,8 @@ class Analysis:
     carries_forward = False
     #: Settings it owns, with their value when it is not run (they enter the manifest).
     defaults: dict = {}
+    #: Offered by the corpus command (False: run by another driver, as the atlas's two passes are).
+    listed = True
 
     def columns(self) -> list:
         """[(column, pyarrow type)] of its table, the key columns first."""

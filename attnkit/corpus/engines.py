@@ -145,7 +145,7 @@ class ShardWorker:
         """Every analysis of one batch of equal-length windows: [(table, columns)…]."""
         ids = torch.tensor([g[2] for g in group], dtype=torch.long)
         batch = Windows(self.m.weights, ids, [g[0] for g in group], [g[1] for g in group], [g[2] for g in group],
-                        self.settings)
+                        self.settings, pieces=self.m.token_texts)
         B, T = ids.shape
         out = [("windows", {"doc": batch.docs, "window": batch.nums,
                             "start": [n * self.window for n in batch.nums], "tokens": [T] * B})]

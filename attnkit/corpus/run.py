@@ -42,8 +42,9 @@ def _big(n: int) -> str:
 
 
 def settings_for(model, analyses, window=None, batch=4, shard_docs=SHARD_DOCS, ablations=DEFAULT_ABLATIONS,
-                 field="text", device="cpu", threads=1) -> dict:
-    """Checked settings (CorpusError when one is out of range); these decide the numbers."""
+                 field="text", device="cpu", threads=1, options: dict | None = None) -> dict:
+    """Checked settings (CorpusError when one is out of range); these decide the numbers. ``options``: raw
+    settings the analyses read in :meth:`Analysis.settings` besides the ablations (the atlas's)."""
     analyses = _analysis_names(analyses)
     for name, value, low, high in (("--window", window, 2, MAX_WINDOW), ("--batch", batch, 1, MAX_BATCH),
                                    ("--shard-docs", shard_docs, 1, MAX_SHARD_DOCS), ("--threads", threads, 1, MAX_THREADS)):
@@ -53,7 +54,7 @@ def settings_for(model, analyses, window=None, batch=4, shard_docs=SHARD_DOCS, a
             raise CorpusError(f"{name} must be at least {low}{' tokens' if name == '--window' else ''}, got {value}")
         if int(value) > high:
             raise CorpusError(f"{name} must be at most {high:,}, got {_big(int(value))}")
-    raw = {"ablations": ablations}
+    raw = {"ablations": ablations, **(options or {})}
     owned = {k: v for a in ANALYSES.values() for k, v in a.defaults.items()}     # what an analysis not run leaves
     for a in selected(analyses):
         owned.update(a.settings(raw))
@@ -114,7 +115,7 @@ def run_corpus(input, out, model="attnkit-tiny", analyses=("heads", "entropy", "
                shard_docs: int = SHARD_DOCS, ablations=DEFAULT_ABLATIONS, field: str = "text", device: str = "cpu",
                threads: int = 1, workers: int | None = None, gpus_per_worker: float = 0.0,
                max_docs: int | None = None, bootstrap: int = 1000, redo_changed: bool = False,
-               progress=None, summary: bool = True, log=None) -> RunReport:
+               progress=None, summary: bool = True, log=None, options: dict | None = None) -> RunReport:
     """Run the analyses over the documents of ``input`` into the folder ``out`` (see the package doc).
 
     Shards already finished in ``out`` (same settings, same documents) are skipped; a damaged one is
@@ -123,10 +124,11 @@ def run_corpus(input, out, model="attnkit-tiny", analyses=("heads", "entropy", "
     whose documents changed are computed again instead. ``progress(done,
     total, info)`` is called after each shard is written (an exception there stops the run; what is
     written stays and a rerun resumes). With ``summary`` the summary files are written at the end.
-    ``log(text)`` receives notes (files left out of a folder, a Ray cluster too small).
+    ``log(text)`` receives notes (files left out of a folder, a Ray cluster too small). ``options``: see
+    :func:`settings_for`.
     """
     check_engine(engine)
-    settings = settings_for(model, analyses, window, batch, shard_docs, ablations, field, device, threads)
+    settings = settings_for(model, analyses, window, batch, shard_docs, ablations, field, device, threads, options)
     docs, notes = read_inputs(input, field, max_docs)
     for n in notes if log is not None else ():
         log(n)

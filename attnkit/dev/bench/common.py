@@ -34,6 +34,10 @@ TARGETS = {
     "hull_vs_no_hull": ("V = X ablation with its hull check / without it", "<=", 5.0),
     "attribution_vs_fwd_bwd": ("attribution patching, every head and position / one forward + backward", "<=", 3.0),
     "eviction_vs_full": ("eviction lab, one (k, w) cell's loss / the full cache's", "<=", 1.5),
+    "atlas_scan_vs_pattern": ("atlas scan (statistics both ways, examples, pairs, Q/K, z sums) / run(capture=['pattern'])",
+                              "<=", 3.0),
+    "atlas_scan_rise_vs_trace": ("atlas scan's peak memory rise / the pattern trace's (one layer's T×T kept, not L)",
+                                 "<=", 1.0),
 }
 #: The repository root (what a probe in a fresh process puts on PYTHONPATH).
 ROOT = Path(__file__).resolve().parents[3]

@@ -15,6 +15,8 @@ from transformers.utils import logging as hf_logging
 from ...loading import LoadError, load, resolve_device
 from .common import TARGETS, machine_info, byte_tokenizer, sdpa_twin
 from .analyses import circuits_section, eviction_section, hull_section
+from .atlas import ATLAS_T, atlas_section
+from .shapes import peak_rise as _peak_rise
 from .memory import memory_section
 from .sections import (PATCH_T, entropy_section, forward_section, generation_section, patching_section,
                        transformer_lens_bridge)
@@ -51,6 +53,7 @@ def _skeleton(devices, model_desc, source, lengths, repeats, warmup, quick, gen_
         "hull": {},
         "circuits": {},
         "eviction": {},
+        "atlas": {},
         "transformer_lens": {},
     }
 
@@ -97,6 +100,10 @@ def _on_device(result: dict, dev, source: str, model_desc: str, p: dict, threads
     result["results"] += rows
     log(f"[bench] {dev} eviction lab cells, T={T} …")
     rows, result["eviction"][str(dev)] = eviction_section(loaded, T, repeats, warmup)
+    result["results"] += rows
+    log(f"[bench] {dev} atlas (scan, effect pass, float64 check), T={min(ATLAS_T, T)} …")
+    rows, result["atlas"][str(dev)] = atlas_section(loaded, min(ATLAS_T, T), repeats, warmup,
+                                                    None if p["quick"] else _peak_rise)
     result["results"] += rows
     if memory:
         log(f"[bench] {dev} memory T={T} …")
@@ -231,4 +238,10 @@ def _context_lines(res: dict) -> list[str]:
                    f"(Spearman ρ with exact patching of every head × position {c['spearman']:.3f}; exact "
                    f"{c['exact_s']:.2f} s); discovery {c['discovery_s']:.2f} s, {c['discovery_edges']} edges, "
                    f"faithfulness {c['discovery_faithfulness']:.2f}")
+    for dev, a in res.get("atlas", {}).items():
+        per = a["seconds_per_token"]
+        out.append(f"atlas on {dev} at T={a['T']}: ms per token — scan {1e3 * per['atlas scan']:.3f}, trace with "
+                   f"patterns {1e3 * per['trace with patterns']:.3f}, one forward {1e3 * per['one forward']:.3f}, "
+                   f"effect pass {1e3 * per['effect pass']:.3f} (measured), float64 check of a window "
+                   f"{1e3 * per['float64 check']:.3f}")
     return out

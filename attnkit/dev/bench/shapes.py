@@ -18,6 +18,8 @@ At each shape (random weights), on the CPU:
     circuits     the Circuits page's first run (AppTest, a fresh session, the model already loaded; b: the same
                  with the model's loading) in seconds; target ≤ 10 s (issue 33's): what takes longer waits for
                  a button labelled with its estimate (:mod:`attnkit.app.costs`)
+    atlas        the head atlas's scan ÷ the trace with patterns (target ≤ 3), and its effect pass, estimated from
+                 three timed parts (:mod:`.atlas`), ÷ one forward; seconds per token of each
     ablation     the V = X ablation with its convex-hull check (:func:`attnkit.ablations.measure`, the Ablations
                  page's default) at ``T`` ÷ the same without the hull check; target ≤ 5 (check 9's)
 
@@ -49,6 +51,7 @@ from ...model import run
 from ...score_terms import score_terms
 from .common import byte_tokenizer, interleaved, judge, random_ids, ratio_row, reset_peak_rss, side, vm_hwm_bytes
 from .sections import PATCH_T, patch_pair
+from .atlas import atlas_shape
 
 __all__ = ["REAL_SHAPES", "SHAPE_TARGETS", "SHAPE_PARTS", "cache_folder", "shape_checkpoint", "peak_rise", "shape_rows",
            "shape_section", "format_shapes"]
@@ -78,6 +81,8 @@ SHAPE_TARGETS = {
     "shape_why_row_vs_forward": ("score terms, a whole query row / one forward", "<=", 2.0),
     "shape_why_row_rise_vs_forward": ("score terms row's peak memory rise / the forward's", "<=", 1.0),
     "shape_circuits_open_s": ("Circuits page, first run in a fresh session (s; b: model loading included)", "<=", 10.0),
+    "shape_atlas_scan_vs_trace": ("atlas scan (every statistic both ways, examples, pairs, Q/K) / trace with patterns",
+                                  "<=", 3.0),
 }
 
 
@@ -264,6 +269,12 @@ def _circuits_page(loaded) -> tuple[list, dict]:
                    "circuits_pair_shown": shown, "circuits_errors": got["errors"]}
 
 
+def _atlas(loaded, T: int, repeats: int, warmup: int) -> tuple[list, dict]:
+    """The atlas's scan ÷ the trace (judged) and its estimated effect pass ÷ one forward (:mod:`.atlas`)."""
+    (scan, effect), info = atlas_shape(loaded, T, repeats, warmup, peak_rise)
+    return [_judged("shape_atlas_scan_vs_trace", scan["device"], scan["T"], scan["a"], scan["b"]), effect], info
+
+
 def shape_rows(loaded, T: int, repeats: int, warmup: int, parts=("trace", "patching", "attribution"),
                log=lambda s: None) -> tuple[list, dict]:
     """The per-shape rows on a loaded model: (rows, figures)."""
@@ -275,7 +286,8 @@ def shape_rows(loaded, T: int, repeats: int, warmup: int, parts=("trace", "patch
     steps = {"trace": lambda: _trace(loaded, T, repeats, warmup), "patching": lambda: _patching(loaded, repeats),
              "attribution": lambda: _attribution(loaded, repeats),
              "entropy": lambda: _entropy(loaded, T, repeats, warmup), "ablation": lambda: _ablation(loaded, T, repeats),
-             "why": lambda: _why(loaded, T, repeats, warmup), "circuits": lambda: _circuits_page(loaded)}
+             "why": lambda: _why(loaded, T, repeats, warmup), "circuits": lambda: _circuits_page(loaded),
+             "atlas": lambda: _atlas(loaded, T, repeats, warmup)}
     for part in parts:
         log(f"[bench]   {part} …")
         t0 = time.perf_counter()
@@ -295,7 +307,7 @@ def _rss() -> int:
 
 
 #: The parts of a shape's rows, in the order they run (``--shape-parts`` picks some).
-SHAPE_PARTS = ("trace", "patching", "attribution", "entropy", "ablation", "why", "circuits")
+SHAPE_PARTS = ("trace", "patching", "attribution", "entropy", "ablation", "why", "circuits", "atlas")
 
 
 def shape_section(shapes, *, T: int = 256, repeats: int = 2, warmup: int = 1, cache=None, parts=SHAPE_PARTS,
@@ -329,8 +341,8 @@ def format_shapes(sec: dict) -> str:
     out = [f"per shape (random weights, CPU): trace, entropy and V = X at T={sec['T']}, patching and attribution on a "
            f"{PATCH_T}-token pair; medians of {sec['repeats']} interleaved runs"]
     for r in sec["rows"]:
-        tgt = f"{'≤' if r['op'] == '<=' else '≥'} {r['target']:g}"
-        verdict = "PASS" if r["pass"] else f"MISS by {100 * r['miss_by']:.0f}%"
+        tgt = "" if r["target"] is None else f"{'≤' if r['op'] == '<=' else '≥'} {r['target']:g}"
+        verdict = "" if r["pass"] is None else "PASS" if r["pass"] else f"MISS by {100 * r['miss_by']:.0f}%"
         if r["check"].endswith("_rise_vs_forward"):          # bytes, not seconds
             a, b = _mb(r["a"]["median_s"]), _mb(r["b"]["median_s"])
         else:
@@ -352,6 +364,11 @@ def format_shapes(sec: dict) -> str:
                        f"({s['circuits_first_open_s']:.1f}s with the model's loading); pair shown: "
                        f"{'yes' if s['circuits_pair_shown'] else 'no'}; waiting for a click: "
                        + ("; ".join(s["circuits_waiting"]) or "nothing"))
+        if "atlas_seconds_per_token" in s:
+            per = s["atlas_seconds_per_token"]
+            out.append(f"  {name:<8} atlas at T={s['atlas_T']}, ms per token: scan {1e3 * per['atlas scan']:.3f}, trace "
+                       f"{1e3 * per['trace with patterns']:.3f}, forward {1e3 * per['one forward']:.3f}, effect pass "
+                       f"{1e3 * per['effect pass (estimate)']:.3f} (estimated)")
         if "why_row_s" in s:
             out.append(f"  {name:<8} score terms: one key {s['why_key_s']:.2f}s (rise {_mb(s['why_key_peak_rise_bytes'])}), "
                        f"a query row {s['why_row_s']:.2f}s (rise {_mb(s['why_row_peak_rise_bytes'])}), one forward "

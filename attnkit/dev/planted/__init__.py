@@ -1,7 +1,8 @@
 """Planted-circuit models (issue 35): checkpoints whose mechanism is set by hand and stated in CIRCUIT.json.
 
 ``python -m attnkit.dev.planted [FOLDER]`` rebuilds them all (deterministically: seeded generators) into
-attnkit/models/ (or FOLDER). GPT-2 family models and what they share: :mod:`.gpt2`; the Llama one: :mod:`.llama`.
+attnkit/models/ (or FOLDER). GPT-2 family models and what they share: :mod:`.gpt2`; the Llama one: :mod:`.llama`; the one with decoys (issue
+45): :mod:`.decoys`.
 """
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ import tempfile
 from pathlib import Path
 
 from ...cli.outputs import swap_in
-from . import gpt2, llama
+from . import decoys, gpt2, llama
 
 __all__ = ["build_all", "NAMES", "MARKER"]
 
-NAMES = [*gpt2.specs(), "planted-llama"]
+NAMES = [*gpt2.specs(), "planted-llama", "planted-decoys"]
 #: Written into a folder the builder fills (not the shipped one): how a rebuild knows the folder is its own.
 MARKER = ".attnkit-planted.json"
 
@@ -33,6 +34,7 @@ def build_all(out: Path = gpt2.MODELS_DIR) -> list[Path]:
                                f"{llama.KV} key/value heads, gated SiLU MLP",
                                pos=f"no position embedding (rotary); CONST {llama.CONST} (1 in every token)",
                                distractors=llama.DISTRACTORS))
+        built.append(decoys.write(work / "planted-decoys"))
         if out.resolve() != gpt2.MODELS_DIR.resolve():
             (out / MARKER).write_text(json.dumps({"written_by": "python -m attnkit.dev.planted", "models": NAMES},
                                                  indent=1) + "\n", encoding="utf-8")
