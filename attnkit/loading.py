@@ -85,6 +85,16 @@ FAMILY_MODELS = _family_models()
 MODEL_CHOICES = [SHIPPED_MODEL, CHINESE_MODEL, *PLANTED_MODELS, *HUB_NAMES, *(n for names in FAMILY_MODELS.values() for n in names)]
 
 
+def training_tokens(name: str) -> int | None:
+    """The number of tokens a shipped model was trained on (its ``training_log.json``), None when not known."""
+    folder = SHIPPED.get(name)
+    try:
+        n = json.loads((folder / "training_log.json").read_text(encoding="utf-8"))["train_tokens"] if folder else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return n if isinstance(n, int) and n > 0 else None
+
+
 class LoadError(Exception):
     """A model or device could not be loaded; ``str(err)`` is a one-line explanation."""
 

@@ -9,25 +9,29 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from attnkit import examples
 from attnkit import steps as head_steps
 from attnkit.app.caches import trace
 from attnkit.app.context import Context
 from attnkit.app.escaping import plain, show_error
 from attnkit.app.navigation import open_page
-from attnkit.app.pages.shared.next_token import decoder, next_token_frame, percent
+from attnkit.app.pages.shared.next_token import next_token_frame, percent, pieces_note, predictions
 from attnkit.app.tables import show_table
 from attnkit.app.tokens import show_spaces
-from attnkit.attribution import next_tokens
 from attnkit.charts import steps as step_charts
 from attnkit.i18n import msg, nt, t
-from attnkit.loading import CHINESE_MODEL, SHIPPED
+from attnkit.loading import CHINESE_MODEL, SHIPPED, training_tokens
+from attnkit.pieces import word_positions
 from attnkit.standard import head_name
 
-__all__ = ["ZH_CAT", "ZH_FOOD", "ZH_TEXT", "seed_examples", "zh_examples", "zh_model_ready", "open_in_chinese"]
+__all__ = ["ZH_CAT", "ZH_FOOD", "ZH_TEXT", "FOOD_WORDS", "FOOD_CLAIM", "seed_examples", "zh_examples", "zh_model_ready",
+           "open_in_chinese", "answer_note"]
 
 #: The seeds' Chinese sentences: the three-token demo, and the 上海 example (what comes after 吃了?).
 ZH_CAT = "猫坐在垫子上"
 ZH_FOOD = "我昨天在北京吃了烤鸭，今天在上海吃了"
+#: The 上海 example's words, and the one the seed says matters most for what comes after 吃了.
+FOOD_WORDS, FOOD_CLAIM = ("昨天", "北京", "上海"), "上海"
 #: A longer Chinese text for the claims pages (ablations, entropy): the seeds' sentences in a row.
 ZH_TEXT = ("小猫坐在垫子上，猫看着窗外。我昨天在北京吃了烤鸭，今天在上海吃了小笼包。注意力让每个词回头看看上下文："
            "查询、键和值都由可学习的矩阵投影而来，因果掩码盖住未来的词。小猫坐在垫子上，猫看着窗外。")
@@ -67,11 +71,6 @@ def _patterns(ctx: Context, ids: list[int]) -> list:
     return [tr["pattern", layer][0].double().cpu() for layer in range(ctx.model.config.n_layers)]
 
 
-def _find(tokens: list[str], text: str) -> list[int]:
-    """Positions of the tokens that hold part of ``text``."""
-    return [i for i, tok in enumerate(tokens) if tok.strip() and (tok.strip() in text or text in tok)]
-
-
 def _cat_example(ctx: Context, layer: int) -> None:
     model = ctx.model
     ids = model.encode(ZH_CAT)
@@ -87,15 +86,21 @@ def _cat_example(ctx: Context, layer: int) -> None:
     for h in range(heads.shape[0]):
         cols[h % len(cols)].altair_chart(step_charts.matrix_chart(heads[h], labels, labels, head_name(layer, h),
                                                                   digits=2, size=22), width="content")
-    sit, mat = _find(tokens, "坐"), _find(tokens, "垫子上")
-    if sit and mat:
-        q = mat[-1]
+    pieces = model.token_bytes(ids)
+    cat, mat, sit = (word_positions(pieces, w) for w in ("猫", "垫子", "坐"))
+    if cat and mat and sit:
+        q = word_positions(pieces, "垫子上")[-1]
+        st.caption(t("Under the causal mask a token sees only itself and the tokens before it: 猫 (position {cat}) "
+                     "cannot see 垫子 (position {mat}), so 'does 猫 look at 垫子?' has no answer in this model. The "
+                     "question is asked from the later token back: from the last token of 垫子上 (position {q}) to "
+                     "坐 (position {sit}).", cat=cat[0], mat=mat[0], q=q, sit=", ".join(map(str, sit))))
         share = [float(heads[h, q, sit].sum()) for h in range(heads.shape[0])]
         best = max(range(len(share)), key=share.__getitem__)
         st.markdown(t(  # internal text: head names and percentages
             "From the last token of 垫子上 (position {q}), head {head} puts {w} of its attention on 坐 — the most of "
             "layer {layer}'s heads (the others: {others}).", q=q, head=head_name(layer, best), w=percent(share[best]),
-            layer=layer, others=", ".join(percent(s) for h, s in enumerate(share) if h != best) or "—"))
+            layer=layer, others=", ".join(f"{head_name(layer, h)} {percent(v)}" for h, v in enumerate(share)
+                                          if h != best) or "—"))
 
 
 def _food_example(ctx: Context) -> None:
@@ -104,18 +109,33 @@ def _food_example(ctx: Context) -> None:
     tokens = model.token_texts(ids)
     pats = _patterns(ctx, ids)
     st.subheader(t("{sentence} … which words does the last token look at?", sentence=ZH_FOOD))
-    rows = []
-    for word in ("昨天", "北京", "上海"):
-        where = _find(tokens, word)
-        rows.append({t("word"): word, t("positions"): ", ".join(map(str, where)) or "—",
-                     **{t("layer {layer}, mean of heads", layer=layer):
-                        percent(float(p[:, -1, where].sum(-1).mean())) if where else "—"
-                        for layer, p in enumerate(pats)}})
+    readings = examples.last_position_reading(pats, model.token_bytes(ids), FOOD_WORDS)
+    rows = [{t("word"): w, t("positions"): ", ".join(map(str, readings[0].positions[w])) or "—",
+             **{t("layer {layer}, mean of heads", layer=r.layer): percent(r.shares[w]) if r.positions[w] else "—"
+                for r in readings}} for w in FOOD_WORDS]
     show_table(pd.DataFrame(rows), hide_index=True, width="stretch")
-    st.caption(t("The seed says 上海 matters more than 昨天 and 北京 for what comes after 吃了; the table is "
-                 "the attention of the last position on each word (the sum over its tokens), from the model."))
-    preds = next_tokens(model.weights, ids, decoder(model), k=5)
+    st.caption(t("The seed says 上海 matters more than 昨天 and 北京 for what comes after 吃了; the table is the "
+                 "attention of the last position on each word (the sum over the tokens that hold part of it, found "
+                 "by their characters), from the model, in each of its {n} layers.", n=len(readings)))
+    for r in readings:
+        st.caption(plain(str(examples.reading_sentence(r, ids, tokens, FOOD_CLAIM, percent))))
+    preds = predictions(model, ids)
     show_table(next_token_frame(preds), hide_index=True, width="content")
+    pieces_note(preds)
+    st.caption(plain(str(answer_note(model.name, model.config.n_layers, preds))))
+
+
+def answer_note(name: str, layers: int, preds) -> str:
+    """What the model predicts after 吃了, and why a small model is not expected to name the dish (its numbers)."""
+    trained = training_tokens(name)
+    size = (t("a {layers}-layer model trained from scratch on {tokens} tokens of Debian package text",
+              layers=layers, tokens=f"{trained:,}") if trained else
+            t("a {layers}-layer model", layers=layers))
+    return t("{model} predicts {top} first ({p}); its {k} likeliest tokens together hold {mass}. The seed's question "
+             "(what was eaten in 上海) needs knowing 上海's food, and {size} has not learned such facts: it is not "
+             "expected to answer. What it does show is where its attention looks (above).", model=name,
+             top=show_spaces(preds[0].shown), p=percent(preds[0].prob), k=len(preds),
+             mass=percent(sum(p.prob for p in preds)), size=size)
 
 
 def zh_examples(ctx: Context, layer: int = 0) -> None:
