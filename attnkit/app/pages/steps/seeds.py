@@ -6,12 +6,14 @@ Nothing here hard-codes a model number: every weight and probability shown comes
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import streamlit as st
 
 from attnkit import examples
 from attnkit import steps as head_steps
-from attnkit.app.caches import trace
+from attnkit.app.caches import budgeted, trace
 from attnkit.app.context import Context
 from attnkit.app.escaping import plain, show_error
 from attnkit.app.navigation import open_page
@@ -20,12 +22,13 @@ from attnkit.app.tables import show_table
 from attnkit.app.tokens import show_spaces
 from attnkit.charts import steps as step_charts
 from attnkit.i18n import msg, nt, t
-from attnkit.loading import CHINESE_MODEL, SHIPPED, training_tokens
+from attnkit.entropy_claim import advised_window
+from attnkit.loading import CHINESE_MODEL, SHIPPED, shipped_texts, training_tokens
 from attnkit.pieces import word_positions
 from attnkit.standard import head_name
 
 __all__ = ["ZH_CAT", "ZH_FOOD", "ZH_TEXT", "FOOD_WORDS", "FOOD_CLAIM", "seed_examples", "zh_examples", "zh_model_ready",
-           "open_in_chinese", "answer_note"]
+           "open_in_chinese", "answer_note", "entropy_inputs"]
 
 #: The seeds' Chinese sentences: the three-token demo, and the 上海 example (what comes after 吃了?).
 ZH_CAT = "猫坐在垫子上"
@@ -57,10 +60,28 @@ _LINKS = (("ablations", msg("V = X: is W_V needed?"), {"kind": "v=x"}),
           ("heatmaps", msg("Multi-head: every head of a layer"), {"view": "All heads of a layer"}))
 
 
-def _links() -> None:
+@budgeted
+def _tokens(name: str, device: str, path: str, _encode) -> int:
+    return len(_encode(Path(path).read_text(encoding="utf-8")))
+
+
+def entropy_inputs(ctx: Context) -> dict:
+    """Entropy's inputs for the one-click check of the seed's claim: the longest shipped text, cut into
+    MIN_DOCS windows (at most the context) — enough documents for a verdict on the shipped models (measured:
+    docs/learner.md)."""
+    texts = shipped_texts()
+    if not texts:
+        return {}
+    name = max(texts, key=lambda k: texts[k].stat().st_size)
+    n = _tokens(ctx.model_name, ctx.device, str(texts[name]), ctx.model.encode)
+    return {"text": name, "window": max(2, advised_window(n, ctx.model.config.n_ctx)), "split": "split into windows"}
+
+
+def _links(ctx: Context) -> None:
     st.markdown("**" + t("The seeds' other claims, on Chinese text with {model}:", model=CHINESE_MODEL) + "**")
     cols = st.columns(3)
     for i, (page, label, inputs) in enumerate(_LINKS):
+        inputs = {**inputs, **entropy_inputs(ctx)} if page == "entropy" else inputs
         cols[i % 3].button(str(label), key=f"st_zh_link{i}", on_click=open_in_chinese,  # internal text: _LINKS
                            args=(page, ZH_CAT if page == "heatmaps" else ZH_TEXT), kwargs=inputs)
 
@@ -157,7 +178,7 @@ def zh_examples(ctx: Context, layer: int = 0) -> None:
         _food_example(ctx)
     except Exception as e:                   # never a traceback
         show_error(t("Could not compute the Chinese examples: {error}", error=f"{e.__class__.__name__}: {e}"))
-    _links()
+    _links(ctx)
 
 
 def seed_examples() -> None:

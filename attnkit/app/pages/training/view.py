@@ -24,8 +24,8 @@ __all__ = ["SLOT", "resolve", "analysis", "curve_titles", "curves", "pattern_vie
 #: The page's job slot, and the session key of its series box.
 SLOT = "tr_analysis"
 KEY = "tr_series"
-#: The pages a checkpoint opens on (every page but Home and this one).
-OPEN_ON = tuple(p.key for p in PAGES if p.key not in ("home", "training"))
+#: The pages a checkpoint opens on (every page that runs on a model but Home and this one).
+OPEN_ON = tuple(p.key for p in PAGES if p.uses_model and p.key not in ("home", "training"))
 
 
 def _ignore_link_folder() -> None:
