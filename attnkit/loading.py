@@ -279,7 +279,7 @@ def how_to_get(repo: str) -> str:
     folder = repo.split("/")[-1]
     code = ("python -c \"from transformers import AutoModelForCausalLM as M, AutoTokenizer as T; "
             f"[C.from_pretrained('{repo}').save_pretrained('{folder}') for C in (M, T)]\"")
-    return msg("To use it, on a connected machine run: `{code}` — then copy that folder here and choose it as a local "
+    return msg("To use it, on a connected machine run {code} — then copy that folder here and choose it as a local "
                "folder, or point HF_HOME at a HuggingFace cache that holds the model.", code=code)
 
 

@@ -8,6 +8,7 @@ from attnkit.loading import SHIPPED
 from attnkit.app.language import SESSION_KEY
 from attnkit.app.navigation import PAGES
 from helpers import apptest
+from markdown_shown import literal_markdown
 from test_learner_pages import MODEL_INPUT
 from untranslated import apptest_texts, untranslated
 
@@ -26,12 +27,14 @@ def test_page_in_zh_has_no_untranslated_english(page, small_dir):
     texts = apptest_texts(at)
     assert any("注意力" in s or "模型" in s or "头" in s for s in texts), texts[:20]
     assert untranslated(texts, allow=[str(small_dir), *MODEL_INPUT]) == []
+    assert literal_markdown(at) == []             # no Markdown shown as its marks (round five: **grey = masked**)
 
 
 def test_every_view_of_heatmaps_in_zh(small_dir):
     for view in ("All heads of a layer", "One head through all layers", "Tokens"):
         at = _run_zh("heatmaps", small_dir, hm_view=view)
         assert untranslated(apptest_texts(at), allow=[str(small_dir)]) == [], view
+        assert literal_markdown(at) == [], view
 
 
 def test_switching_language_keeps_model_prompt_and_page_choices(small_dir):
