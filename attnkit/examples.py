@@ -30,7 +30,7 @@ from .pieces import word_positions
 
 __all__ = ["EXAMPLES", "MODEL_EXAMPLES", "MARGIN", "PREFERRED", "CIRCUITS_PREFERRED", "FIELDS", "Check", "check_pair",
            "check_examples", "examples_for", "texts", "pick_default", "LayerReading", "last_position_reading",
-           "reading_sentence"]
+           "reading_sentence", "answer_note", "cat_question"]
 
 #: The texts of an example (the keys of each entry of EXAMPLES).
 FIELDS = ("clean", "corrupt", "answer", "distractor")
@@ -238,3 +238,29 @@ def reading_sentence(r: LayerReading, ids: list[int], labels: list[str], claim: 
                "{pos}, {what}.", layer=r.layer, shares=", ".join(f"{w} {percent(r.shares[w])}" for w in order),
                total=percent(sum(r.shares.values())), verdict=verdict, weight=percent(r.weight), token=labels[r.top], pos=r.top,
                what=_why_there(r, ids, labels))
+
+
+def answer_note(model: str, layers: int, trained: int | None, preds, top: str, percent) -> Message:
+    """What the model predicts after the 上海 sentence's 吃了 and why a small model is not expected to name the dish,
+    from its numbers: ``preds`` (:func:`attnkit.attribution.next_tokens`, ``top`` the first as shown), ``trained``
+    the tokens it was trained on (None: not known)."""
+    size = (msg("a {layers}-layer model trained from scratch on {tokens} tokens of Debian package text",
+                layers=layers, tokens=f"{trained:,}") if trained else msg("a {layers}-layer model", layers=layers))
+    return msg("{model} predicts {top} first ({p}); its {k} likeliest tokens together hold {mass}. The seed's question "
+               "(what was eaten in 上海) needs knowing 上海's food, and {size} has not learned such facts: it is not "
+               "expected to answer. What it does show is where its attention looks (above).", model=model, top=top,
+               p=percent(preds[0].prob), k=len(preds), mass=percent(sum(p.prob for p in preds)), size=size)
+
+
+def cat_question(pieces: list[bytes]) -> tuple[int, list[int], Message] | None:
+    """The 猫坐在垫子上 example's question under the causal mask: (the query — the last token of 垫子上 —, the
+    positions of 坐, the sentence saying why 猫 cannot look at 垫子 and the question is asked backwards), or None
+    when the sentence lacks one of the words. Words by character span (:func:`attnkit.pieces.word_positions`)."""
+    cat, mat, sit, mat_on = (word_positions(pieces, w) for w in ("猫", "垫子", "坐", "垫子上"))
+    if not (cat and mat and sit):
+        return None
+    return mat_on[-1], sit, msg(
+        "Under the causal mask a token sees only itself and the tokens before it: 猫 (position {cat}) cannot see 垫子 "
+        "(position {mat}), so 'does 猫 look at 垫子?' has no answer in this model. The question is asked from the later "
+        "token back: from the last token of 垫子上 (position {q}) to 坐 (position {sit}).", cat=cat[0], mat=mat[0],
+        q=mat_on[-1], sit=", ".join(map(str, sit)))

@@ -33,8 +33,9 @@ from PIL import Image
 
 from ..attention import causal_mask
 
-from ..i18n import msg, t
+from ..i18n import t
 from ..weights import head_name
+from .colours import ANCHORS, SCHEME_ENDS, SCHEMES, colour_words, lut
 
 __all__ = [
     "MARK_LIMIT", "GRID_MARK_LIMIT", "MASKED_COLOR", "masked_cells", "mask_state", "mask_caption", "window_phrase", "cells_frame", "cell_chart",
@@ -58,17 +59,6 @@ PAD = alt.AutoSizeParams(type="pad", contains="padding")
 #: (a "−0.12" at 11 px is about 31 px); smaller cells show the number in the tooltip only.
 CELL_TEXT_PX = 11
 MIN_TEXT_CELL = 34
-_SCHEME = {"pattern": "viridis", "scores": "redblue"}
-#: What each colour scheme's two ends look like, low → high (scores' "redblue" runs reversed: blue low, red high).
-#: Captions take their colour words from here, by the scheme the chart draws with: :func:`colour_words`.
-SCHEME_ENDS = {"viridis": (msg("dark purple"), msg("bright yellow")), "redblue": (msg("blue"), msg("red")),
-               "blues": (msg("pale blue"), msg("dark blue")), "oranges": (msg("pale orange"), msg("dark orange"))}
-
-# Anchor colours of Vega's schemes, interpolated linearly in RGB for the PNG images.
-_VIRIDIS = ["#440154", "#482878", "#3e4989", "#31688e", "#26828e", "#1f9e89", "#35b779", "#6ece58",
-            "#b5de2b", "#fde725"]
-_REDBLUE = ["#053061", "#2166ac", "#4393c3", "#92c5de", "#d1e5f0", "#f7f7f7", "#fddbc7", "#f4a582",
-            "#d6604d", "#b2182b", "#67001f"]   # blue (low) → red (high), like reversed "redblue"
 
 
 def masked_cells(T: int, S: int | None = None, window: int | None = None) -> np.ndarray:
@@ -87,13 +77,6 @@ def mask_state(masked: np.ndarray, q_pos: np.ndarray, k_pos: np.ndarray) -> np.n
 
 def _pad(top: bool) -> dict:
     return {"autosize": PAD} if top else {}
-
-
-def _lut(stops: list[str], n: int = 256) -> np.ndarray:
-    rgb = np.array([[int(s[i : i + 2], 16) for i in (1, 3, 5)] for s in stops], dtype=np.float64)
-    x = np.linspace(0, 1, len(stops))
-    t = np.linspace(0, 1, n)
-    return np.stack([np.interp(t, x, rgb[:, c]) for c in range(3)], 1).round().astype(np.uint8)
 
 
 def colour_domain(values: np.ndarray, masked: np.ndarray | None, kind: str) -> tuple[float, float]:
@@ -139,12 +122,6 @@ def window_phrase(windows: list[int | None]) -> str:
                  w=ws[0])
     return t(", or a key outside a layer's local window (windows of {ws} on {n} of these {total} layers)",
              ws=", ".join(map(str, ws)), n=sum(w is not None for w in windows), total=len(windows))
-
-
-def colour_words(kind: str) -> tuple[str, str]:
-    """(the low end's colour, the high end's) of the scheme a heatmap of ``kind`` draws with, in words."""
-    low, high = SCHEME_ENDS[_SCHEME[kind]]
-    return str(low), str(high)
 
 
 def mask_caption(T: int, kind: str, scale: str, windows: list[int | None]) -> str:
@@ -205,10 +182,10 @@ def colour_scale(kind: str, domain: tuple[float, float], scale: str = "linear") 
 
     A log scale cannot hold 0: charts encode :func:`colour_values` (weights raised to the scale's floor)."""
     if kind != "pattern":
-        return alt.Scale(scheme=_SCHEME["scores"], reverse=True, domain=list(domain), domainMid=0, clamp=True)
+        return alt.Scale(scheme=SCHEMES["scores"], reverse=True, domain=list(domain), domainMid=0, clamp=True)
     if scale == "log":
-        return alt.Scale(scheme=_SCHEME["pattern"], type="log", domain=[_log_floor(domain), domain[1]], clamp=True)
-    return alt.Scale(scheme=_SCHEME["pattern"], domain=list(domain), type="sqrt" if scale == "sqrt" else "linear",
+        return alt.Scale(scheme=SCHEMES["pattern"], type="log", domain=[_log_floor(domain), domain[1]], clamp=True)
+    return alt.Scale(scheme=SCHEMES["pattern"], domain=list(domain), type="sqrt" if scale == "sqrt" else "linear",
                      clamp=True)
 
 
@@ -225,11 +202,11 @@ def to_png(values: np.ndarray, masked: np.ndarray | None, kind: str = "pattern",
     values = np.asarray(values, dtype=np.float64)
     domain = domain or colour_domain(values, masked, kind)
     t = shade(values, domain, kind, scale)
-    stops = _VIRIDIS if kind == "pattern" else _REDBLUE
+    stops = ANCHORS[SCHEMES[kind]]
     idx = np.clip(np.nan_to_num(t, nan=0.0) * 254 + 0.5, 0, 254).astype(np.uint8)     # 0..254 colours
     if masked is not None:
         idx = np.where(masked, 255, idx).astype(np.uint8)                              # 255 = masked
-    pal = _lut(stops, 255)
+    pal = lut(stops, 255)
     grey = np.array([[int(MASKED_COLOR[i : i + 2], 16) for i in (1, 3, 5)]], dtype=np.uint8)
     img = Image.frombytes("P", (idx.shape[1], idx.shape[0]), np.ascontiguousarray(idx).tobytes())
     img.putpalette(np.concatenate([pal, grey]).reshape(-1).tolist())
@@ -597,7 +574,7 @@ def distance_image(dist: np.ndarray, order: list[int], title: str = "", size: in
     top = float(D.max()) if D.size > 1 and D.max() > 0 else 1.0
     idx = np.clip((1 - D / top) * 254 + 0.5, 0, 254).astype(np.uint8)    # similar = bright
     img = Image.frombytes("P", (D.shape[1], D.shape[0]), np.ascontiguousarray(idx).tobytes())
-    img.putpalette(np.concatenate([_lut(_VIRIDIS, 255), np.zeros((1, 3), np.uint8)]).reshape(-1).tolist())
+    img.putpalette(np.concatenate([lut(ANCHORS[SCHEMES["pattern"]], 255), np.zeros((1, 3), np.uint8)]).reshape(-1).tolist())
     buf = io.BytesIO()
     img.save(buf, format="PNG")
     n = D.shape[0]

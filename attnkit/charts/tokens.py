@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 
 from ..i18n import t
-from .heatmaps import LOG_DECADES, SCHEME_ENDS
+from .colours import SCHEME_ENDS
+from .heatmaps import LOG_DECADES
 
 __all__ = ["TOKEN_LIMIT", "CHAR_PX", "LINE_PX", "char_columns", "display_token", "wrap_tokens", "token_chart",
            "FOCUS_COLOR", "SCALES", "scale_caption"]

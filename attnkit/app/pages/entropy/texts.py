@@ -4,20 +4,17 @@ model's sample, the training series' evaluation text, …), the one note that sa
 one-click step that follows the verdict's advice (:func:`attnkit.entropy.advice`)."""
 from __future__ import annotations
 
-from functools import lru_cache
-from pathlib import Path
-
 import streamlit as st
 
 from attnkit import entropy as entropy_lib
-from attnkit.app.caches import budgeted
 from attnkit.app.context import Context
 from attnkit.app.escaping import plain
+from attnkit.app.pages.shared.texts import entropy_inputs, read, shipped_tokens
 from attnkit.app.state import PageState
 from attnkit.i18n import t
 from attnkit.loading import shipped_texts
 
-__all__ = ["PROMPT", "KEY", "choices", "shipped_tokens", "pick", "documents_note", "settle"]
+__all__ = ["PROMPT", "KEY", "choices", "pick", "documents_note", "settle"]
 
 #: The text choice meaning "the sidebar's prompt(s)"; the others are :func:`attnkit.loading.shipped_texts`' names.
 PROMPT = "prompt"
@@ -29,33 +26,17 @@ def choices() -> list[str]:
     return [PROMPT, *shipped_texts()]
 
 
-@lru_cache(maxsize=16)
-def _read(path: Path) -> str:
-    return path.read_text(encoding="utf-8")
+def _use(inputs: dict) -> None:
+    """A widget callback: set the page's inputs (``text``, ``window``, ``split``)."""
+    st.session_state.update({f"ent_{k}": v for k, v in inputs.items()})
 
 
-@budgeted
-def _count(name: str, device: str, path: str, _encode) -> int:
-    return len(_encode(_read(Path(path))))
-
-
-def shipped_tokens(ctx: Context) -> dict[str, int]:
-    """{shipped text: its tokens under this model's tokenizer}."""
-    return {name: _count(ctx.model_name, ctx.device, str(path), ctx.model.encode)
-            for name, path in shipped_texts().items()}
-
-
-def _use_text(name: str, window: int) -> None:
-    """A widget callback: measure on ``name`` (a shipped text) with windows of ``window`` tokens, split."""
-    st.session_state.update({KEY: name, "ent_window": window, "ent_split": "split into windows"})
-
-
-def _chosen(ctx: Context, counts: dict[str, int]) -> None:
+def _chosen(ctx: Context) -> None:
     """The text box's callback: a shipped text opens with the advised window (MIN_DOCS windows, at most the
     model's context)."""
     name = st.session_state.get(KEY)
-    if name in counts:
-        _use_text(name, max(2, entropy_lib.advised_window(counts[name], ctx.model.config.n_ctx)))
+    if name != PROMPT:
+        _use(entropy_inputs(ctx, name))
 
 
 def pick(dg, ctx: Context, state: PageState) -> tuple[list[str], str]:
@@ -66,12 +47,12 @@ def pick(dg, ctx: Context, state: PageState) -> tuple[list[str], str]:
     label = {PROMPT: t("the sidebar's prompt") if n == 1 else t("the sidebar's {n} prompts", n=n)}
     label.update({k: t("{name} (shipped, {n} tokens)", name=k, n=f"{v:,}") for k, v in counts.items()})
     name = dg.selectbox(t("Text"), choices(), key=KEY, format_func=label.__getitem__, on_change=_chosen,
-                        args=(ctx, counts), help=t("The sidebar's prompt(s), or a text that ships with attnkit: long "
+                        args=(ctx,), help=t("The sidebar's prompt(s), or a text that ships with attnkit: long "
                                                    "enough for a verdict (it opens with the window that cuts it into "
                                                    "{n} windows).", n=entropy_lib.MIN_DOCS))
     if name == PROMPT:
         return (ctx.prompts if ctx.all_selected else [ctx.text]), label[PROMPT]
-    return [_read(shipped_texts()[name])], name
+    return [read(shipped_texts()[name])], name
 
 
 def documents_note(docs: list, info: dict, what: str, window: int, split: bool, max_docs: int) -> None:
@@ -100,12 +81,11 @@ def settle(ctx: Context, s, current: str) -> None:
     adv = entropy_lib.advice(s, ctx.model.config.n_ctx)
     if adv.window is not None:
         st.button(t("Set Window to {window} and measure", window=adv.window), key="ent_settle_window",
-                  on_click=_use_text, args=(current, adv.window), type="primary")
+                  on_click=_use, args=({"window": adv.window, "split": "split into windows"},), type="primary")
         return
-    counts = shipped_tokens(ctx)
-    longest = max(counts, key=counts.get, default=None)
+    counts, inputs = shipped_tokens(ctx), entropy_inputs(ctx)
+    longest = inputs.get("text")
     if longest is None or longest == current or counts[longest] <= int(s.count.sum()):
         return
-    window = max(2, entropy_lib.advised_window(counts[longest], ctx.model.config.n_ctx))
     st.button(t("Measure on {name} ({n} tokens, windows of {window})", name=longest, n=f"{counts[longest]:,}",
-                window=window), key="ent_settle_text", on_click=_use_text, args=(longest, window), type="primary")
+                window=inputs["window"]), key="ent_settle_text", on_click=_use, args=(inputs,), type="primary")

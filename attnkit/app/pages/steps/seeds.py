@@ -6,29 +6,26 @@ Nothing here hard-codes a model number: every weight and probability shown comes
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 import streamlit as st
 
 from attnkit import examples
 from attnkit import steps as head_steps
-from attnkit.app.caches import budgeted, trace
+from attnkit.app.caches import trace
 from attnkit.app.context import Context
 from attnkit.app.escaping import plain, show_error
 from attnkit.app.navigation import open_page
 from attnkit.app.pages.shared.next_token import next_token_frame, percent, pieces_note, predictions
+from attnkit.app.pages.shared.texts import entropy_inputs
 from attnkit.app.tables import show_table
 from attnkit.app.tokens import show_spaces
 from attnkit.charts import steps as step_charts
 from attnkit.i18n import msg, nt, t
-from attnkit.entropy_claim import advised_window
-from attnkit.loading import CHINESE_MODEL, SHIPPED, shipped_texts, training_tokens
-from attnkit.pieces import word_positions
+from attnkit.loading import CHINESE_MODEL, SHIPPED, training_tokens
 from attnkit.standard import head_name
 
 __all__ = ["ZH_CAT", "ZH_FOOD", "ZH_TEXT", "FOOD_WORDS", "FOOD_CLAIM", "seed_examples", "zh_examples", "zh_model_ready",
-           "open_in_chinese", "answer_note", "entropy_inputs"]
+           "open_in_chinese"]
 
 #: The seeds' Chinese sentences: the three-token demo, and the 上海 example (what comes after 吃了?).
 ZH_CAT = "猫坐在垫子上"
@@ -58,23 +55,6 @@ _LINKS = (("ablations", msg("V = X: is W_V needed?"), {"kind": "v=x"}),
           ("ablations", msg("No mask: is the causal mask needed?"), {"kind": "no-mask"}),
           ("entropy", msg("Does attention spread out as the context grows?"), {}),
           ("heatmaps", msg("Multi-head: every head of a layer"), {"view": "All heads of a layer"}))
-
-
-@budgeted
-def _tokens(name: str, device: str, path: str, _encode) -> int:
-    return len(_encode(Path(path).read_text(encoding="utf-8")))
-
-
-def entropy_inputs(ctx: Context) -> dict:
-    """Entropy's inputs for the one-click check of the seed's claim: the longest shipped text, cut into
-    MIN_DOCS windows (at most the context) — enough documents for a verdict on the shipped models (measured:
-    docs/learner.md)."""
-    texts = shipped_texts()
-    if not texts:
-        return {}
-    name = max(texts, key=lambda k: texts[k].stat().st_size)
-    n = _tokens(ctx.model_name, ctx.device, str(texts[name]), ctx.model.encode)
-    return {"text": name, "window": max(2, advised_window(n, ctx.model.config.n_ctx)), "split": "split into windows"}
 
 
 def _links(ctx: Context) -> None:
@@ -107,14 +87,10 @@ def _cat_example(ctx: Context, layer: int) -> None:
     for h in range(heads.shape[0]):
         cols[h % len(cols)].altair_chart(step_charts.matrix_chart(heads[h], labels, labels, head_name(layer, h),
                                                                   digits=2, size=22), width="content")
-    pieces = model.token_bytes(ids)
-    cat, mat, sit = (word_positions(pieces, w) for w in ("猫", "垫子", "坐"))
-    if cat and mat and sit:
-        q = word_positions(pieces, "垫子上")[-1]
-        st.caption(t("Under the causal mask a token sees only itself and the tokens before it: 猫 (position {cat}) "
-                     "cannot see 垫子 (position {mat}), so 'does 猫 look at 垫子?' has no answer in this model. The "
-                     "question is asked from the later token back: from the last token of 垫子上 (position {q}) to "
-                     "坐 (position {sit}).", cat=cat[0], mat=mat[0], q=q, sit=", ".join(map(str, sit))))
+    found = examples.cat_question(model.token_bytes(ids))
+    if found is not None:
+        q, sit, note = found
+        st.caption(plain(str(note)))
         share = [float(heads[h, q, sit].sum()) for h in range(heads.shape[0])]
         best = max(range(len(share)), key=share.__getitem__)
         st.markdown(t(  # internal text: head names and percentages
@@ -143,20 +119,8 @@ def _food_example(ctx: Context) -> None:
     preds = predictions(model, ids)
     show_table(next_token_frame(preds), hide_index=True, width="content")
     pieces_note(preds)
-    st.caption(plain(str(answer_note(model.name, model.config.n_layers, preds))))
-
-
-def answer_note(name: str, layers: int, preds) -> str:
-    """What the model predicts after 吃了, and why a small model is not expected to name the dish (its numbers)."""
-    trained = training_tokens(name)
-    size = (t("a {layers}-layer model trained from scratch on {tokens} tokens of Debian package text",
-              layers=layers, tokens=f"{trained:,}") if trained else
-            t("a {layers}-layer model", layers=layers))
-    return t("{model} predicts {top} first ({p}); its {k} likeliest tokens together hold {mass}. The seed's question "
-             "(what was eaten in 上海) needs knowing 上海's food, and {size} has not learned such facts: it is not "
-             "expected to answer. What it does show is where its attention looks (above).", model=name,
-             top=show_spaces(preds[0].shown), p=percent(preds[0].prob), k=len(preds),
-             mass=percent(sum(p.prob for p in preds)), size=size)
+    st.caption(plain(str(examples.answer_note(model.name, model.config.n_layers, training_tokens(model.name), preds,
+                                              show_spaces(preds[0].shown), percent))))
 
 
 def zh_examples(ctx: Context, layer: int = 0) -> None:

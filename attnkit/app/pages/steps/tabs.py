@@ -125,9 +125,8 @@ def _symmetry(name: str, device: str, ids: tuple, layer: int, head: int, _weight
 
 
 def symmetry(ctx: Context, state: PageState, layer: int, head: int, resid, labels: list[str]) -> None:
-    """x̂·x̂ᵀ (symmetric, heavy diagonal) beside one head's q·kᵀ on this prompt."""
-    ids = ctx.ids
-    T = len(ids)
+    """x̂·x̂ᵀ (symmetric, heavy diagonal) beside one head's q·kᵀ on this prompt, and what their numbers show."""
+    ids, T = ctx.ids, len(ctx.ids)
     st.markdown(t(
         "The seed's argument: scoring with the raw vectors, X·Xᵀ, gives a **symmetric** matrix (t_i·t_j = t_j·t_i, "
         "so 'A looks at B' equals 'B looks at A') with a **heavy diagonal** (a vector is most similar to itself). "
@@ -149,14 +148,12 @@ def symmetry(ctx: Context, state: PageState, layer: int, head: int, resid, label
     st.caption(t("Query 0 sees only itself, so it is left out of the share. The margin is a query's own score minus "
                  "its best other visible score, in standard deviations of the visible scores (median over the "
                  "queries): positive when its own key wins."))
-    W = 32
-    start = 0
+    W, start = 32, 0
     if T > W:
         state.fit("sym_start", range(0, T - W + 1), 0, what=t("Window start"), because=t("the prompt has {n} tokens", n=T))
         start = st.slider(t("Window start (the matrices are drawn for 32 tokens at a time; the numbers above use "
                             "the whole prompt)"), 0, T - W, key="st_sym_start")
-    win = slice(start, start + W)
-    wl = labels[win]
+    win, wl = slice(start, start + W), labels[start: start + W]
     c = st.columns(2)
     small = min(T, W) <= 10
     c[0].altair_chart(step_charts.matrix_chart(sym["xx"][win, win], wl, wl, t("x̂·x̂ᵀ (symmetric)"), digits=1, text=small,
