@@ -41,7 +41,7 @@ if series is None:
     st.error(ui.plain(error), icon="⚠️")
     ui.stop()
 st.caption(ui.plain(t("{n} checkpoints, steps {first}–{last} ({source})", n=len(series), first=series.steps[0],
-                      last=series.steps[-1], source=series.source)))
+                      last=series.steps[-1], source=view.shown_name(series))))
 
 res = view.analysis(ctx, series)
 if res is None:
@@ -57,11 +57,12 @@ heads = sorted(set(res.head_frame("induction")["head"]), key=parse_head)
 state.fit("head", heads, res.default_head(), what=t("Head"), because=t("not a head of this model"),
           basis=series.name)
 state.fit("neighbours", range(0, 4), 1, what=t("Neighbours"), because=t("0 to 3"))
-left, mid, right = st.columns([3, 1, 1])
-step = left.select_slider(t("Step"), options=steps, key="tr_step")
-head = mid.selectbox(t("Head"), heads, key="tr_head")
+left, right = st.columns(2)
+head = left.selectbox(t("Head"), heads, key="tr_head")
 neighbours = right.number_input(t("Neighbours each side"), 0, 3, key="tr_neighbours")
-view.pattern_view(res, step, head, int(neighbours))
+view.step_controls(steps)
+view.pattern_player(res, head, int(neighbours))
+step = st.session_state["tr_step"]
 
 st.subheader(t("Open this checkpoint"))
 view.open_buttons(res, step, head)
