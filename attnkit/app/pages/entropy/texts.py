@@ -80,12 +80,12 @@ def settle(ctx: Context, s, current: str) -> None:
     shipped text when it asks for more text (none when the text measured is already the longest)."""
     adv = entropy_lib.advice(s, ctx.model.config.n_ctx)
     if adv.window is not None:
-        st.button(t("Set Window to {window} and measure", window=adv.window), key="ent_settle_window",
+        st.button(plain(t("Set Window to {window} and measure", window=adv.window)), key="ent_settle_window",
                   on_click=_use, args=({"window": adv.window, "split": "split into windows"},), type="primary")
         return
     counts, inputs = shipped_tokens(ctx), entropy_inputs(ctx)
     longest = inputs.get("text")
     if longest is None or longest == current or counts[longest] <= int(s.count.sum()):
         return
-    st.button(t("Measure on {name} ({n} tokens, windows of {window})", name=longest, n=f"{counts[longest]:,}",
-                window=inputs["window"]), key="ent_settle_text", on_click=_use, args=(inputs,), type="primary")
+    st.button(plain(t("Measure on {name} ({n} tokens, windows of {window})", name=longest, n=f"{counts[longest]:,}",
+                      window=inputs["window"])), key="ent_settle_text", on_click=_use, args=(inputs,), type="primary")

@@ -152,12 +152,12 @@ def step_controls(steps: list[int]) -> None:
     cols = st.columns([1, 1, 2, 1, 1, 6])
     for col, (where, icon, tip) in zip(cols[:2], (("first", "⏮", t("First checkpoint")),
                                                   ("prev", "◀", t("Previous checkpoint")))):
-        col.button(icon, key=f"tr_{where}", on_click=_go, args=(steps, where), help=tip)
+        col.button(icon, key=f"tr_{where}", on_click=_go, args=(steps, where), help=tip)  # internal text: above
     cols[2].button(t("⏸ Pause") if playing else t("▶ Play"), key="tr_play", on_click=_toggle, args=(steps,),
                    help=t("Show the checkpoints one after another, one every {s} s.", s=PLAY_S))
     for col, (where, icon, tip) in zip(cols[3:5], (("next", "▶", t("Next checkpoint")),
                                                    ("last", "⏭", t("Last checkpoint")))):
-        col.button(icon, key=f"tr_{where}", on_click=_go, args=(steps, where), help=tip)
+        col.button(icon, key=f"tr_{where}", on_click=_go, args=(steps, where), help=tip)  # internal text: above
 
 
 def pattern_player(res: training.SeriesResult, head: str, neighbours: int) -> None:
