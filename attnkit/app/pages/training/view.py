@@ -22,7 +22,7 @@ from attnkit.app.sidebar import ask_to_load
 from attnkit.app.url import confirm_path, link_path_waits
 
 __all__ = ["SLOT", "resolve", "shown_name", "analysis", "curve_titles", "curves", "pattern_view", "open_buttons",
-           "OPEN_ON", "PLAY_S", "PLAYING", "step_controls", "pattern_player"]
+           "OPEN_ON", "PLAY_S", "PLAYING", "step_controls", "advance", "keep_playing"]
 
 #: The page's job slot, and the session key of its series box.
 SLOT = "tr_analysis"
@@ -160,20 +160,33 @@ def step_controls(steps: list[int]) -> None:
         col.button(icon, key=f"tr_{where}", on_click=_go, args=(steps, where), help=tip)  # internal text: above
 
 
-def pattern_player(res: training.SeriesResult, head: str, neighbours: int) -> None:
-    """The step slider and the pattern strip, redrawn alone every PLAY_S seconds while playing (each time one
-    checkpoint further; at the last one playing stops)."""
-    playing = bool(st.session_state.get(PLAYING))
-    st.fragment(_player, run_every=PLAY_S if playing else None)(res, head, neighbours)
+def advance(steps: list[int]) -> None:
+    """While playing, each run of the page shows the next checkpoint (called before the slider is drawn); at the last
+    one playing stops."""
+    ss = st.session_state
+    if not ss.get(PLAYING):
+        return
+    k = steps.index(ss[STEP_KEY]) if ss.get(STEP_KEY) in steps else -1
+    ss[STEP_KEY] = steps[min(k + 1, len(steps) - 1)]
+    if ss[STEP_KEY] == steps[-1]:
+        ss[PLAYING] = False
 
 
-def _player(res: training.SeriesResult, head: str, neighbours: int) -> None:
-    ss, steps = st.session_state, res.steps
+def keep_playing() -> None:
+    """While playing: a timer that reruns the whole page every PLAY_S seconds (the link and the Open buttons follow
+    the step shown). An empty fragment with ``run_every``: its run inside the page's run only notes that run; its
+    own timed run asks for the page's next run."""
+    ss = st.session_state
+    ss[_RUN] = ss.get(_RUN, 0) + 1
     if ss.get(PLAYING):
-        k = steps.index(ss[STEP_KEY]) if ss.get(STEP_KEY) in steps else -1
-        ss[STEP_KEY] = steps[min(k + 1, len(steps) - 1)]
-        if ss[STEP_KEY] == steps[-1]:
-            ss[PLAYING] = False
-            st.rerun(scope="app")                # the last checkpoint: stop the timer, redraw the whole page
-    step = st.select_slider(t("Step"), options=steps, key=STEP_KEY)
-    pattern_view(res, step, head, neighbours)
+        st.fragment(_tick, run_every=PLAY_S)()
+
+
+_RUN, _SEEN = "_tr_run", "_tr_tick_seen"
+
+
+def _tick() -> None:
+    ss = st.session_state
+    if ss.get(_SEEN) == ss.get(_RUN):           # the timer's own run: no page run since the last tick
+        st.rerun(scope="app")
+    ss[_SEEN] = ss.get(_RUN)
