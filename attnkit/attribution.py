@@ -29,7 +29,7 @@ import torch
 
 from . import attention, parts
 from .i18n import msg
-from .model import norm, run
+from .model import generate, norm, run
 from .pieces import printable_token
 from .standard import split_node
 from .weights import Weights, head_name
@@ -257,23 +257,65 @@ def logit_lens(weights: Weights, ids, answer: int | None = None, k: int = 5) -> 
 
 @dataclass(frozen=True)
 class Prediction:
-    """One candidate next token: its id, its readable text and its probability (0–1)."""
+    """One candidate next token: its id, its readable text and its probability (0–1). A byte-level token that is
+    only a piece of a character (its bytes do not decode alone) also carries ``char``, the character(s) it
+    starts as the model itself would finish them (its likeliest next tokens, greedily), and ``pieces``, how many
+    tokens that took (this one included)."""
 
     token_id: int
     token: str
     prob: float
+    char: str | None = None
+    pieces: int = 1
+
+    @property
+    def shown(self) -> str:
+        """The candidate as a reader reads it: its text, or for a piece of a character ``床[1/2]`` (the token
+        labels' form, :func:`attnkit.pieces.token_texts`)."""
+        return self.token if self.char is None else f"{self.char}[1/{self.pieces}]"
+
+
+#: Tokens after a byte piece tried to finish its character (a UTF-8 character is at most 4 bytes).
+FINISH = 3
+
+
+def _finish(weights: Weights, ids: list[int], first: int, token_bytes) -> tuple[str | None, int]:
+    """(the character(s) the byte piece ``first`` starts, finished by the model's likeliest next tokens; the
+    tokens used), or (None, 1) when ``first`` decodes alone or no greedy continuation within FINISH finishes it."""
+    piece = token_bytes([first])[0]
+    try:
+        piece.decode("utf-8")
+        return None, 1
+    except UnicodeDecodeError:
+        pass
+    room = weights.config.n_ctx - len(ids) - 1
+    if room < 1:
+        return None, 1
+    more = generate(weights, ids + [first], min(FINISH, room)).tokens
+    for n in range(1, len(more) + 1):
+        try:
+            return printable_token(b"".join(token_bytes([first, *more[:n]])).decode("utf-8")), n + 1
+        except UnicodeDecodeError:
+            continue
+    return None, 1
 
 
 @torch.inference_mode()
-def next_tokens(weights: Weights, ids, decode, k: int = 5) -> list[Prediction]:
+def next_tokens(weights: Weights, ids, decode, k: int = 5, token_bytes=None) -> list[Prediction]:
     """The model's top-``k`` next tokens after the prompt ``ids`` with their probabilities: the logit lens's
-    last row (after the last block) at the last position, softmaxed in float64. ``decode(id) -> str``."""
+    last row (after the last block) at the last position, softmaxed in float64. ``decode(id) -> str``.
+    ``token_bytes(ids) -> list[bytes]`` (``Loaded.token_bytes``): a candidate that is a piece of a character is
+    finished greedily (:class:`Prediction`'s ``char``); the probability stays the first token's."""
     ids = list(ids)
     if not ids:
         raise ValueError(msg("the prompt has no tokens: nothing to predict from"))
     logits = run(weights, ids).logits[0, -1].double()
     p, i = torch.softmax(logits, -1).topk(min(k, logits.shape[-1]))
-    return [Prediction(int(t), printable_token(decode(int(t))), float(v)) for v, t in zip(p.cpu(), i.cpu())]
+    out = []
+    for v, t in zip(p.cpu(), i.cpu()):
+        char, n = _finish(weights, ids, int(t), token_bytes) if token_bytes is not None else (None, 1)
+        out.append(Prediction(int(t), printable_token(decode(int(t))), float(v), char, n))
+    return out
 
 
 @dataclass

@@ -36,14 +36,15 @@ from torch.nn import functional
 
 from . import metrics
 from . import prompts
-from .entropy_claim import CLAIM, CLAIM_SLOPE, MIN_DOCS, MIN_WINDOW, RISE, claim_check, slope_interval
+from .entropy_claim import (CLAIM, CLAIM_SLOPE, MIN_DOCS, MIN_WINDOW, RISE, Advice, advice, advised_window,
+                            claim_check, slope_interval)
 from .model import Intervention, as_ids, run
 from .streaming import BLOCK, stream_stats, streamable
 
 __all__ = [
     "LogLengthScaling", "QueryScaling", "DocCurves", "entropy_profile", "uniform_bound", "Aggregate", "Summary",
     "fit_slopes", "documents", "profile_documents", "claim_check", "slope_interval", "sample_positions", "doc_curves",
-    "CLAIM", "CLAIM_SLOPE", "MIN_DOCS", "MIN_WINDOW", "RISE",
+    "CLAIM", "CLAIM_SLOPE", "MIN_DOCS", "MIN_WINDOW", "RISE", "Advice", "advice", "advised_window",
 ]
 
 
@@ -387,14 +388,18 @@ def documents(encode, texts, window: int, split: bool = True, max_docs: int | No
     most ``window`` tokens (``split``) or cut to its first ``window`` tokens. Windows with fewer than
     2 tokens are dropped (nothing to attend over).
 
-    Returns (docs, info) with info = {"texts", "short" (texts/windows under 2 tokens), "dropped_tokens"
-    (cut off when not splitting), "left_out" (documents beyond max_docs)}.
+    Returns (docs, info) with info = {"texts", "tokens" (the texts' tokens, all of them), "used" (the tokens in
+    ``docs``), "chars_cut" (characters past :data:`attnkit.prompts.MAX_PROMPT_CHARS`, never encoded), "short"
+    (texts/windows under 2 tokens), "dropped_tokens" (cut off when not splitting), "left_out" (documents beyond
+    max_docs), "left_out_tokens" (their tokens)}: the one account of what was used, for the page and the CLI.
     """
     if window < 2:
         raise ValueError("the window must hold at least 2 tokens")
-    docs, short, dropped = [], 0, 0
+    docs, short, dropped, total, cut = [], 0, 0, 0, 0
     for text in texts:
+        cut += max(0, len(text) - prompts.MAX_PROMPT_CHARS)
         ids = encode(text[: prompts.MAX_PROMPT_CHARS])
+        total += len(ids)
         if split:
             ws = prompts.windows(ids, window, min_len=1)
             short += sum(len(w) < 2 for w in ws)
@@ -406,11 +411,12 @@ def documents(encode, texts, window: int, split: bool = True, max_docs: int | No
                 short += 1
             else:
                 docs.append(kept)
-    left_out = 0
+    left_out = left_tokens = 0
     if max_docs is not None and len(docs) > max_docs:
-        left_out = len(docs) - max_docs
+        left_out, left_tokens = len(docs) - max_docs, sum(map(len, docs[max_docs:]))
         docs = docs[:max_docs]
-    return docs, {"texts": len(texts), "short": short, "dropped_tokens": dropped, "left_out": left_out}
+    return docs, {"texts": len(texts), "tokens": total, "used": sum(map(len, docs)), "chars_cut": cut,
+                  "short": short, "dropped_tokens": dropped, "left_out": left_out, "left_out_tokens": left_tokens}
 
 
 def profile_documents(weights, docs, intervention: Intervention | None = None, batch: int = 4,

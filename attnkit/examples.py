@@ -10,19 +10,27 @@ for GPT-2, then any solved one).
 A planted-circuit model (:data:`attnkit.loading.PLANTED_MODELS`) reads only the words ``t0`` … ``t39``, so
 it gets its own example (:data:`MODEL_EXAMPLES`): the first prompt pair that ``calibrate`` builds for the
 task its ``CIRCUIT.json`` states (repeated random tokens for induction), offered first on that model.
+
+The seeds' 上海 sentence (Step by step): :func:`last_position_reading` says, per layer, how much of the last
+position's attention each word gets (its tokens found by character span, :func:`attnkit.pieces.word_positions`) and
+where the largest weight goes; :func:`reading_sentence` puts that layer's picture into one sentence.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from . import calibration
 from .loading import PLANTED_MODELS, SHIPPED
 from .patching import Pair, PatchError, logit_diffs, make_pair, two_token_weights
-from .i18n import join, msg
+from .i18n import Message, join, msg
 from .model import run
+from .pieces import word_positions
 
 __all__ = ["EXAMPLES", "MODEL_EXAMPLES", "MARGIN", "PREFERRED", "CIRCUITS_PREFERRED", "FIELDS", "Check", "check_pair",
-           "check_examples", "examples_for", "texts", "pick_default"]
+           "check_examples", "examples_for", "texts", "pick_default", "LayerReading", "last_position_reading",
+           "reading_sentence", "answer_note", "cat_question"]
 
 #: The texts of an example (the keys of each entry of EXAMPLES).
 FIELDS = ("clean", "corrupt", "answer", "distractor")
@@ -172,3 +180,87 @@ def pick_default(model_name: str, checks: dict[str, Check], preferred_by_model: 
         return preferred
     order = ([preferred] if preferred in checks else []) + [n for n in checks if n != preferred]
     return next((n for n in order if checks[n].solved), order[0] if order else "")
+
+
+# ----------------------------------------------------------------------------- the seeds' 上海 sentence, read
+
+@dataclass(frozen=True)
+class LayerReading:
+    """One layer's picture of the last position: each word's share of its attention (the mean over heads of the
+    weights on the word's tokens; 0 for a word that is not in the text) and the key it weights most."""
+
+    layer: int
+    shares: dict[str, float]
+    positions: dict[str, list[int]]
+    top: int                 # the key position with the largest head-mean weight
+    weight: float            # that weight
+
+
+def last_position_reading(patterns, pieces: list[bytes], words) -> list[LayerReading]:
+    """Per layer (``patterns``: one [H, T, T] pattern per layer), the last position's head-mean attention on each
+    of ``words`` (tokens by character span: a word's tokens are every token holding part of it) and its top key."""
+    where = {w: word_positions(pieces, w) for w in words}
+    out = []
+    for layer, p in enumerate(patterns):
+        row = np.asarray(p, dtype=np.float64)[:, -1, :].mean(0)
+        top = int(row.argmax())
+        out.append(LayerReading(layer, {w: float(row[pos].sum()) if pos else 0.0 for w, pos in where.items()},
+                                where, top, float(row[top])))
+    return out
+
+
+def _why_there(r: LayerReading, ids: list[int], labels: list[str]) -> Message:
+    """What the top key is to the last position: itself, the token before, the token after an earlier occurrence of
+    the last token (what an induction head looks up), part of a word, or nothing to name."""
+    T, j = len(ids), r.top
+    if j == T - 1:
+        return msg("the last token itself")
+    if j == T - 2:
+        return msg("the token just before it")
+    if j >= 1 and ids[j - 1] == ids[-1]:
+        return msg("the token that followed an earlier {token} (position {prev}): the last token looks up what came "
+                   "after its own earlier occurrence, as an induction head does", token=labels[j - 1], prev=j - 1)
+    word = next((w for w, pos in r.positions.items() if j in pos), None)
+    return msg("a token of {word}", word=word) if word else msg("a token of none of these words")
+
+
+def reading_sentence(r: LayerReading, ids: list[int], labels: list[str], claim: str, percent) -> Message:
+    """Layer ``r.layer``'s picture in one sentence, from its own numbers: which word gets the most, whether the
+    seed's ``claim`` word beats the others in this layer, and where the largest weight goes (and what that key
+    is). ``percent(p) -> str`` formats a share; ``labels``: the tokens as shown."""
+    order = sorted(r.shares, key=r.shares.get, reverse=True)
+    best = order[0]
+    holds = all(r.shares[claim] > v for w, v in r.shares.items() if w != claim)
+    verdict = (msg("{claim} gets more than each other word: the seed's picture holds in this layer", claim=claim)
+               if holds else msg("{claim} does not get the most here ({best} does): the seed's picture does not hold "
+                                 "in this layer", claim=claim, best=best))
+    return msg("Layer {layer}: {shares} (together {total}); {verdict}. Its largest single weight, {weight}, goes to {token} at position "
+               "{pos}, {what}.", layer=r.layer, shares=", ".join(f"{w} {percent(r.shares[w])}" for w in order),
+               total=percent(sum(r.shares.values())), verdict=verdict, weight=percent(r.weight), token=labels[r.top], pos=r.top,
+               what=_why_there(r, ids, labels))
+
+
+def answer_note(model: str, layers: int, trained: int | None, preds, top: str, percent) -> Message:
+    """What the model predicts after the 上海 sentence's 吃了 and why a small model is not expected to name the dish,
+    from its numbers: ``preds`` (:func:`attnkit.attribution.next_tokens`, ``top`` the first as shown), ``trained``
+    the tokens it was trained on (None: not known)."""
+    size = (msg("a {layers}-layer model trained from scratch on {tokens} tokens of Debian package text",
+                layers=layers, tokens=f"{trained:,}") if trained else msg("a {layers}-layer model", layers=layers))
+    return msg("{model} predicts {top} first ({p}); its {k} likeliest tokens together hold {mass}. The seed's question "
+               "(what was eaten in 上海) needs knowing 上海's food, and {size} has not learned such facts: it is not "
+               "expected to answer. What it does show is where its attention looks (above).", model=model, top=top,
+               p=percent(preds[0].prob), k=len(preds), mass=percent(sum(p.prob for p in preds)), size=size)
+
+
+def cat_question(pieces: list[bytes]) -> tuple[int, list[int], Message] | None:
+    """The 猫坐在垫子上 example's question under the causal mask: (the query — the last token of 垫子上 —, the
+    positions of 坐, the sentence saying why 猫 cannot look at 垫子 and the question is asked backwards), or None
+    when the sentence lacks one of the words. Words by character span (:func:`attnkit.pieces.word_positions`)."""
+    cat, mat, sit, mat_on = (word_positions(pieces, w) for w in ("猫", "垫子", "坐", "垫子上"))
+    if not (cat and mat and sit):
+        return None
+    return mat_on[-1], sit, msg(
+        "Under the causal mask a token sees only itself and the tokens before it: 猫 (position {cat}) cannot see 垫子 "
+        "(position {mat}), so 'does 猫 look at 垫子?' has no answer in this model. The question is asked from the later "
+        "token back: from the last token of 垫子上 (position {q}) to 坐 (position {sit}).", cat=cat[0], mat=mat[0],
+        q=mat_on[-1], sit=", ".join(map(str, sit)))

@@ -31,7 +31,7 @@ from . import checkpoint
 from .families import FAMILIES, UnsupportedModel, checks, family_for
 from .pieces import Group, char_groups, token_texts
 from .weights import Weights, extract
-from .i18n import join, msg
+from .i18n import Message, join, msg
 
 __all__ = [
     "LoadError",
@@ -86,6 +86,28 @@ FAMILY_MODELS = _family_models()
 MODEL_CHOICES = [SHIPPED_MODEL, CHINESE_MODEL, *PLANTED_MODELS, *HUB_NAMES, *(n for names in FAMILY_MODELS.values() for n in names)]
 
 
+def training_tokens(name: str) -> int | None:
+    """The number of tokens a shipped model was trained on (its ``training_log.json``), None when not known."""
+    folder = SHIPPED.get(name)
+    try:
+        n = json.loads((folder / "training_log.json").read_text(encoding="utf-8"))["train_tokens"] if folder else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return n if isinstance(n, int) and n > 0 else None
+
+
+#: The folder of every shipped model and series.
+MODELS_DIR = Path(__file__).parent / "models"
+
+
+def shipped_texts() -> dict[str, Path]:
+    """The texts that ship with attnkit, by name ``folder/file`` (``attnkit-tiny-zh/sample_zh.txt``,
+    ``attnkit-tiny-steps/eval.txt``, and any other ``.txt`` in a shipped model's or series' folder but a tokenizer's
+    ``merges.txt``), in name order."""
+    found = sorted(MODELS_DIR.glob("*/*.txt")) if MODELS_DIR.is_dir() else []
+    return {f"{p.parent.name}/{p.name}": p for p in found if p.name != "merges.txt" and p.is_file()}
+
+
 class LoadError(Exception):
     """A model or device could not be loaded; ``str(err)`` is a one-line explanation."""
 
@@ -129,6 +151,35 @@ class Loaded:
     def token_texts(self, ids) -> list[str]:
         """Readable tokens for labels: a piece of a split character reads e.g. ``床[1/2]``, ``床[2/2]``."""
         return token_texts(self.token_bytes(ids))
+
+    @property
+    def unk_id(self) -> int | None:
+        """The tokenizer's unknown token when it has one of its own; None for a byte-level BPE, which never needs
+        one (GPT-2's "unk" is its end-of-text token, a real token)."""
+        tok = self.tokenizer
+        unk = getattr(tok, "unk_token_id", None)
+        return None if unk is None or unk in (tok.bos_token_id, tok.eos_token_id) else int(unk)
+
+    def unknown_share(self, ids) -> float:
+        """The share of ``ids`` that are the tokenizer's unknown token (0.0 when it has none, or no ids)."""
+        ids = [int(i) for i in ids]
+        unk = self.unk_id
+        return 0.0 if unk is None or not ids else sum(i == unk for i in ids) / len(ids)
+
+    def unknown_notice(self, ids) -> Message | None:
+        """One line when some of ``ids`` are the unknown token (the model sees nothing of those words), else None."""
+        share = self.unknown_share(ids)
+        if not share:
+            return None
+        n = round(share * len(ids))
+        unk = self.tokenizer.unk_token
+        if n == len(ids):
+            return msg("The whole prompt became {unk}: {model}'s tokenizer knows none of its words, so the model sees "
+                       "{n} identical unknown tokens and its patterns and predictions say nothing about the text. "
+                       "Type words of its vocabulary (a planted model's card lists them).", unk=unk, model=self.name,
+                       n=n)
+        return msg("{n} of the prompt's {total} tokens are {unk}: {model}'s tokenizer does not know those words, so "
+                   "the model sees nothing of them.", n=n, total=len(ids), unk=unk, model=self.name)
 
 
 _BYTE_DECODER: dict | None = None
@@ -229,7 +280,7 @@ def how_to_get(repo: str) -> str:
     folder = repo.split("/")[-1]
     code = ("python -c \"from transformers import AutoModelForCausalLM as M, AutoTokenizer as T; "
             f"[C.from_pretrained('{repo}').save_pretrained('{folder}') for C in (M, T)]\"")
-    return msg("To use it, on a connected machine run: `{code}` — then copy that folder here and choose it as a local "
+    return msg("To use it, on a connected machine run {code} — then copy that folder here and choose it as a local "
                "folder, or point HF_HOME at a HuggingFace cache that holds the model.", code=code)
 
 

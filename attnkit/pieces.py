@@ -5,13 +5,15 @@ GPT-2's tokenizer works on UTF-8 bytes, so one character can be split over sever
 escapes; here consecutive tokens are grouped until their bytes decode, so a view can draw the
 character once across the tokens that carry it, and name the pieces and ids beside it.
 :func:`printable_token` writes one token's text with its spaces, line breaks and control characters visible.
+:func:`char_spans` gives each token's character offsets in the decoded text, and :func:`word_positions` the
+tokens that hold part of a word by those offsets (never by comparing token strings: 今天's 天 is not 昨天's).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["MAX_GROUP", "Group", "char_groups", "piece_text", "token_texts", "show_spaces", "token_labels",
-           "printable_token"]
+__all__ = ["MAX_GROUP", "Group", "char_groups", "piece_text", "token_texts", "char_spans", "word_positions",
+           "word_occurrences", "show_spaces", "token_labels", "printable_token"]
 
 #: Tokens joined at most to finish a character (a UTF-8 character is ≤ 4 bytes; a run of split
 #: characters can chain a few more); past this the tokens are shown one by one with \\xNN escapes.
@@ -74,6 +76,36 @@ def token_texts(pieces: list[bytes]) -> list[str]:
         else:
             out += [f"{g.text}[{k + 1}/{g.size}]" for k in range(g.size)]
     return out
+
+
+def char_spans(pieces: list[bytes]) -> tuple[str, list[tuple[int, int]]]:
+    """(the decoded text, each token's [start, end) character offsets in it). The text is the groups' texts of
+    :func:`char_groups` in a row (the prompt itself for a byte-level tokenizer); the tokens of a character split
+    over several tokens share that character's span."""
+    text, spans = "", []
+    for g in char_groups(pieces):
+        start = len(text)
+        text += g.text
+        spans += [(start, len(text))] * g.size
+    return text, spans
+
+
+def word_occurrences(pieces: list[bytes], word: str) -> list[list[int]]:
+    """For each occurrence of ``word`` in the decoded text (left to right, not overlapping), the positions of the
+    tokens whose character span overlaps it: every token that holds part of the word, a token that straddles the
+    word's edge included. Empty when the word does not occur (or is empty)."""
+    text, spans = char_spans(pieces)
+    out, at = [], text.find(word) if word else -1
+    while at >= 0:
+        end = at + len(word)
+        out.append([i for i, (a, b) in enumerate(spans) if a < end and b > at])
+        at = text.find(word, end)
+    return out
+
+
+def word_positions(pieces: list[bytes], word: str) -> list[int]:
+    """The positions of the tokens that hold part of any occurrence of ``word`` (:func:`word_occurrences`), sorted."""
+    return sorted({i for occ in word_occurrences(pieces, word) for i in occ})
 
 
 def show_spaces(tok: str) -> str:

@@ -18,20 +18,24 @@ the KV-cache comparison and the X·Xᵀ-versus-q·kᵀ symmetry argument. No Str
 from __future__ import annotations
 
 import math
+import statistics
+import time
 from dataclasses import dataclass
 
 import pandas as pd
 import torch
 
 from . import attention as attention_steps
+from .i18n import Message, join, msg
 from .model import KVCache, as_ids, generate, norm, run
+from .standard import head_name
 from .weights import Weights, ModelConfig
 
 __all__ = [
     "HeadSteps", "head_steps", "trace_differences", "key_frame", "vector_frame", "heads_frame",
     "SEED_SCORES", "SEED_X", "seed_causal_4x4", "seed_three_tokens",
-    "forward_flops", "KVDemo", "kv_cache_demo",
-    "symmetry_stats", "xx_vs_qk",
+    "forward_flops", "KVDemo", "kv_cache_demo", "REPEATS", "TIME_BUDGET",
+    "symmetry_stats", "xx_vs_qk", "symmetry_verdict", "SYMMETRIC",
 ]
 
 COMPACT_DIMS = 8
@@ -276,40 +280,90 @@ def forward_flops(cfg: ModelConfig, n_new: int, n_keys: int) -> int:
     return L * per_layer + 2 * n_new * d * cfg.d_vocab
 
 
+#: Timed decodings of each mode (alternating, after one untimed warm-up each); each step's time is their median …
+REPEATS = 3
+#: … while the timed runs so far took less than this many seconds (a large model is timed once).
+TIME_BUDGET = 10.0
+
+
 @dataclass
 class KVDemo:
     prompt_len: int
     tokens_cached: list[int]
     tokens_full: list[int]
-    seconds_cached: list[float]
+    seconds_cached: list[float]  # per step: the median over ``repeats`` timed decodings (after a warm-up)
     seconds_full: list[float]
     max_logit_diff: float        # max |Δ| of the next-token logits, cached vs recomputed
     max_kv_diff: float           # max |Δ| of the cache's K/V rows vs a full run on the final sequence
     steps: pd.DataFrame          # per step: positions fed, K/V rows reused / computed, FLOPs, seconds
+    repeats: int = 1
 
     @property
     def tokens_match(self) -> bool:
         return self.tokens_cached == self.tokens_full
 
     def summary(self) -> pd.DataFrame:
+        """Per mode: step 0's seconds (the prompt, the same work in both modes), the later steps' seconds (what
+        the cache changes), positions fed, K/V rows computed, GFLOP."""
         s = self.steps
         return pd.DataFrame({
             "mode": ["with KV cache", "without cache"],
-            "seconds": [sum(self.seconds_cached), sum(self.seconds_full)],
+            "seconds, step 0": [self.seconds_cached[0], self.seconds_full[0]],
+            "seconds, steps 1…": [sum(self.seconds_cached[1:]), sum(self.seconds_full[1:])],
             "positions fed": [int(s["fed (cache)"].sum()), int(s["fed (no cache)"].sum())],
             "K/V rows computed": [int(s["K/V rows computed (cache)"].sum()),
                                   int(s["K/V rows computed (no cache)"].sum())],
             "GFLOP": [s["GFLOP (cache)"].sum(), s["GFLOP (no cache)"].sum()],
         })
 
+    def timing_note(self) -> Message:
+        """What the seconds show, from the summary's own numbers: step 0 left out (the same work in both modes),
+        the later steps compared, and when the cache is not faster, why (its GFLOP saving beside the seconds)."""
+        n = len(self.seconds_cached)
+        if n < 2:
+            return msg("Only step 0 ran: it feeds the whole prompt in both modes, so the cache cannot change its time. "
+                       "Generate more tokens to see the cache at work.")
+        c, f = sum(self.seconds_cached[1:]), sum(self.seconds_full[1:])
+        s = self.steps.iloc[1:]
+        flop = float(s["GFLOP (no cache)"].sum() / max(s["GFLOP (cache)"].sum(), 1e-300))
+        args = dict(last=n - 1, c=f"{c:.4f}", f=f"{f:.4f}", runs=self.repeats, flop=f"{flop:.1f}",
+                    start=self.prompt_len + 1, end=self.prompt_len + n - 1)
+        if c < f:
+            return msg("Steps 1–{last} took {c} s with the cache and {f} s without ({x}× faster; every step was timed "
+                       "{runs}× after a warm-up, the median kept): with the cache each step feeds one token, without "
+                       "it {start} to {end}. Step 0 feeds the whole prompt in both modes, so it is left out.",
+                       x=f"{f / max(c, 1e-300):.1f}", **args)
+        return msg("Steps 1–{last} took {c} s with the cache and {f} s without (every step timed {runs}× after a "
+                   "warm-up, the median kept): the cache is not faster here, although it does {flop}× fewer GFLOP. "
+                   "At {start} to {end} positions the arithmetic it saves is small next to the fixed cost of a step "
+                   "(and to other work on a busy machine); a longer prompt or more tokens show the saving.",
+                   **args)
+
+
+def _timed(weights: Weights, seq, n_new: int, repeats: int, budget: float):
+    """(cached Generation, uncached Generation, per-step median seconds of each, timed runs each): one untimed
+    warm-up of each mode, then up to ``repeats`` alternating timed runs while they take less than ``budget`` s."""
+    for mode in (True, False):
+        generate(weights, seq, min(2, n_new), use_cache=mode)
+    runs = {True: [], False: []}
+    began = time.perf_counter()
+    while len(runs[True]) < max(1, repeats) and (not runs[True] or time.perf_counter() - began < budget):
+        for mode in (True, False):
+            runs[mode].append(generate(weights, seq, n_new, use_cache=mode))
+    med = {m: [statistics.median(x) for x in zip(*(g.step_seconds for g in gs))] for m, gs in runs.items()}
+    return runs[True][0], runs[False][0], med[True], med[False], len(runs[True])
+
 
 @torch.inference_mode()
-def kv_cache_demo(weights: Weights, ids, n_new: int, *, check_rows: bool = True) -> KVDemo:
+def kv_cache_demo(weights: Weights, ids, n_new: int, *, check_rows: bool = True, repeats: int = REPEATS,
+                  budget: float = TIME_BUDGET) -> KVDemo:
     """Greedy-generate ``n_new`` tokens with and without the KV cache and account for both.
 
     Step s (0-based) predicts the token at position T+s from the T+s tokens so far. With the cache,
     step 0 feeds the whole prompt (computing K/V rows 0..T−1) and every later step feeds one token,
     reusing rows 0..T+s−2 and computing row T+s−1; without it every step recomputes all T+s rows.
+    Timing is fair to both: one untimed warm-up each, then ``repeats`` alternating timed runs (fewer once they
+    took ``budget`` seconds), each step's time their median.
     ``check_rows``: also replay the cached decoding and compare the cache's rows with a full run
     (two more forward passes over the prompt; ``max_kv_diff`` is NaN without it).
     """
@@ -318,76 +372,89 @@ def kv_cache_demo(weights: Weights, ids, n_new: int, *, check_rows: bool = True)
     T = seq.shape[1]
     if n_new < 1:
         raise ValueError("generate at least one token")
-    gen_c = generate(weights, seq, n_new, use_cache=True)
-    gen_f = generate(weights, seq, n_new, use_cache=False)
+    gen_c, gen_f, sec_c, sec_f, timed = _timed(weights, seq, n_new, repeats, budget)
     logit_diff = max(float((a - b).abs().max()) for a, b in zip(gen_c.step_logits, gen_f.step_logits))
     lengths = [T + s for s in range(n_new)]             # cache rows after each step, by construction
     kv_diff = float("nan")
     if check_rows:
-        # Replay with an explicit cache to read its rows, then compare them with a fresh full run.
-        cache = KVCache()
-        full = torch.cat([seq, torch.tensor([gen_c.tokens], device=seq.device)], dim=1)
-        lengths = []
-        run(weights, seq, cache=cache)
-        lengths.append(cache.length)
-        for t in gen_c.tokens[:-1]:
-            run(weights, [[t]], cache=cache)
-            lengths.append(cache.length)
-        k_name = "k_rot" if cfg.position == "rotary" else "k"        # rotary families cache k after rotation
-        ref = run(weights, full[:, : cache.length], capture=(k_name, "v"))
-        kv_diff = max(max(float((cache.keys[l] - ref[k_name, l]).abs().max()),
-                          float((cache.values[l] - ref["v", l]).abs().max())) for l in range(cfg.n_layers))
-    rows = []
-    for s in range(n_new):
-        L = T + s
-        fed_c = T if s == 0 else 1
-        rows.append({
-            "step": s,
-            "predicts position": L,
-            "cache rows after": lengths[s],
-            "fed (cache)": fed_c,
-            "K/V rows reused (cache)": 0 if s == 0 else L - 1,
-            "reused rows": "—" if s == 0 else f"0..{L - 2}",
-            "K/V rows computed (cache)": fed_c,
-            "new rows": f"0..{L - 1}" if s == 0 else f"{L - 1}",
-            "fed (no cache)": L,
-            "K/V rows computed (no cache)": L,
-            "GFLOP (cache)": forward_flops(cfg, fed_c, L) / 1e9,
-            "GFLOP (no cache)": forward_flops(cfg, L, L) / 1e9,
-            "seconds (cache)": gen_c.step_seconds[s],
-            "seconds (no cache)": gen_f.step_seconds[s],
-        })
+        lengths, kv_diff = _check_rows(weights, seq, gen_c.tokens)
+    rows = [_step_row(cfg, T, s, lengths[s], sec_c[s], sec_f[s]) for s in range(n_new)]
     return KVDemo(prompt_len=T, tokens_cached=gen_c.tokens, tokens_full=gen_f.tokens,
-                  seconds_cached=gen_c.step_seconds, seconds_full=gen_f.step_seconds,
-                  max_logit_diff=logit_diff, max_kv_diff=kv_diff, steps=pd.DataFrame(rows))
+                  seconds_cached=sec_c, seconds_full=sec_f, max_logit_diff=logit_diff, max_kv_diff=kv_diff,
+                  steps=pd.DataFrame(rows), repeats=timed)
+
+
+def _check_rows(weights: Weights, seq: torch.Tensor, tokens: list[int]) -> tuple[list[int], float]:
+    """Replay the cached decoding with an explicit cache to read its rows, then compare them with a fresh full run:
+    (the cache's length after each step, the largest |Δ| of any K or V row)."""
+    cfg = weights.config
+    cache = KVCache()
+    full = torch.cat([seq, torch.tensor([tokens], device=seq.device)], dim=1)
+    lengths = []
+    run(weights, seq, cache=cache)
+    lengths.append(cache.length)
+    for t in tokens[:-1]:
+        run(weights, [[t]], cache=cache)
+        lengths.append(cache.length)
+    k_name = "k_rot" if cfg.position == "rotary" else "k"        # rotary families cache k after rotation
+    ref = run(weights, full[:, : cache.length], capture=(k_name, "v"))
+    return lengths, max(max(float((cache.keys[l] - ref[k_name, l]).abs().max()),
+                            float((cache.values[l] - ref["v", l]).abs().max())) for l in range(cfg.n_layers))
+
+
+def _step_row(cfg: ModelConfig, T: int, s: int, length: int, sec_c: float, sec_f: float) -> dict:
+    """One row of the steps table: step ``s`` predicts position T + s."""
+    L = T + s
+    fed_c = T if s == 0 else 1
+    return {
+        "step": s,
+        "predicts position": L,
+        "cache rows after": length,
+        "fed (cache)": fed_c,
+        "K/V rows reused (cache)": 0 if s == 0 else L - 1,
+        "reused rows": "—" if s == 0 else f"0..{L - 2}",
+        "K/V rows computed (cache)": fed_c,
+        "new rows": f"0..{L - 1}" if s == 0 else f"{L - 1}",
+        "fed (no cache)": L,
+        "K/V rows computed (no cache)": L,
+        "GFLOP (cache)": forward_flops(cfg, fed_c, L) / 1e9,
+        "GFLOP (no cache)": forward_flops(cfg, L, L) / 1e9,
+        "seconds (cache)": sec_c,
+        "seconds (no cache)": sec_f,
+    }
 
 
 # ----------------------------------------------------------------------------- why W_Q ≠ W_K
 
 def symmetry_stats(S: torch.Tensor) -> dict[str, float]:
-    """For a square score matrix S [T, T] (before the mask):
+    """For a square score matrix S [T, T] (before the mask), over the queries i ≥ 1 (query 0 sees only itself, so
+    its own key is its top key by force):
 
     * asymmetry ‖S − Sᵀ‖_F / ‖S‖_F (0 for a symmetric matrix such as X·Xᵀ);
-    * diagonal share: fraction of queries i whose largest *visible* score (keys j ≤ i) is their own key j = i;
-    * diagonal ratio: mean of the diagonal over the mean |off-diagonal| entry of the visible (lower) triangle.
-    """
+    * diagonal share: the fraction of those queries whose largest *visible* score (keys j ≤ i) is their own key;
+    * diagonal margin: the median over them of S_ii − max_{j<i} S_ij, in standard deviations of the visible scores
+      (the lower triangle with its diagonal): positive when a query's own key wins, negative when another does.
+    NaN for a one-token prompt (no query with a choice)."""
     S = S.detach().double()
     T = S.shape[-1]
     asym = float((S - S.T).norm() / S.norm().clamp_min(1e-300))
+    if T < 2:
+        return {"asymmetry": asym, "diagonal share": math.nan, "diagonal margin": math.nan}
     low = torch.tril(torch.ones(T, T, dtype=torch.bool, device=S.device))
     vis = S.masked_fill(~low, float("-inf"))
-    diag_share = float((vis.argmax(-1) == torch.arange(T, device=S.device)).double().mean())
-    off = torch.tril(torch.ones_like(low), -1)
-    off_mean = float(S[off].abs().mean()) if T > 1 else float("nan")
-    return {"asymmetry": asym, "diagonal share": diag_share,
-            "diagonal ratio": float(S.diagonal().mean()) / off_mean if T > 1 and off_mean > 0 else float("nan")}
+    diag_share = float((vis.argmax(-1) == torch.arange(T, device=S.device))[1:].double().mean())
+    others = S.masked_fill(~torch.tril(low, -1), float("-inf")).max(-1).values[1:]
+    spread = float(S[low].std(unbiased=False))
+    margin = float((S.diagonal()[1:] - others).median()) / spread if spread > 0 else math.nan
+    return {"asymmetry": asym, "diagonal share": diag_share, "diagonal margin": margin}
 
 
 @torch.inference_mode()
 def xx_vs_qk(weights: Weights, ids, layer: int, head: int,
              resid_pre: torch.Tensor | None = None) -> dict:
     """The seed's X·Xᵀ argument on a real prompt: x̂·x̂ᵀ (x̂ = ln_1 of the layer input) beside the
-    head's raw q·kᵀ (no scale, no mask), with :func:`symmetry_stats` of each."""
+    head's raw q·kᵀ (no scale, no mask), with :func:`symmetry_stats` of each, and each head of the layer's diagonal
+    share (``layer_shares``: {head name: share}), to say whether this head is typical."""
     cfg = weights.config
     ids = as_ids(ids, weights.device)
     T = ids.shape[1]
@@ -395,8 +462,42 @@ def xx_vs_qk(weights: Weights, ids, layer: int, head: int,
     resume = {} if resid_pre is None else {"start": layer, "resid": resid_pre.reshape(1, T, cfg.d_model)}
     tr = run(weights, ids, capture=("ln1", qn, kn), layers=[layer], stop=layer + 1, **resume)
     x_hat = tr["ln1", layer]
-    q = tr[qn, layer][0, head]
-    k = tr[kn, layer][0, head // cfg.group]
+    qs, ks = tr[qn, layer][0], tr[kn, layer][0]
+    qk_all = [attention_steps.scores(qs[h], ks[h // cfg.group], 1.0) for h in range(cfg.n_heads)]
     xx = attention_steps.scores(x_hat[0], x_hat[0], 1.0)
-    qk = attention_steps.scores(q, k, 1.0)
-    return {"xx": xx, "qk": qk, "xx_stats": symmetry_stats(xx), "qk_stats": symmetry_stats(qk)}
+    qk = qk_all[head]
+    return {"xx": xx, "qk": qk, "xx_stats": symmetry_stats(xx), "qk_stats": symmetry_stats(qk),
+            "layer_shares": {head_name(layer, h): symmetry_stats(m)["diagonal share"] for h, m in enumerate(qk_all)}}
+
+
+#: q·kᵀ counts as symmetric below this asymmetry (x̂·x̂ᵀ's is float rounding, < 1e-6).
+SYMMETRIC = 0.05
+
+
+def symmetry_verdict(r: dict, head: str) -> Message:
+    """What :func:`xx_vs_qk`'s numbers show about the seed's claim (separate W_Q and W_K break X·Xᵀ's symmetry and
+    its heavy diagonal), for head ``head`` (its name): the symmetry part, the diagonal part (broken, weakened or
+    kept, by the two diagonal shares), and how many heads of the layer keep the diagonal."""
+    xx, qk, shares = r["xx_stats"], r["qk_stats"], r["layer_shares"]
+    if math.isnan(qk["diagonal share"]):
+        return msg("A one-token prompt: no query has a choice of keys, so there is no diagonal to compare.")
+    sym = (msg("W_Q ≠ W_K broke the symmetry: q·kᵀ's asymmetry is {a} (x̂·x̂ᵀ's {b}).", a=f"{qk['asymmetry']:.3f}",
+               b=f"{xx['asymmetry']:.1e}") if qk["asymmetry"] >= SYMMETRIC else
+           msg("q·kᵀ is nearly symmetric here (asymmetry {a}): this head's W_Q and W_K act almost alike.",
+               a=f"{qk['asymmetry']:.3f}"))
+    args = dict(head=head, s=f"{qk['diagonal share']:.3f}", xs=f"{xx['diagonal share']:.3f}",
+                m=f"{qk['diagonal margin']:+.2f}", xm=f"{xx['diagonal margin']:+.2f}")
+    if qk["diagonal share"] <= 0.5 * xx["diagonal share"]:
+        diag = msg("{head} broke the diagonal: a query's own key is its top key for {s} of the queries, against {xs} "
+                   "for x̂·x̂ᵀ (median margin {m} against {xm} standard deviations).", **args)
+    elif qk["diagonal share"] < xx["diagonal share"] or qk["diagonal margin"] < xx["diagonal margin"]:
+        diag = msg("{head} weakened the diagonal without breaking it: own key on top for {s} of the queries against "
+                   "{xs}, by a median margin of {m} against {xm} standard deviations.", **args)
+    else:
+        diag = msg("{head} kept the diagonal: own key on top for {s} of the queries, as for x̂·x̂ᵀ ({xs}), by a median "
+                   "margin of {m} against {xm} standard deviations. Separate projections make breaking it possible, "
+                   "not necessary: this head learned to look at the token itself.", **args)
+    keep = [h for h, v in shares.items() if v > 0.5]
+    layer = msg("In this layer {k} of {n} heads have their own key on top for more than half the queries{names}.",
+                k=len(keep), n=len(shares), names=f" ({', '.join(keep)})" if keep else "")
+    return join(sym, " ", diag, " ", layer)

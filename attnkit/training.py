@@ -379,8 +379,16 @@ class SeriesResult:
         return pd.DataFrame(rows)
 
     def default_head(self) -> str:
-        """The head to show first: the best induction head at the last checkpoint."""
-        return self.checkpoints[-1].best_induction[1]
+        """The head to show first: the one :meth:`verdict` names (the best induction head at the phase change, or
+        at the checkpoint with the highest score when there is none), so the page opens on what it says."""
+        return self._verdict_checkpoint().best_induction[1]
+
+    def _verdict_checkpoint(self) -> CheckpointResult:
+        """The checkpoint the verdict speaks of: the phase change's, else the one with the best induction score."""
+        step = self.phase_change_step
+        if step is None:
+            return max(self.checkpoints, key=lambda c: c.best_induction[0])
+        return self.checkpoints[self.steps.index(step)]
 
     def patterns(self, head: str, step: int, neighbours: int = 1) -> list[tuple[int, np.ndarray]]:
         """(step, [T, T] float32 pattern of ``head``) at ``step`` and up to ``neighbours`` checkpoints each side."""
@@ -397,13 +405,13 @@ class SeriesResult:
         English as a str, shown in the reader's language)."""
         step = self.phase_change_step
         if step is None:
-            best = max(self.checkpoints, key=lambda c: c.best_induction[0])
+            best = self._verdict_checkpoint()
             lo, hi = best.induction_interval()
             return msg("no phase change found: no checkpoint's best induction score has its {level} interval above "
                        "{threshold} (highest: {score} [{lo}, {hi}] at step {step}, {head})", level=f"{LEVEL:.0%}",
                        threshold=self.threshold, score=f"{best.best_induction[0]:.3f}", lo=f"{lo:.3f}",
                        hi=f"{hi:.3f}", step=best.step, head=best.best_induction[1])
-        c = self.checkpoints[self.steps.index(step)]
+        c = self._verdict_checkpoint()
         lo, hi = c.induction_interval()
         k = self.steps.index(step)
         before = self.checkpoints[k - 1].best_induction[0] if k else math.nan

@@ -8,6 +8,7 @@ from attnkit.loading import SHIPPED
 from attnkit.app.language import SESSION_KEY
 from attnkit.app.navigation import PAGES
 from helpers import apptest
+from markdown_shown import literal_markdown
 from test_learner_pages import MODEL_INPUT
 from untranslated import apptest_texts, untranslated
 
@@ -26,12 +27,14 @@ def test_page_in_zh_has_no_untranslated_english(page, small_dir):
     texts = apptest_texts(at)
     assert any("注意力" in s or "模型" in s or "头" in s for s in texts), texts[:20]
     assert untranslated(texts, allow=[str(small_dir), *MODEL_INPUT]) == []
+    assert literal_markdown(at) == []             # no Markdown shown as its marks (round five: **grey = masked**)
 
 
 def test_every_view_of_heatmaps_in_zh(small_dir):
     for view in ("All heads of a layer", "One head through all layers", "Tokens"):
         at = _run_zh("heatmaps", small_dir, hm_view=view)
         assert untranslated(apptest_texts(at), allow=[str(small_dir)]) == [], view
+        assert literal_markdown(at) == [], view
 
 
 def test_switching_language_keeps_model_prompt_and_page_choices(small_dir):
@@ -64,14 +67,14 @@ def test_chinese_prompt_on_an_english_model_offers_the_chinese_model(small_dir):
     # them whole, so cjk_notice stays silent there: see the report)
     at = apptest("home", small_dir, text=ZH_PROMPT).run()
     assert not at.exception
-    notes = [w.value for w in at.sidebar.warning if cjk.CHINESE_MODEL in w.value]
-    assert len(notes) == 1, [w.value for w in at.sidebar.warning]
+    notes = [w.value for w in at.main.warning if cjk.CHINESE_MODEL in w.value]
+    assert len(notes) == 1, [w.value for w in at.main.warning]
     at.button(key="ak_load_zh").click().run()
     assert at.session_state["ak_model"] == cjk.CHINESE_MODEL          # one click: the Chinese model …
     assert at.session_state["ak_text"] == ZH_PROMPT                    # … on the same prompt
     if (SHIPPED[cjk.CHINESE_MODEL] / "config.json").exists():                                      # its folder ships (lands on main) → loaded
         assert not at.exception and not at.error, [e.value for e in at.error]
-        assert not [w for w in at.sidebar.warning if cjk.CHINESE_MODEL in w.value]
+        assert not [w for w in at.main.warning if cjk.CHINESE_MODEL in w.value]
 
 
 def test_chinese_prompt_on_attnkit_tiny_offers_the_chinese_model():
@@ -79,8 +82,8 @@ def test_chinese_prompt_on_attnkit_tiny_offers_the_chinese_model():
     # vocabulary is Chinese: the notice says so and offers the Chinese model in one click
     at = apptest("home", text=ZH_PROMPT, ak_model="attnkit-tiny").run()
     assert not at.exception
-    notes = [w.value for w in at.sidebar.warning if cjk.CHINESE_MODEL in w.value]
-    assert len(notes) == 1 and "13%" in notes[0], [w.value for w in at.sidebar.warning]
+    notes = [w.value for w in at.main.warning if cjk.CHINESE_MODEL in w.value]
+    assert len(notes) == 1 and "13%" in notes[0], [w.value for w in at.main.warning]
     at.button(key="ak_load_zh").click().run()
     assert at.session_state["ak_model"] == cjk.CHINESE_MODEL and at.session_state["ak_text"] == ZH_PROMPT
 
@@ -88,4 +91,4 @@ def test_chinese_prompt_on_attnkit_tiny_offers_the_chinese_model():
 def test_english_prompt_shows_no_cjk_notice():
     at = apptest("home", text="The cat sat on the mat.", ak_model="attnkit-tiny").run()
     assert not at.exception
-    assert not [w for w in at.sidebar.warning if cjk.CHINESE_MODEL in w.value]
+    assert not [w for w in at.main.warning if cjk.CHINESE_MODEL in w.value]

@@ -94,7 +94,8 @@ def test_entropy_with_one_text_names_the_window_setting_that_would_settle_it():
     agg.add(np.broadcast_to(0.8 * x, (L, H, T)).copy(), np.zeros((L, H, T)), None)
     status, why = E.claim_check(agg.result())
     assert status == "not enough evidence"
-    assert "set Window (tokens) (--window on the command line) to 24 or fewer" in why     # 120 tokens / 5 windows
+    assert "set Window (tokens) (--window on the command line) to 24 with" in why     # 120 tokens / 5 windows
+    assert E.advice(agg.result()).window == 24 == E.advised_window(120)
     with language("zh"):
         assert "窗口（token 数）" in str(why) and "24" in str(why)
     short = E.Aggregate()

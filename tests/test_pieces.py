@@ -67,3 +67,43 @@ def test_token_view_scale_and_caption_follow_the_control(scale, vega, words):
     assert colour["scale"]["type"] == vega
     cap = tk.scale_caption(scale)
     assert words in cap and all(w not in cap for w in {"linear", "square root", "log"} - {words})
+
+
+# ----------------------------------------------------------------------------- words by character spans
+
+def test_char_spans_cover_the_decoded_text_and_split_characters_share_one():
+    pieces = [b"a", b" " + BED[:2], BED[2:], b"cd"]
+    text, spans = PC.char_spans(pieces)
+    assert text == "a 床cd"
+    assert spans == [(0, 1), (1, 3), (1, 3), (3, 5)]
+
+
+def test_a_word_is_found_by_character_spans_even_across_token_edges():
+    pieces = [b"ab", b"cd", b"e"]
+    assert PC.word_occurrences(pieces, "bc") == [[0, 1]]        # straddles two tokens: both hold part of it
+    assert PC.word_positions(pieces, "bcde") == [0, 1, 2]
+    assert PC.word_positions(pieces, "x") == [] and PC.word_positions(pieces, "") == []
+    # a token with its leading space, and a word one token plus a piece of the next
+    cats = [b"The", b" cat", b"s"]
+    assert PC.word_positions(cats, "cat") == [1] and PC.word_positions(cats, "cats") == [1, 2]
+    # a token string that merely contains the word's text is not the word: "天" in 今天 is not part of 昨天
+    days = ["我".encode(), "昨".encode(), "天".encode(), "，".encode(), "今".encode(), "天".encode()]
+    assert PC.word_positions(days, "昨天") == [1, 2]
+    assert PC.word_occurrences(days, "天") == [[2], [5]]
+    # a character split over byte pieces: every piece holds part of it
+    assert PC.word_positions([b"x", BED[:2], BED[2:]], "床") == [1, 2]
+
+
+def test_the_seeds_sentence_on_the_chinese_model_counts_no_foreign_token():
+    from attnkit.loading import CHINESE_MODEL, SHIPPED, load
+
+    if not (SHIPPED[CHINESE_MODEL] / "config.json").is_file():
+        pytest.skip(f"{CHINESE_MODEL} is not installed")
+    m = load(CHINESE_MODEL, "cpu")
+    ids = m.encode("我昨天在北京吃了烤鸭，今天在上海吃了")
+    pieces = m.token_bytes(ids)
+    assert "".join(m.token_texts([ids[13]])) == "天"           # 今天's 天, a token of its own
+    got = {w: PC.word_positions(pieces, w) for w in ("昨天", "北京", "上海")}
+    assert 13 not in got["昨天"]
+    for word, where in got.items():                              # the tokens found spell the word, nothing more
+        assert "".join(g.text for g in m.token_groups([ids[i] for i in where])) == word

@@ -1,4 +1,5 @@
 """The step-by-step computations: equal to the model's own captures, to NumPy float64, and to the seeds."""
+import dataclasses
 import math
 
 import numpy as np
@@ -168,13 +169,34 @@ def test_forward_flops_equal_torch_flop_counter(odd, cached):
 def test_symmetry_stats_by_hand():
     S_sym = torch.tensor([[4.0, 1.0], [1.0, 2.0]])
     st = S.symmetry_stats(S_sym)
-    assert st["asymmetry"] == 0 and st["diagonal share"] == 1.0
-    assert st["diagonal ratio"] == pytest.approx(3.0 / 1.0)
+    spread = math.sqrt(42 / 27)                      # population std of the visible scores 4, 1, 2
+    assert st["asymmetry"] == 0 and st["diagonal share"] == 1.0       # query 0 (no choice) is left out
+    assert st["diagonal margin"] == pytest.approx((2 - 1) / spread)
     M = torch.tensor([[0.0, 1.0], [3.0, 2.0]])       # row 1: key 0 (3) beats itself (2)
     st = S.symmetry_stats(M)
     D = M.numpy() - M.numpy().T
     assert st["asymmetry"] == pytest.approx(np.linalg.norm(D) / np.linalg.norm(M.numpy()))
-    assert st["diagonal share"] == 0.5
+    assert st["diagonal share"] == 0.0 and st["diagonal margin"] == pytest.approx((2 - 3) / spread)
+    assert math.isnan(S.symmetry_stats(torch.tensor([[1.0]]))["diagonal share"])
+
+
+def _verdict(xx_share, qk_share, xx_margin=2.0, qk_margin=1.0, asym=0.8, shares=None):
+    stats = lambda a, s, m: {"asymmetry": a, "diagonal share": s, "diagonal margin": m}   # noqa: E731
+    return str(S.symmetry_verdict({"xx_stats": stats(0.0, xx_share, xx_margin), "qk_stats": stats(asym, qk_share,
+                                                                                                     qk_margin),
+                                   "layer_shares": shares or {"L0H0": qk_share, "L0H1": 0.25}}, "L0H0"))
+
+
+def test_the_symmetry_verdict_says_what_its_numbers_show():
+    kept = _verdict(1.0, 1.0, 2.0, 2.5, shares={"L0H0": 1.0, "L0H1": 0.25, "L0H2": 0.75})
+    assert "kept the diagonal" in kept and "1.000" in kept and "+2.50" in kept and "+2.00" in kept
+    assert "2 of 3 heads" in kept and "(L0H0, L0H2)" in kept and "broke the symmetry" in kept
+    weak = _verdict(1.0, 0.75)
+    assert "weakened the diagonal" in weak and "0.750" in weak and "1.000" in weak
+    assert "weakened" in _verdict(1.0, 1.0, 2.0, 1.5)                 # the same share, a smaller margin
+    broke = _verdict(1.0, 0.25, 2.0, -1.2)
+    assert "broke the diagonal" in broke and "0.250" in broke and "-1.20" in broke and "1 of 2 heads" not in broke
+    assert "nearly symmetric" in _verdict(1.0, 0.25, asym=0.01)
 
 
 def test_xx_is_symmetric_qk_is_not(odd, prompt):
@@ -186,7 +208,8 @@ def test_xx_is_symmetric_qk_is_not(odd, prompt):
     assert_close(r["qk"].double(), q @ k.T, rtol=1e-5, atol=1e-5)
     assert r["xx_stats"]["asymmetry"] < 1e-6
     assert r["qk_stats"]["asymmetry"] > 0.05           # ≫ X·Xᵀ's float noise (< 1e-6): W_Q ≠ W_K
-    assert r["xx_stats"]["diagonal ratio"] > r["qk_stats"]["diagonal ratio"]
+    assert r["xx_stats"]["diagonal margin"] > r["qk_stats"]["diagonal margin"]
+    assert r["layer_shares"]["L1H3"] == r["qk_stats"]["diagonal share"] and len(r["layer_shares"]) == odd.config.n_heads
 
 
 # ----------------------------------------------------------------------------- the page
@@ -246,3 +269,22 @@ def test_step_page_at_a_full_1024_context(tmp_path):
     assert len(keys) == 10                                  # top-k, not 1024 rows
     assert any("dropped" in w.value for w in at.warning)    # the prompt was cut to the context
     assert at.number_input(key="st_kv_len").value == 256      # the KV demo starts on a shorter prefix
+
+
+def test_kv_timing_note_reads_its_own_numbers(odd):
+    ids = odd.encode("Attention lets every token look back")
+    kv = S.kv_cache_demo(odd.weights, ids, 4, check_rows=False, repeats=2)
+    assert 1 <= kv.repeats <= 2 and len(kv.seconds_cached) == 4
+    s = kv.summary()
+    assert list(s["seconds, step 0"]) == [kv.seconds_cached[0], kv.seconds_full[0]]
+    assert list(s["seconds, steps 1…"]) == [sum(kv.seconds_cached[1:]), sum(kv.seconds_full[1:])]
+    fast = dataclasses.replace(kv, seconds_cached=[9.0, 0.1, 0.1, 0.1], seconds_full=[0.01, 0.2, 0.3, 0.4])
+    note = str(fast.timing_note())                     # step 0 (9 s vs 0.01 s) is left out of the comparison
+    assert "0.3000 s with the cache and 0.9000 s without (3.0× faster" in note and "left out" in note
+    slow = dataclasses.replace(kv, seconds_cached=[0.1, 0.5, 0.5, 0.5], seconds_full=[0.1, 0.2, 0.2, 0.2])
+    note = str(slow.timing_note())
+    flop = kv.steps["GFLOP (no cache)"][1:].sum() / kv.steps["GFLOP (cache)"][1:].sum()
+    assert "1.5000 s with the cache and 0.6000 s without" in note and "not faster" in note
+    assert f"{flop:.1f}× fewer GFLOP" in note
+    one = dataclasses.replace(kv, seconds_cached=[0.1], seconds_full=[0.1])
+    assert "Only step 0 ran" in str(one.timing_note())

@@ -1,6 +1,7 @@
 """The Training page (attnkit/app/pages/training/) on the shipped series: curves, the phase change, the pattern slider,
 and "open this checkpoint" (the sidebar's model becomes the checkpoint, Heatmaps opens on the head)."""
 import json
+import re
 
 import pyarrow as pa
 import pytest
@@ -76,3 +77,35 @@ def test_a_bad_series_is_one_line_and_nothing_runs(tmp_path):
     assert not at.exception and len(at.error) == 1 and "series folder not found" in at.error[0].value
     assert not at.get("vega_lite_chart")
 
+
+# ----------------------------------------------------------------------------- round five (issue 44, item 11)
+
+def test_training_opens_on_the_verdicts_head_and_names_its_series(shipped):
+    at = apptest(PAGE, timeout=300).run()
+    assert not at.exception, at.exception
+    verdict = next(x.value for x in at.text if x.value.startswith(("phase change", "no phase change")))
+    named = re.findall(r"\bL\d+H\d+\b", verdict)[0]
+    assert at.session_state["tr_head"] == named == shipped.default_head()
+    source = next(c.value for c in at.caption if "checkpoints, steps" in c.value)
+    assert f"({series_mod.SHIPPED_SERIES_NAME})" in source and "/" not in source
+    keys = {b.key for b in at.button}
+    assert "tr_open_heatmaps" in keys and "tr_open_glossary" not in keys and "tr_open_home" not in keys
+
+
+def test_training_steps_and_plays_through_the_checkpoints(shipped):
+    steps = shipped.steps
+    at = apptest(PAGE, timeout=300).run()
+    at.button(key="tr_first").click().run()
+    assert at.session_state["tr_step"] == steps[0]
+    at.button(key="tr_next").click().run()
+    assert at.session_state["tr_step"] == steps[1]
+    at.button(key="tr_prev").click().run()
+    assert at.session_state["tr_step"] == steps[0]
+    at.button(key="tr_play").click().run()                          # each run while playing shows the next one
+    assert at.session_state["tr_playing"] and at.session_state["tr_step"] == steps[1]
+    at.run()
+    assert at.session_state["tr_step"] == steps[2]
+    at.button(key="tr_last").click().run()                          # a step button stops playing
+    assert at.session_state["tr_step"] == steps[-1] and not at.session_state["tr_playing"]
+    at.button(key="tr_play").click().run()                          # from the last: starts again at the first
+    assert at.session_state["tr_step"] == steps[1] and not at.exception

@@ -58,7 +58,7 @@ def run_frame(pages: tuple[PageSpec, ...] = PAGES) -> None:
     begin_run(path)
     url_restore(path)
     nav_links(pages)
-    _frame.active, _frame.ctx = True, sidebar()
+    _frame.active, _frame.ctx = True, sidebar(spec)
     try:
         with guard(nav.title):
             nav.run()

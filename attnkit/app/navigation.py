@@ -35,6 +35,8 @@ class PageSpec:
     prefix: str = ""    # the page's session-key prefix (its PageState's ``prefix``)
     heading: str = ""   # the page's title when it differs from ``title``
     summary: str = ""   # one line for Home's "Start here" list (Markdown: the app's own words)
+    whole_text: bool = False   # reads the prompt whole (in windows): the sidebar does not say it was cut
+    uses_model: bool = True    # runs on the sidebar's model (a checkpoint can be opened on it)
 
     @property
     def path(self) -> Path:
@@ -67,7 +69,7 @@ PAGES: tuple[PageSpec, ...] = (
         "how heads in different layers work together — composition scores, path patching, the discovered "
         "circuit.")),
     PageSpec("entropy", "Entropy", msg("Entropy"), "📈", "ent", msg("Entropy versus context length"),
-             summary=msg("does attention spread out as the context grows? (a seed's claim)")),
+             summary=msg("does attention spread out as the context grows? (a seed's claim)"), whole_text=True),
     PageSpec("ablations", "Ablations", msg("Ablations"), "✂️", "ab", summary=msg(
         "V = X, W_K = W_Q, no scaling, no mask, heads removed — the seeds' claims measured, each with its "
         "verdict.")),
@@ -76,7 +78,7 @@ PAGES: tuple[PageSpec, ...] = (
     PageSpec("verify", "Verify", msg("Verify"), "✅", "vf", summary=msg(
         "attnkit against HuggingFace, layer by layer — why the numbers on the other pages can be trusted.")),
     PageSpec("glossary", "Glossary", msg("Glossary"), "📖", summary=msg(
-        "the terms these pages use, in English and in the seeds' Chinese (注意力, 查询/键/值, 掩码 …).")),
+        "the terms these pages use, in English and in the seeds' Chinese (注意力, 查询/键/值, 掩码 …)."), uses_model=False),
     PageSpec("training", "Training", msg("Training"), "🌱", "tr", msg("Training: watching attention learn"),
              summary=msg("a series of training checkpoints: head scores and the ICL score over steps, the induction "
                          "phase change, a head's pattern step by step, any checkpoint opened on the other pages.")),

@@ -143,8 +143,9 @@ def _preview(text: str, n: int = 50) -> str:
     return t if len(t) <= n else t[: n - 1] + "…"
 
 
-def sidebar() -> Context | None:
-    """Draw the sidebar; return the resolved Context, or None after showing why nothing can run."""
+def sidebar(spec=None) -> Context | None:
+    """Draw the sidebar; return the resolved Context, or None after showing why nothing can run. ``spec``: the page
+    about to run (its :class:`~attnkit.app.navigation.PageSpec`), for the notices above it."""
     keep(KEPT_KEYS)
     with st.sidebar:
         language.switch(st)
@@ -187,14 +188,25 @@ def sidebar() -> Context | None:
         return None
     ctx = Context(model=model, model_name=name, device=dev, prompts=prompts, index=index, notices=notices,
                   prepend_bos=bool(bos))
-    if not ctx.all_selected:
-        ids, dropped = ctx.encode(ctx.text)
-        if dropped:
-            st.warning(t("The prompt has {n} tokens; the model's context is {ctx}, so the last {dropped} tokens "
-                         "were dropped.", n=f"{len(ids) + dropped:,}", ctx=f"{model.config.n_ctx:,}",
-                         dropped=f"{dropped:,}"), icon="✂️")
-    _cjk_notice(ctx)
+    _prompt_notices(ctx, spec)
     return ctx
+
+
+def _prompt_notices(ctx: Context, spec) -> None:
+    """Above the page, where 1280×800 shows them: a Chinese prompt the model cannot read (with the one-click switch),
+    a prompt cut to the context (not on a page that reads it whole, in windows: that page says what it used), and
+    tokens the tokenizer does not know."""
+    _cjk_notice(ctx)
+    if ctx.all_selected:
+        return
+    ids, dropped = ctx.encode(ctx.text)
+    if dropped and not getattr(spec, "whole_text", False):
+        st.warning(t("The prompt has {n} tokens; the model's context is {ctx}, so the last {dropped} tokens "
+                     "were dropped.", n=f"{len(ids) + dropped:,}", ctx=f"{ctx.model.config.n_ctx:,}",
+                     dropped=f"{dropped:,}"), icon="✂️")
+    unknown = ctx.model.unknown_notice(ids)
+    if unknown is not None:
+        st.warning(plain(str(unknown)), icon="❓")
 
 
 def _load_chinese_model() -> None:
@@ -215,6 +227,6 @@ def _cjk_notice(ctx: Context) -> None:
     notice = cjk.cjk_notice(ctx.text, ctx.model.token_groups(ctx.ids), ctx.model_name, share > 0, share)
     if notice is None:
         return
-    st.sidebar.warning(plain(str(notice)), icon="🀄")
-    st.sidebar.button(t("Load {model}", model=cjk.CHINESE_MODEL), key="ak_load_zh", on_click=_load_chinese_model,
-                      type="primary")
+    st.warning(plain(str(notice)), icon="🀄")
+    st.button(t("Load {model}", model=cjk.CHINESE_MODEL), key="ak_load_zh", on_click=_load_chinese_model,
+              type="primary")

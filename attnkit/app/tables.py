@@ -27,10 +27,11 @@ TABLE_TEXT = (
     msg("nearest head"), msg("distance to it"), msg("head_index"), msg("rank_in_row"), msg("top_key"),
     msg("slope"), msg("intercept"), msg("r2"),
     # Step by step: keys, heads, the check against the model, the KV cache, the symmetry of W_Q·W_Kᵀ
-    msg("mask"), msg("q·k·scale"), msg("matrix"), msg("asymmetry"), msg("diagonal share"), msg("diagonal ratio"),
+    msg("mask"), msg("q·k·scale"), msg("matrix"), msg("asymmetry"), msg("diagonal share"), msg("diagonal margin"),
     msg("step"), msg("entries"), msg("max |Δ|"), msg("max |capture|"), msg("q·k·scale (scores)"),
     msg("softmax weights (pattern)"), msg("future weights (pattern)"), msg("attn_out = merge(z)"),
-    msg("mode"), msg("with KV cache"), msg("without cache"), msg("seconds"), msg("positions fed"),
+    msg("mode"), msg("with KV cache"), msg("without cache"), msg("seconds"), msg("seconds, step 0"),
+    msg("seconds, steps 1…"), msg("positions fed"),
     msg("K/V rows computed"), msg("predicts position"), msg("fed (cache)"), msg("fed (no cache)"), msg("reused rows"),
     msg("new rows"), msg("GFLOP (cache)"), msg("GFLOP (no cache)"), msg("seconds (cache)"), msg("seconds (no cache)"),
     # the "why" panel: the terms, their groups, layer 0's split

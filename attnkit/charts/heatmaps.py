@@ -35,11 +35,12 @@ from ..attention import causal_mask
 
 from ..i18n import t
 from ..weights import head_name
+from .colours import ANCHORS, SCHEME_ENDS, SCHEMES, colour_words, lut
 
 __all__ = [
     "MARK_LIMIT", "GRID_MARK_LIMIT", "MASKED_COLOR", "masked_cells", "mask_state", "mask_caption", "window_phrase", "cells_frame", "cell_chart",
     "colour_domain", "to_png", "image_chart", "grid_chart", "block_max", "SCALES", "default_scale", "scale_note",
-    "CELL_TEXT_PX", "MIN_TEXT_CELL", "colour_scale", "shade", "blocks_frame", "densest_block", "head_name", "CONTENT_WIDTH", "grid_panel_size",
+    "CELL_TEXT_PX", "MIN_TEXT_CELL", "GRID_LABELS_PX", "SCHEME_ENDS", "colour_words", "colour_scale", "shade", "blocks_frame", "densest_block", "head_name", "CONTENT_WIDTH", "grid_panel_size",
 ]
 
 MARK_LIMIT = 64          # rows/columns drawn as one mark per cell (64² = 4,096 marks)
@@ -58,13 +59,6 @@ PAD = alt.AutoSizeParams(type="pad", contains="padding")
 #: (a "−0.12" at 11 px is about 31 px); smaller cells show the number in the tooltip only.
 CELL_TEXT_PX = 11
 MIN_TEXT_CELL = 34
-_SCHEME = {"pattern": "viridis", "scores": "redblue"}
-
-# Anchor colours of Vega's schemes, interpolated linearly in RGB for the PNG images.
-_VIRIDIS = ["#440154", "#482878", "#3e4989", "#31688e", "#26828e", "#1f9e89", "#35b779", "#6ece58",
-            "#b5de2b", "#fde725"]
-_REDBLUE = ["#053061", "#2166ac", "#4393c3", "#92c5de", "#d1e5f0", "#f7f7f7", "#fddbc7", "#f4a582",
-            "#d6604d", "#b2182b", "#67001f"]   # blue (low) → red (high), like reversed "redblue"
 
 
 def masked_cells(T: int, S: int | None = None, window: int | None = None) -> np.ndarray:
@@ -83,13 +77,6 @@ def mask_state(masked: np.ndarray, q_pos: np.ndarray, k_pos: np.ndarray) -> np.n
 
 def _pad(top: bool) -> dict:
     return {"autosize": PAD} if top else {}
-
-
-def _lut(stops: list[str], n: int = 256) -> np.ndarray:
-    rgb = np.array([[int(s[i : i + 2], 16) for i in (1, 3, 5)] for s in stops], dtype=np.float64)
-    x = np.linspace(0, 1, len(stops))
-    t = np.linspace(0, 1, n)
-    return np.stack([np.interp(t, x, rgb[:, c]) for c in range(3)], 1).round().astype(np.uint8)
 
 
 def colour_domain(values: np.ndarray, masked: np.ndarray | None, kind: str) -> tuple[float, float]:
@@ -138,16 +125,20 @@ def window_phrase(windows: list[int | None]) -> str:
 
 
 def mask_caption(T: int, kind: str, scale: str, windows: list[int | None]) -> str:
-    """The caption under a heatmap: axes, what grey means (the causal mask and the drawn layers' windows),
-    and the colour scale."""
+    """The caption under a heatmap (plain text, no Markdown): axes, what grey means (the causal mask and the drawn
+    layers' windows), and the colour scale, its colours named from the scheme drawn (:func:`colour_words`)."""
     what = t("weight") if kind == "pattern" else t("pre-softmax score")
     fate = t("; its weight is exactly 0") if kind == "pattern" else \
         t("; its score is replaced by −∞ before the softmax, so no number is shown")
-    top = (t(" The top colour is the largest weight outside row 0 (query 0 can only put its whole weight, 1, "
-             "on itself); anything larger takes the top colour.") if kind == "pattern" and T > 2 else
-           t(" Colours are centred on 0 (white), ± the largest visible score.") if kind == "scores" else "")
+    low, high = colour_words(kind)
+    top = (t(" The top colour ({high}) is the largest weight outside row 0 (query 0 can only put its whole weight, "
+             "1, on itself); anything larger takes it too. The lowest ({low}) is 0.", high=high, low=low)
+           if kind == "pattern" and T > 2 else
+           t(" Colours are centred on 0 (white): {low} below, {high} above, out to ± the largest visible score.",
+             low=low, high=high) if kind == "scores" else
+           t(" Colours run from {low} (0) to {high} (the largest weight).", low=low, high=high))
     return (t("{T} tokens · rows are queries (the position attending), columns keys (the position attended to) · "
-              "**grey = masked** (a future key, hidden by the causal mask{window}{fate}), distinct from a visible "
+              "grey = masked (a future key, hidden by the causal mask{window}{fate}), distinct from a visible "
               "{what} of 0. ", T=T, window=window_phrase(windows), fate=fate, what=what) + scale_note(scale, kind) + top)
 
 
@@ -191,10 +182,11 @@ def colour_scale(kind: str, domain: tuple[float, float], scale: str = "linear") 
 
     A log scale cannot hold 0: charts encode :func:`colour_values` (weights raised to the scale's floor)."""
     if kind != "pattern":
-        return alt.Scale(scheme="redblue", reverse=True, domain=list(domain), domainMid=0, clamp=True)
+        return alt.Scale(scheme=SCHEMES["scores"], reverse=True, domain=list(domain), domainMid=0, clamp=True)
     if scale == "log":
-        return alt.Scale(scheme="viridis", type="log", domain=[_log_floor(domain), domain[1]], clamp=True)
-    return alt.Scale(scheme="viridis", domain=list(domain), type="sqrt" if scale == "sqrt" else "linear", clamp=True)
+        return alt.Scale(scheme=SCHEMES["pattern"], type="log", domain=[_log_floor(domain), domain[1]], clamp=True)
+    return alt.Scale(scheme=SCHEMES["pattern"], domain=list(domain), type="sqrt" if scale == "sqrt" else "linear",
+                     clamp=True)
 
 
 def colour_values(values: np.ndarray, domain: tuple[float, float], kind: str = "pattern",
@@ -210,11 +202,11 @@ def to_png(values: np.ndarray, masked: np.ndarray | None, kind: str = "pattern",
     values = np.asarray(values, dtype=np.float64)
     domain = domain or colour_domain(values, masked, kind)
     t = shade(values, domain, kind, scale)
-    stops = _VIRIDIS if kind == "pattern" else _REDBLUE
+    stops = ANCHORS[SCHEMES[kind]]
     idx = np.clip(np.nan_to_num(t, nan=0.0) * 254 + 0.5, 0, 254).astype(np.uint8)     # 0..254 colours
     if masked is not None:
         idx = np.where(masked, 255, idx).astype(np.uint8)                              # 255 = masked
-    pal = _lut(stops, 255)
+    pal = lut(stops, 255)
     grey = np.array([[int(MASKED_COLOR[i : i + 2], 16) for i in (1, 3, 5)]], dtype=np.uint8)
     img = Image.frombytes("P", (idx.shape[1], idx.shape[0]), np.ascontiguousarray(idx).tobytes())
     img.putpalette(np.concatenate([pal, grey]).reshape(-1).tolist())
@@ -254,11 +246,12 @@ def cell_chart(values: np.ndarray, q_labels: list[str], k_labels: list[str], *, 
                q0: int = 0, k0: int = 0, kind: str = "pattern", scale: str = "linear", title: str = "",
                size: int | None = None, domain: tuple[float, float] | None = None, axes: bool = True,
                legend: bool = True, top: bool = True, name: str | None = None, select: str | None = None,
-               legend_length: int = 160, legend_orient: str = "right") -> alt.Chart:
+               legend_length: int = 160, legend_orient: str = "right", label_axes: str = "") -> alt.Chart:
     """One rectangle per cell of the [R, C] block starting at (q0, k0); labels are the full label lists.
 
     ``name``: the head's name (a column ``head`` and a tooltip line); ``select``: the name of a click
-    selection on that column (a grid panel that opens its head)."""
+    selection on that column (a grid panel that opens its head). Without ``axes``, ``label_axes`` ("x", "y",
+    "xy") still writes the token labels, untitled, on those sides (a grid's outer panels)."""
     R, C = values.shape
     if R > MARK_LIMIT or C > MARK_LIMIT:
         raise ValueError(f"{R}×{C} cells: draw at most {MARK_LIMIT}×{MARK_LIMIT} as marks, use image_chart beyond")
@@ -281,9 +274,11 @@ def cell_chart(values: np.ndarray, q_labels: list[str], k_labels: list[str], *, 
     # every label when the rows are tall enough to hold one (Vega would otherwise drop every other label)
     ax = {"axis": alt.Axis(labelOverlap=step < 11, labelFontSize=10 if step >= 11 else 9, labelLimit=110)} \
         if axes else {"axis": None}
+    bare = {side: {"axis": alt.Axis(title=None, labelOverlap=step < 9, labelFontSize=9, labelLimit=80)}
+            for side in label_axes} if not axes else {}
     chart = alt.Chart(df, title=title).mark_rect().encode(
-        x=alt.X("key:N", sort=k_order, title=t("key (attended to)"), **ax),
-        y=alt.Y("query:N", sort=q_order, title=t("query (attending)"), **ax),
+        x=alt.X("key:N", sort=k_order, title=t("key (attended to)"), **bare.get("x", ax)),
+        y=alt.Y("query:N", sort=q_order, title=t("query (attending)"), **bare.get("y", ax)),
         color=alt.condition("datum.masked", alt.value(MASKED_COLOR),
                             _color(kind, domain, scale, vname, legend, legend_length, orient=legend_orient)),
         tooltip=_name_tooltip(name) + [
@@ -348,7 +343,8 @@ def image_chart(values: np.ndarray, *, masked: np.ndarray | None = None, kind: s
                 png: bytes | None = None, top: bool = True, labels: list[str] | None = None,
                 name: str | None = None, select: str | None = None, blocks: int = TOOLTIP_BLOCKS,
                 tip_values: np.ndarray | None = None, tip_masked: np.ndarray | None = None,
-                legend_length: int = 160, window: tuple[int, int, int, int] | None = None) -> alt.LayerChart:
+                legend_length: int = 160, window: tuple[int, int, int, int] | None = None,
+                label_axes: str = "") -> alt.LayerChart:
     """The [R, C] matrix as one image, axes in token positions; a colour legend from an invisible layer.
 
     With ``labels`` (the token labels) an invisible layer of at most ``blocks``×``blocks`` rectangles lies
@@ -356,15 +352,16 @@ def image_chart(values: np.ndarray, *, masked: np.ndarray | None = None, kind: s
     weight; see :func:`blocks_frame`) and, with ``select``, a click selection (fields ``x``, ``y``: the
     block's first key and query position; ``head``: ``name``). ``tip_values``/``tip_masked``: the full
     matrix the tooltips read when ``values`` is a shrunken picture of it (:func:`block_max`).
-    ``window``: (q0, k0, rows, cols) of a focus window, outlined. The image itself has no tooltip."""
+    ``window``: (q0, k0, rows, cols) of a focus window, outlined. The image itself has no tooltip. Without
+    ``axes``, ``label_axes`` ("x", "y", "xy") still draws untitled position axes on those sides."""
     R, C = values.shape
     domain = domain or colour_domain(np.asarray(values), masked, kind)
     png = png if png is not None else to_png(values, masked, kind, domain, scale)
     url = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
     full = np.asarray(values if tip_values is None else tip_values)
     FR, FC = full.shape
-    ax_x = alt.Axis(title=t("key position")) if axes else None
-    ax_y = alt.Axis(title=t("query position")) if axes else None
+    ax_x = alt.Axis(title=t("key position")) if axes else alt.Axis(title=None) if "x" in label_axes else None
+    ax_y = alt.Axis(title=t("query position")) if axes else alt.Axis(title=None) if "y" in label_axes else None
     xs = alt.X("x:Q", scale=alt.Scale(domain=[k0, k0 + FC], nice=False, zero=False), axis=ax_x)
     ys = alt.Y("y:Q", scale=alt.Scale(domain=[q0, q0 + FR], nice=False, zero=False, reverse=True), axis=ax_y)
     img = alt.Chart(alt.Data(values=[{"x": k0, "x2": k0 + FC, "y": q0, "y2": q0 + FR, "url": url}])).mark_image(
@@ -454,10 +451,15 @@ def densest_block(values: np.ndarray, size: int, masked: np.ndarray | None = Non
     return int(q0), int(k0), share
 
 
-def grid_panel_size(columns: int, width: int = CONTENT_WIDTH, legend: bool = False) -> int:
-    """The side of one grid panel so that ``columns`` panels (and a shared legend) fill ``width``."""
+#: px a grid keeps for the token labels left of its first column
+GRID_LABELS_PX = 80
+
+
+def grid_panel_size(columns: int, width: int = CONTENT_WIDTH, legend: bool = False, labels: bool = True) -> int:
+    """The side of one grid panel so that ``columns`` panels (a shared legend, the first column's labels) fill
+    ``width``."""
     gap = 20
-    room = width - (90 if legend else 0) - gap * (columns - 1) - 10
+    room = width - (90 if legend else 0) - (GRID_LABELS_PX if labels else 0) - gap * (columns - 1) - 10
     return int(max(120, min(440, room // max(columns, 1))))
 
 
@@ -480,19 +482,21 @@ def grid_chart(mats: list[np.ndarray], titles: list[str], labels: list[str], *, 
     select = _param(select, ["head"]) if select else None       # one parameter, every panel
     masks = [masked] * len(mats) if masked is None or np.ndim(masked) == 2 else list(masked)
     shared_dom = colour_domain(np.stack(mats), None if masked is None else np.stack(masks), kind) if shared else None
+    last_row = (len(mats) - 1) // columns
     for i, (m, masked, ttl, nm) in enumerate(zip(mats, masks, titles, names)):
         dom = shared_dom or colour_domain(m, masked, kind)
         leg = shared and i == 0                  # one legend for the shared scale
+        sides = ("y" if i % columns == 0 else "") + ("x" if i // columns == last_row else "")   # the outer panels
         if T <= GRID_MARK_LIMIT and S <= GRID_MARK_LIMIT:
             c = cell_chart(m, labels, labels, masked=masked, kind=kind, scale=scale, title=ttl, size=panel,
                            domain=dom, axes=False, legend=leg, top=False, name=nm, select=select,
-                           legend_length=min(240, panel))
+                           legend_length=min(240, panel), label_axes=sides)
         else:
             small, smask, k = block_max(m, masked, GRID_IMAGE_PX)
             c = image_chart(small, masked=smask, kind=kind, scale=scale, title=ttl, size=panel, domain=dom,
                             legend=leg, axes=False, top=False, labels=labels, name=nm, select=select,
                             blocks=GRID_TOOLTIP_BLOCKS, tip_values=m, tip_masked=masked,
-                            legend_length=min(240, panel))
+                            legend_length=min(240, panel), label_axes=sides)
         charts.append(c)
     with warnings.catch_warnings():          # the one click parameter is meant to be shared by every panel
         warnings.filterwarnings("ignore", message="Automatically deduplicated selection parameter")
@@ -570,7 +574,7 @@ def distance_image(dist: np.ndarray, order: list[int], title: str = "", size: in
     top = float(D.max()) if D.size > 1 and D.max() > 0 else 1.0
     idx = np.clip((1 - D / top) * 254 + 0.5, 0, 254).astype(np.uint8)    # similar = bright
     img = Image.frombytes("P", (D.shape[1], D.shape[0]), np.ascontiguousarray(idx).tobytes())
-    img.putpalette(np.concatenate([_lut(_VIRIDIS, 255), np.zeros((1, 3), np.uint8)]).reshape(-1).tolist())
+    img.putpalette(np.concatenate([lut(ANCHORS[SCHEMES["pattern"]], 255), np.zeros((1, 3), np.uint8)]).reshape(-1).tolist())
     buf = io.BytesIO()
     img.save(buf, format="PNG")
     n = D.shape[0]

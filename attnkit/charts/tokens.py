@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..i18n import t
+from .colours import SCHEME_ENDS
 from .heatmaps import LOG_DECADES
 
 __all__ = ["TOKEN_LIMIT", "CHAR_PX", "LINE_PX", "char_columns", "display_token", "wrap_tokens", "token_chart",
@@ -126,8 +127,18 @@ def _group_pieces(group: str, pieces: list[str]) -> str:
     return f"tokens {group}: " + " + ".join(pieces[a: b + 1])
 
 
+#: The token view's colour scheme (its colour words: :data:`attnkit.charts.heatmaps.SCHEME_ENDS`).
+SCHEME = "oranges"
+
+
 def scale_caption(scale: str) -> str:
-    """How the token view's colours follow the weight under ``scale`` (the words match the control)."""
+    """How the token view's colours follow the weight under ``scale`` (the words match the control and the
+    scheme drawn)."""
+    low, high = (str(w) for w in SCHEME_ENDS[SCHEME])
+    return _scale_words(scale) + t(" Low weights are {low}, high ones {high}.", low=low, high=high)
+
+
+def _scale_words(scale: str) -> str:
     if scale == "log":
         return t("Colours: log scale — logarithmic in the weight, from 1/{floor} of the chosen token's largest "
                  "weight (smaller weights take the lowest colour) up to that largest weight (the chosen token itself "
@@ -174,8 +185,8 @@ def _token_base(df: pd.DataFrame, f_expr: str, seen: str, scale: str) -> alt.Cha
 
 def _colour(scale: str, wname: str) -> dict:
     """The boxes' colour: the focus red, tokens it cannot see white, the rest by weight under ``scale``."""
-    vscale = alt.Scale(scheme="oranges", type="log", nice=False) if scale == "log" else \
-        alt.Scale(scheme="oranges", type=scale, zero=True, nice=False)
+    vscale = alt.Scale(scheme=SCHEME, type="log", nice=False) if scale == "log" else \
+        alt.Scale(scheme=SCHEME, type=scale, zero=True, nice=False)
     colour = alt.Color("lshade:Q" if scale == "log" else "shade:Q", title=wname, scale=vscale,
                        legend=alt.Legend(orient="top", direction="horizontal", gradientLength=220, titleOrient="left"))
     return {**colour.to_dict(), "condition": [{"test": "datum.is_focus", "value": FOCUS_COLOR},

@@ -106,7 +106,7 @@ def cli(argv=None) -> int:
     t0 = time.perf_counter()
     s = profile_documents(m.weights, docs, batch=a.batch)
     seconds = time.perf_counter() - t0
-    verdict, why = claim_check(s)
+    verdict, why = claim_check(s, m.config.n_ctx)
     _print_summary(m.name, s, docs, window, seconds, verdict, why)
     out = {"model": m.name, "text_file": a.text_file, "window": window, "documents": info,
            "tokens": int(sum(map(len, docs))), "seconds": round(seconds, 3), "claim": CLAIM,

@@ -23,6 +23,7 @@ import math
 
 import torch
 
+from ...standard import head_name
 from .gpt2 import (AMP, D, E, H, LOGIT, MATCH, N_INNER, OUT, P, POS, PREV, SCR, TOK, V, Head, INDUCTION_METRIC,
                    _eye, _random_ov, _set_heads, config, save, scale_norms)
 
@@ -93,9 +94,14 @@ def parts(gen: torch.Generator) -> tuple[dict, dict]:
     return l0, l1
 
 
+def _names(layout) -> list[dict[str, str]]:
+    """Each layer's {part: head name} of a layout."""
+    return [{part: head_name(l, h) for part, h in lay.items()} for l, lay in enumerate(layout)]
+
+
 def circuit(layout=LAYOUT) -> dict:
     """CIRCUIT.json: the real circuit (as planted-induction's), and the decoys and the negative head stated."""
-    n = [{part: f"L{l}H{h}" for part, h in lay.items()} for l, lay in enumerate(layout)]
+    n = _names(layout)
     prev, ind = n[0]["prev"], n[1]["induction"]
     return {
         "heads": [prev, ind], "roles": {prev: "previous token", ind: "induction"},
@@ -158,7 +164,7 @@ def build_model(layout=LAYOUT, seed: int = SEED):
 def write(folder, layout=LAYOUT, seed: int = SEED):
     """Build and save the model with its tokenizer, CIRCUIT.json and MODEL_CARD.md into ``folder``."""
     c = circuit(layout)
-    n = [{part: f"L{l}H{h}" for part, h in lay.items()} for l, lay in enumerate(layout)]
+    n = _names(layout)
     mech = MECHANISM.format(prev=n[0]["prev"], ind=n[1]["induction"], dprev=n[0]["decoy_prev"],
                             dind=n[1]["decoy_induction"], neg=n[1]["negative"], sp=f"{SOFT_PREV:g}",
                             si=f"{SOFT_IND:g}", neg_scale=f"{NEG:g}")

@@ -9,6 +9,7 @@ import streamlit as st
 from attnkit import entropy as entropy_lib
 from attnkit import app as ui
 from attnkit.app.pages.entropy import runs as entropy_runs
+from attnkit.app.pages.entropy import texts as entropy_texts
 from attnkit.charts import entropy as entropy_charts
 from attnkit.i18n import msg, status_label, t
 from attnkit.standard import head_name
@@ -23,6 +24,7 @@ class Inputs(ui.PageState):
     """The page's inputs (session keys ent_*, URL parameters by field name)."""
 
     prefix = "ent"
+    text: str = entropy_texts.PROMPT     # or a shipped text (attnkit.loading.shipped_texts)
     split: str = SPLITS[0]
     window: int = ui.param(0)            # the model's context
     max_docs: int = 200
@@ -70,30 +72,17 @@ st.markdown(t(
 ))
 
 
-def documents_note(docs: list, info: dict, mode: str, max_docs: int):
-    """One line on the documents measured: how many, how long, what was cut or skipped."""
-    notes = [t("{n} document(s) of 2–{longest} tokens ({total} tokens) from {texts} text(s)", n=len(docs),
-               longest=max(map(len, docs)), total=f"{sum(map(len, docs)):,}", texts=info["texts"])]
-    if mode == "split into windows" and len(docs) + info["short"] + info["left_out"] > info["texts"]:
-        notes.append(t("long texts are used whole, cut into windows (the sidebar's note on dropped tokens "
-                       "concerns the other pages)"))
-    if info["short"]:
-        notes.append(t("{n} text(s)/window(s) under 2 tokens skipped (nothing to attend over)", n=info["short"]))
-    if info["dropped_tokens"]:
-        notes.append(t("{n} tokens beyond the first window not used", n=f"{info['dropped_tokens']:,}"))
-    if info["left_out"]:
-        notes.append(t("{n} more document(s) left out (limit {limit})", n=info["left_out"], limit=max_docs))
-    st.caption(" · ".join(notes) + ".")
-
-
-def verdict(s):
-    """The seed's claim checked: the verdict, its reason, and what the slope measures."""
-    verdict, why = entropy_lib.claim_check(s)
+def verdict(s, current: str):
+    """The seed's claim checked: the verdict, its reason (with what would settle it, as one click), and what the
+    slope measures."""
+    verdict, why = entropy_lib.claim_check(s, cfg.n_ctx)
     st.subheader(t("Does the measurement support it?"))
     icon = {"supported": "✅", "not enough evidence": "➗", "not supported": "❌"}.get(verdict, "❔")
     st.markdown(icon + " " + t("On **{model}** with these {n} document(s): **{verdict}**. {why}",
                                model=ui.plain(ctx.model_name), n=s.n_docs, verdict=status_label(verdict), why=why))
-    if s.T < 64:
+    if verdict == "not enough evidence":
+        entropy_texts.settle(ctx, s, current)
+    elif s.T < 64:
         st.caption(t("Only {n} positions: a short basis for a claim about long contexts — upload a long text (it is "
                      "split into windows of the context) for a firmer answer.", n=s.T))
     st.caption(t("Mind what the slope measures: a random or untrained model attends almost uniformly (slope ≈ 1) "
@@ -239,8 +228,8 @@ def log_length_results(s, s2, base: float, clamp: bool, head_i, log_x: bool):
 
 
 # ----------------------------------------------------------------------------- the page
-texts = ctx.prompts if ctx.all_selected else [ctx.text]
-c1, c2, c3 = st.columns(3)
+c0, c1, c2, c3 = st.columns([1.6, 1.4, 1, 1])
+texts, what = entropy_texts.pick(c0, ctx, state)
 mode = c1.radio(t("Long texts"), SPLITS, key="ent_split", horizontal=True,
                 format_func=lambda o: str(SPLIT_NAMES[o]),
                 help=t("A text longer than the window is cut into consecutive windows (each one a document), "
@@ -256,7 +245,7 @@ if not docs:
                  "itself (weight 1, entropy 0), so there is no spread to look at. Type or upload a longer text."),
                icon="✋")
     ui.stop()
-documents_note(docs, info, mode, max_docs)
+entropy_texts.documents_note(docs, info, what, window, mode == "split into windows", max_docs)
 try:
     s = entropy_runs.summary(ctx, docs, label=t("Measuring attention entropy"))
 except (ValueError, RuntimeError) as e:
@@ -265,8 +254,8 @@ except (ValueError, RuntimeError) as e:
 if s is None:                              # the first measurement is running (progress and Stop above) or stopped
     ui.stop()
 
-meta = ui.meta_for(ctx, documents=s.n_docs, window=window)
-verdict(s)
+meta = ui.meta_for(ctx, documents=s.n_docs, window=window, text=state.text)
+verdict(s, state.text)
 
 # ----------------------------------------------------------------------------- curves
 st.subheader(t("Entropy against context length"))

@@ -46,6 +46,8 @@ class Inputs(ui.PageState):
     win: int = ui.param(32)
     q0: int = ui.param(0)
     k0: int = ui.param(0)
+    why_q: int = ui.param(None)                  # the why panel's query and key (None: not picked): in the link
+    why_k: int = ui.param(None)
 
 
 ctx = ui.page("heatmaps")

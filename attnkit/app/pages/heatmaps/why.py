@@ -30,7 +30,8 @@ __all__ = ["CHART_KEY", "SELECT", "Q_KEY", "K_KEY", "draw_clickable", "panel", "
 
 #: The one-head chart's key and its click selection (fields: the query and key labels of the cell).
 CHART_KEY, SELECT = "hm_cell", "cell"
-#: Session keys of the panel's two boxes, and of its whole-row switch and grouping.
+#: Session keys of the panel's two boxes (the page state's ``why_q``, ``why_k``: a shared link keeps them), and of
+#: its whole-row switch and grouping.
 Q_KEY, K_KEY, ROW_KEY, GROUP_KEY = "hm_why_q", "hm_why_k", "hm_why_row", "hm_why_by"
 #: Heads offered as links on each side (the largest in size).
 LINKS = 4

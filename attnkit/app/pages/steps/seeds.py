@@ -9,25 +9,29 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from attnkit import examples
 from attnkit import steps as head_steps
 from attnkit.app.caches import trace
 from attnkit.app.context import Context
 from attnkit.app.escaping import plain, show_error
 from attnkit.app.navigation import open_page
-from attnkit.app.pages.shared.next_token import decoder, next_token_frame, percent
+from attnkit.app.pages.shared.next_token import next_token_frame, percent, pieces_note, predictions
+from attnkit.app.pages.shared.texts import entropy_inputs
 from attnkit.app.tables import show_table
 from attnkit.app.tokens import show_spaces
-from attnkit.attribution import next_tokens
 from attnkit.charts import steps as step_charts
 from attnkit.i18n import msg, nt, t
-from attnkit.loading import CHINESE_MODEL, SHIPPED
+from attnkit.loading import CHINESE_MODEL, SHIPPED, training_tokens
 from attnkit.standard import head_name
 
-__all__ = ["ZH_CAT", "ZH_FOOD", "ZH_TEXT", "seed_examples", "zh_examples", "zh_model_ready", "open_in_chinese"]
+__all__ = ["ZH_CAT", "ZH_FOOD", "ZH_TEXT", "FOOD_WORDS", "FOOD_CLAIM", "seed_examples", "zh_examples", "zh_model_ready",
+           "open_in_chinese"]
 
 #: The seeds' Chinese sentences: the three-token demo, and the 上海 example (what comes after 吃了?).
 ZH_CAT = "猫坐在垫子上"
 ZH_FOOD = "我昨天在北京吃了烤鸭，今天在上海吃了"
+#: The 上海 example's words, and the one the seed says matters most for what comes after 吃了.
+FOOD_WORDS, FOOD_CLAIM = ("昨天", "北京", "上海"), "上海"
 #: A longer Chinese text for the claims pages (ablations, entropy): the seeds' sentences in a row.
 ZH_TEXT = ("小猫坐在垫子上，猫看着窗外。我昨天在北京吃了烤鸭，今天在上海吃了小笼包。注意力让每个词回头看看上下文："
            "查询、键和值都由可学习的矩阵投影而来，因果掩码盖住未来的词。小猫坐在垫子上，猫看着窗外。")
@@ -53,10 +57,11 @@ _LINKS = (("ablations", msg("V = X: is W_V needed?"), {"kind": "v=x"}),
           ("heatmaps", msg("Multi-head: every head of a layer"), {"view": "All heads of a layer"}))
 
 
-def _links() -> None:
+def _links(ctx: Context) -> None:
     st.markdown("**" + t("The seeds' other claims, on Chinese text with {model}:", model=CHINESE_MODEL) + "**")
     cols = st.columns(3)
     for i, (page, label, inputs) in enumerate(_LINKS):
+        inputs = {**inputs, **entropy_inputs(ctx)} if page == "entropy" else inputs
         cols[i % 3].button(str(label), key=f"st_zh_link{i}", on_click=open_in_chinese,  # internal text: _LINKS
                            args=(page, ZH_CAT if page == "heatmaps" else ZH_TEXT), kwargs=inputs)
 
@@ -65,11 +70,6 @@ def _patterns(ctx: Context, ids: list[int]) -> list:
     """Every layer's pattern [H, T, T] on ``ids`` (the page's cached run of them)."""
     tr = trace(ctx, capture=("pattern",), ids=ids)
     return [tr["pattern", layer][0].double().cpu() for layer in range(ctx.model.config.n_layers)]
-
-
-def _find(tokens: list[str], text: str) -> list[int]:
-    """Positions of the tokens that hold part of ``text``."""
-    return [i for i, tok in enumerate(tokens) if tok.strip() and (tok.strip() in text or text in tok)]
 
 
 def _cat_example(ctx: Context, layer: int) -> None:
@@ -87,15 +87,17 @@ def _cat_example(ctx: Context, layer: int) -> None:
     for h in range(heads.shape[0]):
         cols[h % len(cols)].altair_chart(step_charts.matrix_chart(heads[h], labels, labels, head_name(layer, h),
                                                                   digits=2, size=22), width="content")
-    sit, mat = _find(tokens, "坐"), _find(tokens, "垫子上")
-    if sit and mat:
-        q = mat[-1]
+    found = examples.cat_question(model.token_bytes(ids))
+    if found is not None:
+        q, sit, note = found
+        st.caption(plain(str(note)))
         share = [float(heads[h, q, sit].sum()) for h in range(heads.shape[0])]
         best = max(range(len(share)), key=share.__getitem__)
         st.markdown(t(  # internal text: head names and percentages
             "From the last token of 垫子上 (position {q}), head {head} puts {w} of its attention on 坐 — the most of "
             "layer {layer}'s heads (the others: {others}).", q=q, head=head_name(layer, best), w=percent(share[best]),
-            layer=layer, others=", ".join(percent(s) for h, s in enumerate(share) if h != best) or "—"))
+            layer=layer, others=", ".join(f"{head_name(layer, h)} {percent(v)}" for h, v in enumerate(share)
+                                          if h != best) or "—"))
 
 
 def _food_example(ctx: Context) -> None:
@@ -104,18 +106,21 @@ def _food_example(ctx: Context) -> None:
     tokens = model.token_texts(ids)
     pats = _patterns(ctx, ids)
     st.subheader(t("{sentence} … which words does the last token look at?", sentence=ZH_FOOD))
-    rows = []
-    for word in ("昨天", "北京", "上海"):
-        where = _find(tokens, word)
-        rows.append({t("word"): word, t("positions"): ", ".join(map(str, where)) or "—",
-                     **{t("layer {layer}, mean of heads", layer=layer):
-                        percent(float(p[:, -1, where].sum(-1).mean())) if where else "—"
-                        for layer, p in enumerate(pats)}})
+    readings = examples.last_position_reading(pats, model.token_bytes(ids), FOOD_WORDS)
+    rows = [{t("word"): w, t("positions"): ", ".join(map(str, readings[0].positions[w])) or "—",
+             **{t("layer {layer}, mean of heads", layer=r.layer): percent(r.shares[w]) if r.positions[w] else "—"
+                for r in readings}} for w in FOOD_WORDS]
     show_table(pd.DataFrame(rows), hide_index=True, width="stretch")
-    st.caption(t("The seed says 上海 matters more than 昨天 and 北京 for what comes after 吃了; the table is "
-                 "the attention of the last position on each word (the sum over its tokens), from the model."))
-    preds = next_tokens(model.weights, ids, decoder(model), k=5)
+    st.caption(t("The seed says 上海 matters more than 昨天 and 北京 for what comes after 吃了; the table is the "
+                 "attention of the last position on each word (the sum over the tokens that hold part of it, found "
+                 "by their characters), from the model, in each of its {n} layers.", n=len(readings)))
+    for r in readings:
+        st.caption(plain(str(examples.reading_sentence(r, ids, tokens, FOOD_CLAIM, percent))))
+    preds = predictions(model, ids)
     show_table(next_token_frame(preds), hide_index=True, width="content")
+    pieces_note(preds)
+    st.caption(plain(str(examples.answer_note(model.name, model.config.n_layers, training_tokens(model.name), preds,
+                                              show_spaces(preds[0].shown), percent))))
 
 
 def zh_examples(ctx: Context, layer: int = 0) -> None:
@@ -137,7 +142,7 @@ def zh_examples(ctx: Context, layer: int = 0) -> None:
         _food_example(ctx)
     except Exception as e:                   # never a traceback
         show_error(t("Could not compute the Chinese examples: {error}", error=f"{e.__class__.__name__}: {e}"))
-    _links()
+    _links(ctx)
 
 
 def seed_examples() -> None:

@@ -17,11 +17,14 @@ from attnkit.app.tables import show_table
 from attnkit.calculator import CalculatorError, calculate
 from attnkit.charts import steps as step_charts
 from attnkit.i18n import t
+from attnkit.standard import head_name
 
-__all__ = ["SEED_SCORES", "calculator_frame", "softmax_calculator", "kv_cache", "symmetry"]
+__all__ = ["SEED_SCORES", "KV_TOKENS", "calculator_frame", "softmax_calculator", "kv_cache", "symmetry"]
 
 #: The seed's example scores ("softmax turns 9, 3, −2 into 60 %, 30 %, 10 %" — it does not).
 SEED_SCORES = "9, 3, -2"
+#: Tokens the KV-cache demo generates by default: enough decoding steps for the cache's saving to show in seconds.
+KV_TOKENS = 32
 
 
 def calculator_frame(res) -> pd.DataFrame:
@@ -64,7 +67,7 @@ def kv_cache(ctx: Context, state: PageState) -> None:
                   "the whole sequence. Both must choose the same tokens."))
     room = cfg.n_ctx - 1
     k1, k2, k3 = st.columns(3)
-    state.fit("kv_n", range(1, max(1, min(32, room)) + 1), min(8, room), what=t("Tokens to generate"),
+    state.fit("kv_n", range(1, max(1, min(32, room)) + 1), min(KV_TOKENS, room), what=t("Tokens to generate"),
               because=t("1 to {n} here", n=max(1, min(32, room))))
     n_new = k1.number_input(t("Tokens to generate"), 1, max(1, min(32, room)), key="st_kv_n")
     most = max(1, min(T, cfg.n_ctx - n_new))
@@ -99,11 +102,11 @@ def kv_cache(ctx: Context, state: PageState) -> None:
         st.text(t("generated (cache):") + "    " + repr("".join(ctx.model.token_strs(kv.tokens_cached))))
         st.text(t("generated (no cache):") + " " + repr("".join(ctx.model.token_strs(kv.tokens_full))))
         show_table(kv.summary(), cells=("mode",), hide_index=True, width="stretch",
-                   column_config={"seconds": st.column_config.NumberColumn(format="%.4f"),
-                                  "GFLOP": st.column_config.NumberColumn(format="%.4f")})
+                   column_config={c: st.column_config.NumberColumn(format="%.4f")
+                                  for c in ("seconds, step 0", "seconds, steps 1…", "GFLOP")})
+        st.text(str(kv.timing_note()))
         st.caption(t("GFLOP counts the matrix products (2 per multiply-add): projections, q·kᵀ, weights·v, MLP "
-                     "and the unembedding of every fed position. Seconds are wall-clock on a shared machine and "
-                     "include step 0, which in both modes runs the whole prompt."))
+                     "and the unembedding of every fed position. Seconds are wall-clock on this machine."))
         st.altair_chart(step_charts.kv_rows_chart(kv.steps), width="stretch")
         shown = kv.steps[["step", "predicts position", "fed (cache)", "reused rows", "new rows",
                           "fed (no cache)", "GFLOP (cache)", "GFLOP (no cache)", "seconds (cache)",
@@ -118,18 +121,18 @@ def kv_cache(ctx: Context, state: PageState) -> None:
 @budgeted
 def _symmetry(name: str, device: str, ids: tuple, layer: int, head: int, _weights, _resid) -> dict:
     r = head_steps.xx_vs_qk(_weights, list(ids), layer, head, resid_pre=_resid)
-    return {"xx": r["xx"].cpu(), "qk": r["qk"].cpu(), "xx_stats": r["xx_stats"], "qk_stats": r["qk_stats"]}
+    return {**r, "xx": r["xx"].cpu(), "qk": r["qk"].cpu()}
 
 
 def symmetry(ctx: Context, state: PageState, layer: int, head: int, resid, labels: list[str]) -> None:
-    """x̂·x̂ᵀ (symmetric, heavy diagonal) beside one head's q·kᵀ on this prompt."""
-    ids = ctx.ids
-    T = len(ids)
+    """x̂·x̂ᵀ (symmetric, heavy diagonal) beside one head's q·kᵀ on this prompt, and what their numbers show."""
+    ids, T = ctx.ids, len(ctx.ids)
     st.markdown(t(
         "The seed's argument: scoring with the raw vectors, X·Xᵀ, gives a **symmetric** matrix (t_i·t_j = t_j·t_i, "
         "so 'A looks at B' equals 'B looks at A') with a **heavy diagonal** (a vector is most similar to itself). "
-        "Separate W_Q and W_K break both. Here on this prompt, layer {layer}: x̂·x̂ᵀ (x̂ = ln_1 of the layer input) "
-        "beside head {head}'s q·kᵀ (before scale and mask).", layer=layer, head=head))
+        "Separate W_Q and W_K can break both. Here on this prompt, layer {layer}: x̂·x̂ᵀ (x̂ = ln_1 of the layer input) "
+        "beside head {head}'s q·kᵀ (before scale and mask), and what the numbers show below the table.",
+        layer=layer, head=head))
     with st.spinner(t("Computing x̂·x̂ᵀ and q·kᵀ …")):
         sym = _symmetry(ctx.model_name, ctx.device, tuple(ids), layer, head, ctx.model.weights, resid)
     table = pd.DataFrame([{"matrix": "x̂·x̂ᵀ", **sym["xx_stats"]}, {"matrix": t("q·kᵀ (head {head})", head=head),
@@ -137,18 +140,20 @@ def symmetry(ctx: Context, state: PageState, layer: int, head: int, resid, label
     show_table(table, hide_index=True, width="stretch",
                column_config={"asymmetry": st.column_config.NumberColumn("‖S−Sᵀ‖/‖S‖", format="%.4f"),
                               "diagonal share": st.column_config.NumberColumn(
-                                  t("queries whose top visible key is itself"), format="%.3f"),
-                              "diagonal ratio": st.column_config.NumberColumn(
-                                  t("mean diagonal / mean |off-diagonal|"), format="%.3f"),
+                                  t("queries i ≥ 1 whose top visible key is itself"), format="%.3f"),
+                              "diagonal margin": st.column_config.NumberColumn(
+                                  t("median margin of the own key (std)"), format="%+.2f"),
                               "matrix": st.column_config.TextColumn(t("matrix"))})
-    W = 32
-    start = 0
+    st.text(str(head_steps.symmetry_verdict(sym, head_name(layer, head))))
+    st.caption(t("Query 0 sees only itself, so it is left out of the share. The margin is a query's own score minus "
+                 "its best other visible score, in standard deviations of the visible scores (median over the "
+                 "queries): positive when its own key wins."))
+    W, start = 32, 0
     if T > W:
         state.fit("sym_start", range(0, T - W + 1), 0, what=t("Window start"), because=t("the prompt has {n} tokens", n=T))
         start = st.slider(t("Window start (the matrices are drawn for 32 tokens at a time; the numbers above use "
                             "the whole prompt)"), 0, T - W, key="st_sym_start")
-    win = slice(start, start + W)
-    wl = labels[win]
+    win, wl = slice(start, start + W), labels[start: start + W]
     c = st.columns(2)
     small = min(T, W) <= 10
     c[0].altair_chart(step_charts.matrix_chart(sym["xx"][win, win], wl, wl, t("x̂·x̂ᵀ (symmetric)"), digits=1, text=small,

@@ -41,7 +41,7 @@ if series is None:
     st.error(ui.plain(error), icon="⚠️")
     ui.stop()
 st.caption(ui.plain(t("{n} checkpoints, steps {first}–{last} ({source})", n=len(series), first=series.steps[0],
-                      last=series.steps[-1], source=series.source)))
+                      last=series.steps[-1], source=view.shown_name(series))))
 
 res = view.analysis(ctx, series)
 if res is None:
@@ -57,10 +57,12 @@ heads = sorted(set(res.head_frame("induction")["head"]), key=parse_head)
 state.fit("head", heads, res.default_head(), what=t("Head"), because=t("not a head of this model"),
           basis=series.name)
 state.fit("neighbours", range(0, 4), 1, what=t("Neighbours"), because=t("0 to 3"))
+view.advance(steps)
 left, mid, right = st.columns([3, 1, 1])
 step = left.select_slider(t("Step"), options=steps, key="tr_step")
 head = mid.selectbox(t("Head"), heads, key="tr_head")
 neighbours = right.number_input(t("Neighbours each side"), 0, 3, key="tr_neighbours")
+view.step_controls(steps)
 view.pattern_view(res, step, head, int(neighbours))
 
 st.subheader(t("Open this checkpoint"))
@@ -70,3 +72,4 @@ with st.expander(t("Every checkpoint's numbers")):
     table = res.frame()
     ui.show_table(table.drop(columns=["folder", "name", "k_pair", "cached"]), hide_index=True)
     ui.download_buttons(table, None, stem="training_series", meta={"series": series.name}, key="tr_table")
+view.keep_playing()

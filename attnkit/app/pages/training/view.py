@@ -3,6 +3,8 @@
 reader's language, the pattern slider, and "open this checkpoint" on every other page."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from attnkit import series as series_mod
@@ -19,13 +21,14 @@ from attnkit.app.navigation import PAGES, open_checkpoint
 from attnkit.app.sidebar import ask_to_load
 from attnkit.app.url import confirm_path, link_path_waits
 
-__all__ = ["SLOT", "resolve", "analysis", "curve_titles", "curves", "pattern_view", "open_buttons", "OPEN_ON"]
+__all__ = ["SLOT", "resolve", "shown_name", "analysis", "curve_titles", "curves", "pattern_view", "open_buttons",
+           "OPEN_ON", "PLAY_S", "PLAYING", "step_controls", "advance", "keep_playing"]
 
 #: The page's job slot, and the session key of its series box.
 SLOT = "tr_analysis"
 KEY = "tr_series"
-#: The pages a checkpoint opens on (every page but Home and this one).
-OPEN_ON = tuple(p.key for p in PAGES if p.key not in ("home", "training"))
+#: The pages a checkpoint opens on (every page that runs on a model but Home and this one).
+OPEN_ON = tuple(p.key for p in PAGES if p.uses_model and p.key not in ("home", "training"))
 
 
 def _ignore_link_folder() -> None:
@@ -49,6 +52,12 @@ def resolve(spec: str) -> tuple[series_mod.Series | None, str | None]:
     except (LoadError, OSError) as e:
         return None, str(e)
     return s, None
+
+
+def shown_name(s: series_mod.Series) -> str:
+    """The series as the page names it: a shipped or hub series by its name, a local folder by its own name (not
+    the path on this machine)."""
+    return Path(s.source).name if Path(s.source).is_dir() and s.name not in series_mod.SHIPPED_SERIES else s.name
 
 
 def analysis(ctx: Context, s: series_mod.Series) -> training.SeriesResult | None:
@@ -111,3 +120,73 @@ def open_buttons(res: training.SeriesResult, step: int, head: str) -> None:
         inputs = {"view": "One head", "layer": layer, "head": h} if key == "heatmaps" else {}
         col.button(t("Open on {page}", page=spec.title), icon=spec.icon, key=f"tr_open_{key}",
                    on_click=open_checkpoint, args=(key, c.name), kwargs=inputs, width="stretch")
+
+
+# ----------------------------------------------------------------------------- stepping and playing
+
+#: Seconds between two checkpoints while playing; the session key that says it plays.
+PLAY_S, PLAYING = 1.5, "tr_playing"
+STEP_KEY = "tr_step"
+
+
+def _go(steps: list[int], where: str) -> None:
+    """A button's callback: the first, previous, next or last checkpoint (playing stops)."""
+    ss = st.session_state
+    k = steps.index(ss[STEP_KEY]) if ss.get(STEP_KEY) in steps else len(steps) - 1
+    k = {"first": 0, "prev": max(0, k - 1), "next": min(len(steps) - 1, k + 1), "last": len(steps) - 1}[where]
+    ss.update({STEP_KEY: steps[k], PLAYING: False})
+
+
+def _toggle(steps: list[int]) -> None:
+    """Play or pause; playing from the last checkpoint starts again at the first."""
+    ss = st.session_state
+    if not ss.get(PLAYING) and ss.get(STEP_KEY) == steps[-1]:
+        ss[STEP_KEY] = steps[0]
+    ss[PLAYING] = not ss.get(PLAYING, False)
+
+
+def step_controls(steps: list[int]) -> None:
+    """First, previous, play/pause, next and last: the pattern slider stepped through the checkpoints, or played
+    (one checkpoint every PLAY_S seconds, stopping at the last)."""
+    playing = st.session_state.get(PLAYING, False)
+    cols = st.columns([1, 1, 2, 1, 1, 6])
+    for col, (where, icon, tip) in zip(cols[:2], (("first", "⏮", t("First checkpoint")),
+                                                  ("prev", "◀", t("Previous checkpoint")))):
+        col.button(icon, key=f"tr_{where}", on_click=_go, args=(steps, where), help=tip)  # internal text: above
+    cols[2].button(t("⏸ Pause") if playing else t("▶ Play"), key="tr_play", on_click=_toggle, args=(steps,),
+                   help=t("Show the checkpoints one after another, one every {s} s.", s=PLAY_S))
+    for col, (where, icon, tip) in zip(cols[3:5], (("next", "▶", t("Next checkpoint")),
+                                                   ("last", "⏭", t("Last checkpoint")))):
+        col.button(icon, key=f"tr_{where}", on_click=_go, args=(steps, where), help=tip)  # internal text: above
+
+
+def advance(steps: list[int]) -> None:
+    """While playing, each run of the page shows the next checkpoint (called before the slider is drawn); at the last
+    one playing stops."""
+    ss = st.session_state
+    if not ss.get(PLAYING):
+        return
+    k = steps.index(ss[STEP_KEY]) if ss.get(STEP_KEY) in steps else -1
+    ss[STEP_KEY] = steps[min(k + 1, len(steps) - 1)]
+    if ss[STEP_KEY] == steps[-1]:
+        ss[PLAYING] = False
+
+
+def keep_playing() -> None:
+    """While playing: a timer that reruns the whole page every PLAY_S seconds (the link and the Open buttons follow
+    the step shown). An empty fragment with ``run_every``: its run inside the page's run only notes that run; its
+    own timed run asks for the page's next run."""
+    ss = st.session_state
+    ss[_RUN] = ss.get(_RUN, 0) + 1
+    if ss.get(PLAYING):
+        st.fragment(_tick, run_every=PLAY_S)()
+
+
+_RUN, _SEEN = "_tr_run", "_tr_tick_seen"
+
+
+def _tick() -> None:
+    ss = st.session_state
+    if ss.get(_SEEN) == ss.get(_RUN):           # the timer's own run: no page run since the last tick
+        st.rerun(scope="app")
+    ss[_SEEN] = ss.get(_RUN)
