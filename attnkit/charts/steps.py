@@ -144,9 +144,9 @@ def visible_header(query: int, T: int, window: int | None) -> str:
 def mask_formula(query: int, window: int | None) -> str:
     """M_j, the mask row of query ``query``, as a formula."""
     if window is None:
-        return f"M_j = 0 for j ≤ {query}, −∞ for j > {query}"
-    return (f"M_j = 0 for {max(0, query - window + 1)} ≤ j ≤ {query}, M_j = −∞ for j > query or j ≤ query − w "
-            f"(j > {query} or j ≤ {query - window}, w = {window})")
+        return t("M_j = 0 for j ≤ {q}, −∞ for j > {q}", q=query)
+    return t("M_j = 0 for {lo} ≤ j ≤ {q}, M_j = −∞ for j > query or j ≤ query − w (j > {q} or j ≤ {out}, w = {w})",
+             lo=max(0, query - window + 1), q=query, out=query - window, w=window)
 
 
 def mask_row_caption(query: int, T: int, window: int | None) -> str:

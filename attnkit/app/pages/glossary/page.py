@@ -16,4 +16,4 @@ ui.show_table(pd.DataFrame({
     names[first]: [getattr(term, first) for term in GLOSSARY],
     names[second]: [getattr(term, second) for term in GLOSSARY],
     t("Definition"): [str(term.definition) for term in GLOSSARY],
-}), hide_index=True, width="stretch", height=36 * (len(GLOSSARY) + 1) + 3)
+}), hide_index=True, wrap=True)                 # long definitions wrap: none is cut at the column's edge

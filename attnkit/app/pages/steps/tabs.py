@@ -16,7 +16,7 @@ from attnkit.app.state import PageState
 from attnkit.app.tables import show_table
 from attnkit.calculator import CalculatorError, calculate
 from attnkit.charts import steps as step_charts
-from attnkit.i18n import t
+from attnkit.i18n import punctuation, t
 
 __all__ = ["SEED_SCORES", "calculator_frame", "softmax_calculator", "kv_cache", "symmetry"]
 
@@ -91,7 +91,7 @@ def kv_cache(ctx: Context, state: PageState) -> None:
         kv = stored[1]
         if kv.tokens_match:
             rows = ("" if kv.max_kv_diff != kv.max_kv_diff else
-                    "; " + t("cached K/V rows equal a fresh full run within {d}", d=f"{kv.max_kv_diff:.1e}"))
+                    punctuation("; ") + t("cached K/V rows equal a fresh full run within {d}", d=f"{kv.max_kv_diff:.1e}"))
             st.success(t("Same {n} tokens with and without the cache (largest next-token logit difference {d}{rows}).",
                          n=n_new, d=f"{kv.max_logit_diff:.1e}", rows=rows), icon="✅")
         else:
