@@ -89,3 +89,23 @@ def test_english_prompt_shows_no_cjk_notice():
     at = apptest("home", text="The cat sat on the mat.", ak_model="attnkit-tiny").run()
     assert not at.exception
     assert not [w for w in at.sidebar.warning if cjk.CHINESE_MODEL in w.value]
+
+
+def test_the_chinese_model_starts_on_chinese_text_and_chinese_pairs():
+    """Issue 44: the default prompt and the pair examples stayed English on attnkit-tiny-zh. The prompt a session
+    starts with follows the model's language, an untouched default follows a model change, typed text is kept;
+    Head effects opens on the Chinese model's own (solved) Chinese pair."""
+    from attnkit import examples
+    from attnkit.app.context import DEFAULT_PROMPT, DEFAULT_PROMPTS
+
+    zh_default = DEFAULT_PROMPTS[cjk.CHINESE_MODEL]
+    at = apptest("home", ak_model=cjk.CHINESE_MODEL).run()
+    assert not at.exception and at.session_state["ak_text"] == zh_default
+    at.selectbox(key="ak_model").set_value("attnkit-tiny").run()
+    assert at.session_state["ak_text"] == DEFAULT_PROMPT                # the untouched default follows the model
+    at.session_state["ak_text"] = "The cat sat on the mat."
+    at.selectbox(key="ak_model").set_value(cjk.CHINESE_MODEL).run()
+    assert at.session_state["ak_text"] == "The cat sat on the mat."     # typed text is the user's
+    he = apptest("effects", ak_model=cjk.CHINESE_MODEL, **{SESSION_KEY: "zh"}).run()
+    assert not he.exception and he.selectbox(key="he_example").value == next(iter(examples.CHINESE_EXAMPLES))
+    assert not [w.value for w in he.warning if "没有解出" in w.value]
