@@ -2,7 +2,6 @@
 :mod:`attnkit.ablations` (a :class:`Metric` names its series), never label strings."""
 from __future__ import annotations
 
-import json
 import math
 
 import altair as alt
@@ -33,6 +32,8 @@ def layer_metric_chart(df: pd.DataFrame, metric) -> alt.Chart:
     data = df.dropna(subset=["value"])
     if metric.log:
         data = data[data["value"] > 0]
+    runs = [t("baseline"), t("ablated")]                      # the runs in the reader's language
+    data = data.assign(run=data["run"].map(dict(zip(_RUNS, runs))))
     # the metric's name as the chart's title, wrapped to the narrow column by its drawn width (a CJK character
     # is two columns), not as an axis title longer than the axis, which the chart would cut off
     name = str(metric.title) + (" " + t("(log scale)") if metric.log else "")
@@ -41,22 +42,15 @@ def layer_metric_chart(df: pd.DataFrame, metric) -> alt.Chart:
     layers = [str(l) for l in sorted(data["layer"].unique())]
     return mark.encode(
         x=alt.X("layer:O", axis=discrete_axis(t("layer"), layers, 40)),
-        xOffset=alt.XOffset("run:N", sort=_RUNS),
+        xOffset=alt.XOffset("run:N", sort=runs),
         y=alt.Y("value:Q", title=None,
                 scale=alt.Scale(type="log") if metric.log else alt.Undefined),
-        color=alt.Color("run:N", sort=_RUNS, scale=alt.Scale(domain=_RUNS, range=_RUN_COLOURS), title=t("run"),
-                        legend=alt.Legend(labelExpr=_run_labels())),
+        color=alt.Color("run:N", sort=runs, scale=alt.Scale(domain=runs, range=_RUN_COLOURS), title=t("run")),
         opacity=alt.condition("datum['in scope']", alt.value(1.0), alt.value(0.35)),
         tooltip=[alt.Tooltip("layer:O", title=t("layer")), alt.Tooltip("run:N", title=t("run")),
                  alt.Tooltip("value:Q", format=".4g", title=t("value")),
                  alt.Tooltip("in scope:N", title=t("in scope"))],
     ).properties(height=260)
-
-
-def _run_labels() -> str:
-    """A Vega expression showing the runs (data values "baseline"/"ablated") in the reader's language."""
-    return (f"datum.label == 'baseline' ? {json.dumps(t('baseline'))} : "
-            f"datum.label == 'ablated' ? {json.dumps(t('ablated'))} : datum.label")
 
 
 def _effect_cols(e) -> dict:
