@@ -5,6 +5,7 @@ is saved as a 1280×800 screenshot under artifacts/screenshots/zh/ for a person 
 import pytest
 
 from attnkit.app.navigation import PAGES
+from attnkit.glossary import GLOSSARY
 from attnkit.i18n import language
 from browser import SCREENSHOTS, act, chromium, need_browser, open_page, screenshot, streamlit_server, track_runs
 from helpers import make_checkpoint
@@ -20,11 +21,15 @@ CHART_TEXT = ("() => [...document.querySelectorAll(\"[data-testid='stVegaLiteCha
               ".map(t => t.textContent)")
 
 
-def _example_words() -> list[str]:
-    """The pair examples' prompts and answers (Head effects and Circuits run them): model input, allowed."""
+def _example_texts() -> list[str]:
+    """The pair examples' prompts (Head effects and Circuits run them): model input, allowed where shown whole."""
     from attnkit import examples
 
-    return [w for ex in examples.EXAMPLES.values() for v in ex.values() for w in v.split()]
+    return [v for ex in examples.EXAMPLES.values() for v in (ex["clean"], ex["corrupt"])]
+
+
+#: The Glossary's English column: each term in English beside its Chinese, on purpose.
+ENGLISH_TERMS = [term.en for term in GLOSSARY]
 
 
 def _shown(page) -> list[str]:
@@ -49,7 +54,7 @@ def test_every_page_in_zh_has_no_untranslated_english_and_is_screenshotted(tmp_p
             for i in range(1, tabs.count()):            # every tab's text and charts
                 act(page, lambda: tabs.nth(i).click(), 180_000)
                 shown += _shown(page)
-            found[spec.key] = untranslated(shown, allow=[str(model), *_example_words()])
+            found[spec.key] = untranslated(shown, allow=[str(model), *_example_texts(), *ENGLISH_TERMS])
             screenshot(page, spec.key, folder=SCREENSHOTS / "zh", full_page=False)
     assert all("lang=zh" in u for u in links.values()), links
     assert (SCREENSHOTS / "zh" / "home.png").exists()

@@ -76,14 +76,18 @@ def _offline_notice(notice: str):
         st.text(notice)
 
 
+def _start_prompt(model_name) -> None:
+    """The prompt starts as the model's default (:func:`~attnkit.app.context.default_prompt`: Chinese on the
+    Chinese model), and an untouched default follows the model when it changes; typed text is kept."""
+    if st.session_state.get("ak_text") in (None, DEFAULT_PROMPT, *DEFAULT_PROMPTS.values()):
+        st.session_state["ak_text"] = default_prompt(model_name)
+
+
 def _read_prompts(model_name) -> tuple[list[str] | None, int | None, list[str]]:
-    """(prompts, chosen index or None for all, warnings); prompts None when there is nothing valid. The prompt
-    starts as the model's default (:func:`~attnkit.app.context.default_prompt`: Chinese on the Chinese model), and
-    an untouched default follows the model when it changes; typed text is kept."""
+    """(prompts, chosen index or None for all, warnings); prompts None when there is nothing valid."""
     source = st.radio(t("Prompt"), list(_SOURCES), key="ak_source", horizontal=True, format_func=lambda o: str(_SOURCES[o]))
     if source == "Type":
-        if st.session_state.get("ak_text") in (None, DEFAULT_PROMPT, *DEFAULT_PROMPTS.values()):
-            st.session_state["ak_text"] = default_prompt(model_name)
+        _start_prompt(model_name)
         fixed, note = prompt_lib.replace_surrogates(st.session_state["ak_text"])   # before the widget: it cannot hold them
         if note:
             st.session_state["ak_text"] = fixed

@@ -10,7 +10,7 @@ from attnkit import entropy as entropy_lib
 from attnkit import app as ui
 from attnkit.app.pages.entropy import runs as entropy_runs
 from attnkit.charts import entropy as entropy_charts
-from attnkit.i18n import msg, status_label, t
+from attnkit.i18n import msg, punctuation, status_label, t
 from attnkit.standard import head_name
 
 SPLITS = ["split into windows", "first window only"]
@@ -83,7 +83,7 @@ def documents_note(docs: list, info: dict, mode: str, max_docs: int):
         notes.append(t("{n} tokens beyond the first window not used", n=f"{info['dropped_tokens']:,}"))
     if info["left_out"]:
         notes.append(t("{n} more document(s) left out (limit {limit})", n=info["left_out"], limit=max_docs))
-    st.caption(" · ".join(notes) + ".")
+    st.caption(" · ".join(notes) + punctuation(".", notes[-1]))
 
 
 def verdict(s):
