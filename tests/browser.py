@@ -345,11 +345,13 @@ _LAYOUT_JS = r"""(tol) => {
                 if (role !== "axis" && t.textContent.endsWith("…"))
                     out.push(`'${t.textContent.slice(0, 40)}' (${role}) of chart '${title.slice(0, 60)}' is shortened`);
             }
-            // labels Vega hid because they overlapped (opacity 0): the axis shows fewer labels than it has
-            let hidden = 0;
-            for (const t of svg.querySelectorAll(".role-axis-label text"))
-                if (t.getAttribute("opacity") === "0" || getComputedStyle(t).opacity === "0") hidden++;
-            if (hidden) out.push(`${hidden} axis label(s) of chart '${title.slice(0, 60)}' hidden by Vega`);
+            // category labels (tokens, heads, parts) Vega hid because they overlapped (opacity 0): the axis shows
+            // fewer categories than it has (a numeric axis thinning its ticks is fine)
+            const hiddenLabels = [...svg.querySelectorAll(".role-axis-label text")].filter(t =>
+                (t.getAttribute("opacity") === "0" || getComputedStyle(t).opacity === "0")
+                && !/^[−+-]?[\d.,]+(e[−+-]?\d+)?%?$/.test(t.textContent.trim()));
+            if (hiddenLabels.length) out.push(`${hiddenLabels.length} axis label(s) of chart '${title.slice(0, 60)}' `
+                + `hidden by Vega: ${hiddenLabels.slice(0, 3).map(t => t.textContent).join(", ")}`);
         }
     }
     return out;

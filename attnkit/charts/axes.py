@@ -94,7 +94,7 @@ def _number_format(values: list[float], scale: str, signed: bool) -> str:
         return "~g"
     span = max(values) - min(values) if len(values) > 1 else abs(values[0]) or 1.0
     digits = int(min(4, max(0, 1 - math.floor(math.log10(span / max(len(values) - 1, 1))))))
-    return ("+" if signed else "") + f".{digits}f"
+    return ("+" if signed else "") + f".{digits}~f"           # trailing zeros trimmed: 0, 0.5, 1
 
 
 def colour_legend(title, domain=None, *, scale: str = "linear", n: int = 5, orient: str = "right",
@@ -111,7 +111,8 @@ def colour_legend(title, domain=None, *, scale: str = "linear", n: int = 5, orie
                 columnPadding=2, labelOffset=4, titleLimit=0, labelLimit=0, orient=orient)
     across = orient in ("top", "bottom")
     if across:
-        opts |= {"direction": "horizontal", "titleOrient": "left", "columns": len(vals) if vals else 8}
+        opts |= {"direction": "horizontal", "titleOrient": "left" if orient == "top" else "top",
+                 "columns": len(vals) if vals else 8}
     if vals is not None:
         opts["format"] = fmt or _number_format(vals, scale, min(vals) < 0 < max(vals))
         opts["values"] = vals if across else vals[::-1]        # the high end on top, as on a colour bar

@@ -148,7 +148,7 @@ def seed_examples() -> None:
     cols = st.columns(4)
     for col, (key, title, value) in zip(cols, (("scores", t("scores"), t("score")), ("mask", t("M (causal mask)"), "M"),
                                                ("masked", t("scores + M"), "s + M"),
-                                               ("pattern", "softmax(scores + M)", t("weight")))):
+                                               ("pattern", t("softmax(scores + M)"), t("weight")))):
         col.altair_chart(step_charts.matrix_chart(ex[key], title=title, digits=3, value_title=value, legend="bottom"),
                          width="content")
     st.caption(t("Row sums of the softmax: {sums}. The seed's rounded values: {seed}.",
