@@ -90,11 +90,15 @@ def legend_values(domain, n: int = 5, scale: str = "linear") -> list[float]:
 
 
 def _number_format(values: list[float], scale: str, signed: bool) -> str:
+    """A d3 number format for legend values: the fewest decimals that show each value to within 5 % of the step
+    between them (trailing zeros trimmed: 0, 0.5, 1; 1, 2.5, 4); two significant digits on a log scale."""
     if scale == "log":
-        return "~g"
-    span = max(values) - min(values) if len(values) > 1 else abs(values[0]) or 1.0
-    digits = int(min(4, max(0, 1 - math.floor(math.log10(span / max(len(values) - 1, 1))))))
-    return ("+" if signed else "") + f".{digits}~f"           # trailing zeros trimmed: 0, 0.5, 1
+        return ".2~g"
+    step = (max(values) - min(values)) / (len(values) - 1) if len(values) > 1 else abs(values[0]) or 1.0
+    digits = max(0, -math.floor(math.log10(step)))
+    while digits < 6 and any(abs(round(v, digits) - v) > 0.05 * step for v in values):
+        digits += 1
+    return ("+" if signed else "") + f".{digits}~f"
 
 
 def colour_legend(title, domain=None, *, scale: str = "linear", n: int = 5, orient: str = "right",

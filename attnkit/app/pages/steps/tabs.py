@@ -63,7 +63,7 @@ def kv_cache(ctx: Context, state: PageState) -> None:
                   "and reuses the keys and values of every earlier position; without it each step recomputes "
                   "the whole sequence. Both must choose the same tokens."))
     room = cfg.n_ctx - 1
-    k1, k2, k3 = st.columns(3)
+    k1, k2, k3 = st.columns([1, 1, 1.6])            # the checkbox's label needs the room
     state.fit("kv_n", range(1, max(1, min(32, room)) + 1), min(8, room), what=t("Tokens to generate"),
               because=t("1 to {n} here", n=max(1, min(32, room))))
     n_new = k1.number_input(t("Tokens to generate"), 1, max(1, min(32, room)), key="st_kv_n")
@@ -151,7 +151,7 @@ def symmetry(ctx: Context, state: PageState, layer: int, head: int, resid, label
     wl = labels[win]
     c = st.columns(2)
     small = min(T, W) <= 10
-    cell = max(8, min(18, 250 // len(wl)))          # two matrices side by side in half the page each
+    cell = max(8, min(18, 220 // len(wl)))          # two matrices, their labels and legends in half the page each
     c[0].altair_chart(step_charts.matrix_chart(sym["xx"][win, win], wl, wl, t("x̂·x̂ᵀ (symmetric)"), digits=1, text=small,
                                      diverging=True, size=cell, value_title="x̂·x̂ᵀ"), width="content")
     c[1].altair_chart(step_charts.matrix_chart(sym["qk"][win, win], wl, wl, t("q·kᵀ, head {head} (asymmetric)", head=head), digits=1,
