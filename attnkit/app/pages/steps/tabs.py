@@ -151,7 +151,7 @@ def symmetry(ctx: Context, state: PageState, layer: int, head: int, resid, label
     wl = labels[win]
     c = st.columns(2)
     small = min(T, W) <= 10
-    cell = max(8, min(18, 220 // len(wl)))          # two matrices, their labels and legends in half the page each
+    cell = max(6, min(18, 200 // len(wl)))          # two matrices, their labels and legends in half the page each
     c[0].altair_chart(step_charts.matrix_chart(sym["xx"][win, win], wl, wl, t("x̂·x̂ᵀ (symmetric)"), digits=1, text=small,
                                      diverging=True, size=cell, value_title="x̂·x̂ᵀ"), width="content")
     c[1].altair_chart(step_charts.matrix_chart(sym["qk"][win, win], wl, wl, t("q·kᵀ, head {head} (asymmetric)", head=head), digits=1,
