@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import json
 import pkgutil
 import re
 from types import SimpleNamespace
