@@ -22,13 +22,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import calibration
-from .loading import PLANTED_MODELS, SHIPPED
+from .loading import CHINESE_MODEL, PLANTED_MODELS, SHIPPED
 from .patching import Pair, PatchError, logit_diffs, make_pair, two_token_weights
 from .i18n import Message, join, msg
 from .model import run
 from .pieces import word_positions
 
-__all__ = ["EXAMPLES", "MODEL_EXAMPLES", "MARGIN", "PREFERRED", "CIRCUITS_PREFERRED", "FIELDS", "Check", "check_pair",
+__all__ = ["EXAMPLES", "CHINESE_EXAMPLES", "MODEL_EXAMPLES", "MARGIN", "PREFERRED", "CIRCUITS_PREFERRED", "FIELDS", "Check",
+           "check_pair",
            "check_examples", "examples_for", "texts", "pick_default", "LayerReading", "last_position_reading",
            "reading_sentence", "answer_note", "cat_question"]
 
@@ -80,8 +81,20 @@ def _planted_examples() -> dict[str, dict[str, dict]]:
     return out
 
 
+#: The Chinese model's own pairs (it was trained on Debian's Chinese package text): a repeated phrase whose copied
+#: word changes, as "A repeated phrase" in English. attnkit-tiny-zh solves both (tests/test_examples.py); the
+#: words are single tokens of its tokenizer. The English pairs are still offered after them.
+CHINESE_EXAMPLES = {
+    msg("A repeated phrase: software package and kernel"): dict(
+        clean="安装软件包和内核源码。安装软件包和内核", corrupt="安装软件包和内核文件。安装软件包和内核",
+        answer="源码", distractor="文件"),
+    msg("A repeated phrase: system log and kernel"): dict(
+        clean="查看系统日志和内核源码。查看系统日志和内核", corrupt="查看系统日志和内核文件。查看系统日志和内核",
+        answer="源码", distractor="文件"),
+}
+
 #: Examples for one model only (by short name), offered before :data:`EXAMPLES` on that model.
-MODEL_EXAMPLES = _planted_examples()
+MODEL_EXAMPLES = _planted_examples() | {CHINESE_MODEL: CHINESE_EXAMPLES}
 
 #: The example offered first for a model (by name); a model not listed gets the first solved one.
 PREFERRED = {"attnkit-tiny": "A repeated phrase", "gpt2": "Indirect object, names swapped",

@@ -23,7 +23,8 @@ from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["LANGUAGES", "DEFAULT", "DOMAIN", "LOCALE_DIR", "LanguageError", "Message", "Joined", "join", "msg", "nmsg", "t", "nt",
+__all__ = ["LANGUAGES", "DEFAULT", "DOMAIN", "LOCALE_DIR", "LanguageError", "Message", "Joined", "join", "punctuation",
+           "msg", "nmsg", "t", "nt",
            "STATUS_LABELS", "status_label", "current", "set_language", "reset_language", "language", "parse_language", "translator", "render"]
 
 #: The interface languages: code -> its own name (what the switch shows).
@@ -142,8 +143,35 @@ def _format(cat, id: str, args: dict, plural, n, lang: str) -> str:
     return text.format(**values) if values else text
 
 
+#: Punctuation joined in code, as Chinese writes it: the full-width mark and no space after it.
+_ZH_MARKS = {";": "；", ",": "，", ".": "。", ":": "：", "!": "！", "?": "？"}
+_ZH_END = tuple("。；，：！？）」』】")
+
+
+def _is_cjk(ch: str) -> bool:
+    return "\u2e80" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" or "\uff00" <= ch <= "\uffef" or ch in "。；，：！？）"
+
+
+def punctuation(mark: str, before: str = "", lang: str | None = None) -> str:
+    """``mark`` (a separator such as "; ", ", ", a sentence's ". ", or a space) as ``lang`` writes it after the
+    text ``before``: in Chinese the full-width mark with no space ("；", "，", "。"), nothing after a sentence
+    that already ended ("。" then "."), and no space between two Chinese sentences (a space after Latin text
+    stays); unchanged in English. Code that joins clauses with punctuation uses this (or :func:`join`)."""
+    lang = current() if lang is None else parse_language(lang)
+    core = mark.strip()
+    tail = before.rstrip()
+    if lang != "zh" or (core and core not in _ZH_MARKS):
+        return mark
+    if not core:                                       # a space: none between two Chinese sentences
+        return "" if tail and _is_cjk(tail[-1]) else mark
+    if tail.endswith(_ZH_END) and core in ".;":         # the sentence has ended already
+        return ""
+    return _ZH_MARKS[core]
+
+
 class Joined(Message):
-    """Messages (or plain strings: numbers, names) shown one after another, each in the same language."""
+    """Messages (or plain strings: numbers, names) shown one after another, each in the same language; the
+    separator, and any part that is only punctuation, as that language writes it (:func:`punctuation`)."""
 
     parts: tuple
     sep: str
@@ -156,7 +184,15 @@ class Joined(Message):
 
     def render(self, lang: str | None = None) -> str:
         lang = current() if lang is None else parse_language(lang)
-        return self.sep.join(_value(p, lang) for p in self.parts)
+        out = ""
+        for i, p in enumerate(self.parts):
+            text = _value(p, lang)
+            if i:
+                out += punctuation(self.sep, out, lang) if self.sep else ""
+            if not isinstance(p, Message) and isinstance(text, str) and not text.strip(" .;,:!?"):
+                text = punctuation(text, out, lang)          # "; ", "." or " " joined in code
+            out += text
+        return out
 
     def __repr__(self) -> str:
         return f"Joined({self.parts!r})"

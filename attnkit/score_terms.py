@@ -442,9 +442,11 @@ def _carries(part: str):
 
 
 def explain(st: ScoreTerms, tokens: list[str] | None = None) -> Message:
-    """One plain-text sentence from the real numbers: the key part that matters most (summed over the query
-    side), the query part reading it most, and the single largest term. Not Markdown: show it as text. A
-    :class:`~attnkit.i18n.Message`: English as a str, shown in the session's language.
+    """One plain-text sentence from the real numbers: the key part that matters most (its key-side total: summed
+    over the query parts), the query part reading it most and that one term (query part × key part). Each number
+    is named by what it is — a side total or a single term — the same words as the "why" panel's head buttons
+    (side totals). Not Markdown: show it as text. A :class:`~attnkit.i18n.Message`: English as a str, shown in
+    the session's language.
 
     A single score reads "towards" or "away from" by the sign of that key part (it raises or lowers the
     score); a contrast (``against``) reads by the sign of the difference itself: which key wins, by how much,
@@ -456,18 +458,18 @@ def explain(st: ScoreTerms, tokens: list[str] | None = None) -> Message:
     qpart, qval = _side_top(col)
     common = dict(head=st.head, query=tok(st.query), kpart=_carries(kpart), kval=f"{kval:+.3f}",
                   score=f"{st.score:+.3f}", qpart=_carries(qpart), qval=f"{qval:+.3f}", n=st.values.size,
-                  total=f"{st.total:+.4f}")
+                  total=f"{st.total:+.4f}", term=f"{qpart} × {kpart}")
     if st.against is not None:
         wins, loses = (st.key, st.against) if st.score >= 0 else (st.against, st.key)
         return msg("From {query}, {head} scores {wins} above {loses} (score_{query_pos},{key_pos} − "
                    "score_{query_pos},{against_pos} = {score}) above all because {kpart} differs between the two "
-                   "keys ({kval} of the difference), read most by the query's {qpart} ({qval}); the sum of all {n} "
-                   "terms is {total}.", wins=tok(wins), loses=tok(loses), query_pos=st.query, key_pos=st.key,
-                   against_pos=st.against, **common)
+                   "keys (key side total {kval} of the difference), read most by the query's {qpart} (the single "
+                   "term {term} = {qval}); the sum of all {n} terms is {total}.", wins=tok(wins), loses=tok(loses),
+                   query_pos=st.query, key_pos=st.key, against_pos=st.against, **common)
     goes = msg("towards") if kval >= 0 else msg("away from")
-    return msg("{head} attends from {query} {goes} {key} above all because its key carries {kpart} "
-               "({kval} of the score {score}), read most by the query's {qpart} ({qval}); the sum of all {n} terms "
-               "is {total}.", goes=goes, key=tok(st.key), **common)
+    return msg("{head} attends from {query} {goes} {key} above all because its key carries {kpart} (key side total "
+               "{kval} of the score {score}), read most by the query's {qpart} (the single term {term} = {qval}); the "
+               "sum of all {n} terms is {total}.", goes=goes, key=tok(st.key), **common)
 
 
 # ----------------------------------------------------------------------------- layer 0: the seeds' X·Xᵀ

@@ -346,7 +346,18 @@ _LAYOUT_JS = r"""(tol) => {
                 const role = [...t.closest(".role-legend, .role-title, .role-axis").classList]
                     .find(c => c.startsWith("role-")).slice(5);
                 if (cut > 2 * tol) out.push(`'${t.textContent.slice(0, 30)}' (${role}) of chart '${title.slice(0, 60)}' is cut off by ${Math.round(cut)} px`);
+                // a title or a legend's text Vega shortened to its limit ("…"): an axis label may be (its tooltip
+                // has it whole), a title or a legend entry may not
+                if (role !== "axis" && t.textContent.endsWith("…"))
+                    out.push(`'${t.textContent.slice(0, 40)}' (${role}) of chart '${title.slice(0, 60)}' is shortened`);
             }
+            // category labels (tokens, heads, parts) Vega hid because they overlapped (opacity 0): the axis shows
+            // fewer categories than it has (a numeric axis thinning its ticks is fine)
+            const hiddenLabels = [...svg.querySelectorAll(".role-axis-label text")].filter(t =>
+                (t.getAttribute("opacity") === "0" || getComputedStyle(t).opacity === "0")
+                && !/^[−+-]?[\d.,]+(e[−+-]?\d+)?%?$/.test(t.textContent.trim()));
+            if (hiddenLabels.length) out.push(`${hiddenLabels.length} axis label(s) of chart '${title.slice(0, 60)}' `
+                + `hidden by Vega: ${hiddenLabels.slice(0, 3).map(t => t.textContent).join(", ")}`);
         }
     }
     return out;

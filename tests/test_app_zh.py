@@ -10,7 +10,7 @@ from attnkit.app.navigation import PAGES
 from helpers import apptest
 from markdown_shown import literal_markdown
 from test_learner_pages import MODEL_INPUT
-from untranslated import apptest_texts, untranslated
+from untranslated import apptest_texts, chart_texts, untranslated
 
 ZH_PROMPT = "猫坐在垫子上。猫坐在垫子上。"
 
@@ -23,11 +23,13 @@ def _run_zh(page, model_dir, **state):
 
 @pytest.mark.parametrize("page", [spec.key for spec in PAGES])
 def test_page_in_zh_has_no_untranslated_english(page, small_dir):
+    """Everything a page shows, its charts' titles, axes, legends and tooltips included (their Vega specs)."""
     at = _run_zh(page, small_dir)
     texts = apptest_texts(at)
     assert any("注意力" in s or "模型" in s or "头" in s for s in texts), texts[:20]
     assert untranslated(texts, allow=[str(small_dir), *MODEL_INPUT]) == []
     assert literal_markdown(at) == []             # no Markdown shown as its marks (round five: **grey = masked**)
+    assert untranslated(chart_texts(at), allow=[str(small_dir), *MODEL_INPUT]) == []
 
 
 def test_every_view_of_heatmaps_in_zh(small_dir):
@@ -92,3 +94,23 @@ def test_english_prompt_shows_no_cjk_notice():
     at = apptest("home", text="The cat sat on the mat.", ak_model="attnkit-tiny").run()
     assert not at.exception
     assert not [w for w in at.main.warning if cjk.CHINESE_MODEL in w.value]
+
+
+def test_the_chinese_model_starts_on_chinese_text_and_chinese_pairs():
+    """Issue 44: the default prompt and the pair examples stayed English on attnkit-tiny-zh. The prompt a session
+    starts with follows the model's language, an untouched default follows a model change, typed text is kept;
+    Head effects opens on the Chinese model's own (solved) Chinese pair."""
+    from attnkit import examples
+    from attnkit.app.context import DEFAULT_PROMPT, DEFAULT_PROMPTS
+
+    zh_default = DEFAULT_PROMPTS[cjk.CHINESE_MODEL]
+    at = apptest("home", ak_model=cjk.CHINESE_MODEL).run()
+    assert not at.exception and at.session_state["ak_text"] == zh_default
+    at.selectbox(key="ak_model").set_value("attnkit-tiny").run()
+    assert at.session_state["ak_text"] == DEFAULT_PROMPT                # the untouched default follows the model
+    at.session_state["ak_text"] = "The cat sat on the mat."
+    at.selectbox(key="ak_model").set_value(cjk.CHINESE_MODEL).run()
+    assert at.session_state["ak_text"] == "The cat sat on the mat."     # typed text is the user's
+    he = apptest("effects", ak_model=cjk.CHINESE_MODEL, **{SESSION_KEY: "zh"}).run()
+    assert not he.exception and he.selectbox(key="he_example").value == next(iter(examples.CHINESE_EXAMPLES))
+    assert not [w.value for w in he.warning if "没有解出" in w.value]

@@ -6,8 +6,9 @@ driven by Playwright in Debian's Chromium.
 * shared links: a page's inputs set in the UI open the same view in a fresh browser context;
 * a long prompt travels by its hash (``prompt_sha``), and a link whose hash is not stored says so;
 * 床 and 🙂 drawn as characters in the token views;
-* nothing overflows or is cut off at 1280×800 and 1440×900 on any page (screenshots of every page at both
-  widths under ``artifacts/screenshots/``).
+* nothing overflows or is cut off at 1280×800 and 1440×900 on any page and any of its tabs — charts' titles,
+  legends and axis labels included: none cut, shortened or hidden by Vega (screenshots of every page and tab at
+  both widths under ``artifacts/screenshots/``).
 
 One server for the module (its prompt store in a temporary ``XDG_CACHE_HOME``); each test opens its own
 browser context. Script runs are followed through Streamlit's websocket messages (``browser.track_runs``).
@@ -494,6 +495,12 @@ def test_nothing_overflows_on_any_page(server, fresh, size):
         if name == "Head effects":                   # the longest Example label: an example tiny does not solve
             pick(page, "Example", IO, prefix=True)
             problems["Head effects (unsolved example)"] = layout_problems(page)
+        tabs = main(page).get_by_role("tab")
+        for i in range(1, tabs.count()):            # every tab's charts (Step by step's seeds, W_Q ≠ W_K, …)
+            label = tabs.nth(i).inner_text().strip()
+            act(page, lambda: tabs.nth(i).click(), 180_000)
+            problems[f"{name} ({label})"] = layout_problems(page)
+            shots.append(screenshot(page, f"{stem}_tab{i}_{width}"))
     assert all(s.stat().st_size > 10_000 for s in shots)
     assert not any(problems.values()), "\n".join(f"{k}: {p}" for k, v in problems.items() for p in v)
 

@@ -60,7 +60,7 @@ INTERNAL_METHODS = {"items", "keys", "values", "itertuples", "isfinite", "sum", 
 TRANSLATE_FUNCS = {"t", "nt", "msg", "nmsg"}
 
 
-SAFE_FUNCS = {"plain", "shown", "status_label", "len", "int", "float", "round", "sum", "min", "max", "abs", "range", "sqrt", "nunique"}
+SAFE_FUNCS = {"plain", "shown", "status_label", "punctuation", "len", "int", "float", "round", "sum", "min", "max", "abs", "range", "sqrt", "nunique"}
 
 
 def _internal(node) -> bool:

@@ -81,3 +81,19 @@ def test_a_page_may_keep_its_preferred_example_when_unsolved():
     assert EX.pick_default("attnkit-tiny", checks, EX.CIRCUITS_PREFERRED, keep_preferred=True) == swapped
     checks[swapped] = EX.Check(swapped, problem="This tokenizer cannot make the pair: …")
     assert EX.pick_default("attnkit-tiny", checks, EX.CIRCUITS_PREFERRED, keep_preferred=True) == REPEATED
+
+
+def test_the_chinese_model_gets_chinese_pairs_it_solves_first():
+    """Issue 44: the pair examples stayed English on attnkit-tiny-zh. Its own Chinese pairs come first, it solves
+    every one of them (a clean run for the answer, a corrupted one against it, a gap of at least MARGIN logits),
+    and the default on it is one of them; the English pairs are still offered after them."""
+    from attnkit.loading import CHINESE_MODEL, load
+
+    zh = load(CHINESE_MODEL, "cpu")
+    checks = EX.check_examples(zh)
+    own = list(EX.CHINESE_EXAMPLES)
+    assert list(checks)[: len(own)] == own and set(EX.EXAMPLES) <= set(checks)
+    assert all(checks[n].solved for n in own), {n: (checks[n].clean_ld, checks[n].corrupt_ld) for n in own}
+    assert all(any("\u4e00" <= c <= "\u9fff" for c in EX.CHINESE_EXAMPLES[n]["clean"]) for n in own)
+    assert EX.pick_default(CHINESE_MODEL, checks) == own[0]
+    assert EX.pick_default(CHINESE_MODEL, checks, EX.CIRCUITS_PREFERRED) in own

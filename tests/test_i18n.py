@@ -70,10 +70,26 @@ def test_message_is_english_text_and_renders_in_the_context_language():
     with language("zh"):
         assert str(m) == "损失变化 +0.1 … +0.2 奈特/token。" and f"{m}" == str(m)
         assert m.render("en") == "Loss change +0.1 … +0.2 nats/token."
-        assert str(join(msg("yes"), "; ", msg("no"))) == "是; 否"
+        assert str(join(msg("yes"), "; ", msg("no"))) == "是；否"        # punctuation joined in code: Chinese marks
         assert t("supported") == "成立" and nt("{n} tokens", "{n} tokens", 3) == "3 tokens"   # unknown id: English
     assert str(m) == "Loss change +0.1 … +0.2 nats/token." and i18n.current() == "en"
     assert str(nmsg("{n} head", "{n} heads", 1)) == "1 head" and str(nmsg("{n} head", "{n} heads", 2)) == "2 heads"
+
+
+def test_punctuation_joined_in_code_follows_the_language():
+    """Issue 44: verdicts ended in "; " and "." inside Chinese. Separators and punctuation-only parts of a join are
+    written as the language writes them: full-width marks and no spaces in Chinese, nothing doubled after a
+    sentence that has ended; English unchanged."""
+    verdict = join(msg("Loss change {effect}.", effect="+4.88"), " ",
+                   join(msg("yes"), msg("no"), msg("not measurable"), sep="; "), ".")
+    assert verdict.render("en") == "Loss change +4.88. yes; no; not measurable."
+    assert verdict.render("zh") == "损失变化 +4.88。是；否；无法测量。"
+    assert join(msg("yes"), msg("no"), sep=", ").render("zh") == "是，否"
+    assert join("L3H0", " ", msg("yes")).render("zh") == "L3H0 是"          # a space after Latin text stays
+    assert join(msg("Loss change {effect}.", effect="+1"), ".").render("zh") == "损失变化 +1。"   # not "。."
+    with language("zh"):
+        assert i18n.punctuation("; ") == "；" and i18n.punctuation(" ", "是") == "" and i18n.punctuation(" – ") == " – "
+    assert i18n.punctuation("; ") == "; "
 
 
 def test_language_is_per_context_not_per_process():

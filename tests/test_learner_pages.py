@@ -50,9 +50,9 @@ def test_ablations_page_shows_why_and_caveat():
 
 
 def _calculator_page():
-    from attnkit.app.pages.steps import tabs
+    from attnkit.app.pages.shared import calculator
 
-    tabs.softmax_calculator(d=4)
+    calculator.softmax_calculator(d=4)
 
 
 def test_calculator_widget_gives_the_seed_numbers():

@@ -313,7 +313,8 @@ def test_charts_keep_the_total_and_carry_tooltips(family):
     assert abs(g["value"].sum() - st.total) <= TOL_F64
     spec = CH.terms_grid(st, 5).to_dict()
     assert {t["field"] for t in spec["encoding"]["tooltip"]} >= {"query", "key", "value", "share"}
-    assert len(CH.top_terms_bars(st, 7).data) == 7
+    bars = CH.top_terms_bars(st, 7).data                  # the 7 largest and one bar for the rest: they add up
+    assert len(bars) == 8 and abs(bars["value"].sum() - st.total) <= TOL_F64
     row = ST.score_terms(w, ids, 2, 0, T - 1)
     CH.row_by_kind(row, [str(i) for i in ids]).to_dict()
     CH.layer0_bars(ST.layer0_average(w, [ids, ids_for(w, 1)], 0)).to_dict()

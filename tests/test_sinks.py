@@ -304,7 +304,7 @@ def test_charts_draw_the_grid_with_bands_and_the_full_cache_in_both_languages(od
     spec = lab.chart().to_dict()
     marks = [l["mark"]["type"] if isinstance(l["mark"], dict) else l["mark"] for l in spec["layer"]]
     assert marks == ["area", "line", "rule", "text"]
-    assert spec["layer"][1]["encoding"]["x"]["title"] == "window w (most recent keys kept)"
+    assert spec["layer"][1]["encoding"]["x"]["axis"]["title"] == "window w (most recent keys kept)"
     st = measure_sinks(odd.weights, [_ids(40, 400)], k=2)
     heat = st.chart().to_dict()
     assert heat["layer"][0]["encoding"]["color"]["title"] == "share on the first 2 token(s)"
@@ -314,4 +314,4 @@ def test_charts_draw_the_grid_with_bands_and_the_full_cache_in_both_languages(od
     assert C.share_by_position(pos, ["L0H0"]).to_dict()["encoding"]["x"]["scale"]["type"] == "log"
     with language("zh"):
         zh = lab.chart().to_dict()
-        assert zh["layer"][1]["encoding"]["x"]["title"] != "window w (most recent keys kept)"
+        assert zh["layer"][1]["encoding"]["x"]["axis"]["title"] != "window w (most recent keys kept)"

@@ -2,6 +2,7 @@
 (attnkit/app/pages/heatmaps/why.py, steps/page.py): the page shows the same terms as ``python -m attnkit why --json``."""
 import json
 
+import pandas as pd
 import pytest
 
 from attnkit import score_terms as terms_lib
@@ -68,6 +69,32 @@ def test_a_clicked_cell_opens_the_panel_and_links_to_circuits():
     assert (at.session_state["ci_recv_layer"], at.session_state["ci_recv_head"], at.session_state["ci_recv_input"]) \
         == (3, 0, "k")
     assert at.session_state["ci_clean"] == TEXT          # the prompt is an example's clean prompt: its pair comes
+
+
+def test_one_label_per_quantity_in_the_sentence_and_the_head_buttons():
+    """A side total (a part summed over the other side) and a single term (query part × key part) are different
+    numbers: the sentence names each by what it is, and the head buttons show side totals, labelled so (issue 44:
+    L0H7 +2.676 in the sentence was one term, +3.766 on its button the query-side total, under one label)."""
+    import re
+    from attnkit import loading
+
+    m = loading.load("attnkit-tiny", "cpu")
+    st = terms_lib.score_terms(m.weights, m.encode(TEXT), 3, 0, Q, K)
+    at = _why(hm_why_q=Q, hm_why_k=K).run()
+    assert not at.exception
+    sentence = next(x.value for x in at.text if "attends from" in x.value)
+    kpart = st.key_side.abs().idxmax()
+    qpart = pd.Series(st.values[:, st.key_parts.index(kpart)], index=st.query_parts).abs().idxmax()
+    assert f"key side total {st.key_side[kpart]:+.3f}" in sentence, sentence
+    term = st.values[st.query_parts.index(qpart), st.key_parts.index(kpart)]
+    assert f"the single term {qpart} × {kpart} = {term:+.3f}" in sentence, sentence
+    sides = {"key side": st.key_side, "query side": st.query_side}
+    shown = [(b.key, b.label) for b in at.button if str(b.key).startswith("hm_why_open_")]
+    assert shown
+    for key, label in shown:
+        side, part = key.removeprefix("hm_why_open_").rsplit("_", 1)
+        value = re.fullmatch(re.escape(part) + r" \(side total ([+-]\d+\.\d+)\): its pattern", label)
+        assert value and value.group(1) == f"{sides[side][part]:+.3f}", (key, label)
 
 
 def test_a_key_after_the_query_gives_the_reason():

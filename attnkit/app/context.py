@@ -4,10 +4,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .. import prompts as prompt_lib
-from ..loading import Loaded
+from ..loading import CHINESE_MODEL, Loaded
 
 LOCAL = "Local folder…"
 DEFAULT_PROMPT = "The animal didn't cross the street because it was too tired."
+#: The prompt a session starts with on a model trained on another language than English (else DEFAULT_PROMPT).
+DEFAULT_PROMPTS = {CHINESE_MODEL: "猫坐在垫子上，看着窗外的小鸟。上海是一个很大的城市。"}
+
+
+def default_prompt(model_name) -> str:
+    """The prompt a session starts with on ``model_name``: in the language the model was trained on."""
+    return DEFAULT_PROMPTS.get(str(model_name), DEFAULT_PROMPT)
 # Session keys kept across pages (Streamlit forgets widget state when a page does not draw it).
 KEPT_KEYS = ("ak_model", "ak_folder", "ak_device", "ak_source", "ak_text", "ak_column", "ak_pick", "ak_csv_header")
 

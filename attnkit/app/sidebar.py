@@ -11,7 +11,7 @@ from ..i18n import msg, t
 from ..loading import MODEL_CHOICES, SHIPPED_MODEL, LoadError, resolve_device
 from . import language
 from .caches import budgeted, cached_default_model, cached_model
-from .context import KEPT_KEYS, DEFAULT_PROMPT, LOCAL, Context
+from .context import DEFAULT_PROMPT, DEFAULT_PROMPTS, KEPT_KEYS, LOCAL, Context, default_prompt
 from .escaping import plain, show_error
 from .planted import sidebar_note
 from .state import keep
@@ -76,12 +76,18 @@ def _offline_notice(notice: str):
         st.text(notice)
 
 
-def _read_prompts() -> tuple[list[str] | None, int | None, list[str]]:
+def _start_prompt(model_name) -> None:
+    """The prompt starts as the model's default (:func:`~attnkit.app.context.default_prompt`: Chinese on the
+    Chinese model), and an untouched default follows the model when it changes; typed text is kept."""
+    if st.session_state.get("ak_text") in (None, DEFAULT_PROMPT, *DEFAULT_PROMPTS.values()):
+        st.session_state["ak_text"] = default_prompt(model_name)
+
+
+def _read_prompts(model_name) -> tuple[list[str] | None, int | None, list[str]]:
     """(prompts, chosen index or None for all, warnings); prompts None when there is nothing valid."""
     source = st.radio(t("Prompt"), list(_SOURCES), key="ak_source", horizontal=True, format_func=lambda o: str(_SOURCES[o]))
     if source == "Type":
-        if "ak_text" not in st.session_state:
-            st.session_state["ak_text"] = DEFAULT_PROMPT
+        _start_prompt(model_name)
         fixed, note = prompt_lib.replace_surrogates(st.session_state["ak_text"])   # before the widget: it cannot hold them
         if note:
             st.session_state["ak_text"] = fixed
@@ -151,7 +157,7 @@ def sidebar(spec=None) -> Context | None:
         language.switch(st)
         name, device = _pick_model()
         sidebar_note(name)
-        prompts, index, warnings = _read_prompts()
+        prompts, index, warnings = _read_prompts(name)
         for w in warnings:
             st.warning(plain(w), icon="⚠️")
         bos = st.toggle(t("Prepend {token}", token="<|endoftext|>"), key="ak_bos",

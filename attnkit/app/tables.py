@@ -17,6 +17,7 @@ import streamlit as st
 from pandas.io.formats.style import Styler
 
 from ..i18n import DEFAULT, Message, current, msg
+from .escaping import plain
 
 __all__ = ["TABLE_TEXT", "shown", "shown_frame", "show_table"]
 
@@ -102,11 +103,23 @@ def shown_frame(df: pd.DataFrame, cells=(), index: bool = False) -> pd.DataFrame
     return out
 
 
-def show_table(data, *, on=None, cells=(), index: bool = False, **kwargs):
+def _wrapped(on, df: pd.DataFrame, kwargs: dict):
+    """``df`` as a static table whose long text wraps onto more lines (``st.table``), every header and text cell
+    shown literally (:func:`~attnkit.app.escaping.plain`: st.table reads Markdown)."""
+    out = df.map(lambda v: plain(v) if isinstance(v, str) else v)
+    out.columns = [plain(c) for c in out.columns]
+    return on.table(out, hide_index=kwargs.get("hide_index"))
+
+
+def show_table(data, *, on=None, cells=(), index: bool = False, wrap: bool = False, **kwargs):
     """``st.dataframe(data, **kwargs)`` (``on``: a column or container instead of ``st``) with the headers in the
     session's language (:func:`shown_frame`; ``data``: a DataFrame, a Styler or a dict of columns).
-    ``column_config`` and ``column_order`` name columns by their English identifiers, as the frame does."""
+    ``column_config`` and ``column_order`` name columns by their English identifiers, as the frame does.
+    ``wrap``: a small table of sentences (a DataFrame), drawn whole with its text wrapped instead of cut at the
+    column's edge."""
     on = st if on is None else on
+    if wrap:
+        return _wrapped(on, shown_frame(pd.DataFrame(data) if isinstance(data, dict) else data, cells, index), kwargs)
     if current() == DEFAULT:
         return on.dataframe(data, **kwargs)
     if isinstance(data, Styler):

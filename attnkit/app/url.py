@@ -19,7 +19,7 @@ import streamlit as st
 from .. import i18n
 from ..loading import MODEL_CHOICES, split_revision
 from .language import SESSION_KEY as LANG_KEY
-from .context import DEFAULT_PROMPT, LOCAL
+from .context import LOCAL, default_prompt
 from .state import LINK, FROM_LINK, PageState, from_link, link_params, link_text, remember
 
 #: URL query parameter -> session key of the sidebar's choices (a page's own inputs come from its PageState).
@@ -188,7 +188,7 @@ def _global_params() -> tuple[dict, str | None]:
         if ss["ak_model"] == LOCAL and ss.get("ak_folder"):
             out["folder"] = str(ss["ak_folder"])
     text = ss.get("ak_text")
-    if ss.get("ak_source", "Type") == "Type" and text and text != DEFAULT_PROMPT:
+    if ss.get("ak_source", "Type") == "Type" and text and text != default_prompt(ss.get("ak_model")):
         if len(text) <= URL_PROMPT_MAX:
             out["prompt"] = text
         else:

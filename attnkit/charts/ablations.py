@@ -2,9 +2,7 @@
 :mod:`attnkit.ablations` (a :class:`Metric` names its series), never label strings."""
 from __future__ import annotations
 
-import json
 import math
-import textwrap
 
 import altair as alt
 import numpy as np
@@ -12,6 +10,7 @@ import pandas as pd
 
 from ..ablations import Unavailable
 from ..i18n import status_label, t
+from .axes import colour_legend, discrete_axis, integer_axis, title_lines
 
 __all__ = ["layer_metric_frame", "layer_metric_chart", "sweep_frame", "sweep_chart", "head_map_frame",
            "head_map_chart", "position_frame", "position_chart", "evidence_frame", "claims_frame"]
@@ -33,29 +32,25 @@ def layer_metric_chart(df: pd.DataFrame, metric) -> alt.Chart:
     data = df.dropna(subset=["value"])
     if metric.log:
         data = data[data["value"] > 0]
-    # the metric's name as the chart's title, wrapped to the narrow column (not as an axis title longer
-    # than the axis, which the chart would cut off)
+    runs = [t("baseline"), t("ablated")]                      # the runs in the reader's language
+    data = data.assign(run=data["run"].map(dict(zip(_RUNS, runs))))
+    # the metric's name as the chart's title, wrapped to the narrow column by its drawn width (a CJK character
+    # is two columns), not as an axis title longer than the axis, which the chart would cut off
     name = str(metric.title) + (" " + t("(log scale)") if metric.log else "")
-    base = alt.Chart(data, title=alt.TitleParams(textwrap.wrap(name, 30), anchor="start"))
+    base = alt.Chart(data, title=alt.TitleParams(title_lines(name, 200), anchor="start", limit=0))
     mark = base.mark_point(filled=True, size=90) if metric.log else base.mark_bar()
+    layers = [str(l) for l in sorted(data["layer"].unique())]
     return mark.encode(
-        x=alt.X("layer:O", title=t("layer")),
-        xOffset=alt.XOffset("run:N", sort=_RUNS),
+        x=alt.X("layer:O", axis=discrete_axis(t("layer"), layers, 40)),
+        xOffset=alt.XOffset("run:N", sort=runs),
         y=alt.Y("value:Q", title=None,
                 scale=alt.Scale(type="log") if metric.log else alt.Undefined),
-        color=alt.Color("run:N", sort=_RUNS, scale=alt.Scale(domain=_RUNS, range=_RUN_COLOURS), title=t("run"),
-                        legend=alt.Legend(labelExpr=_run_labels())),
+        color=alt.Color("run:N", sort=runs, scale=alt.Scale(domain=runs, range=_RUN_COLOURS), title=t("run")),
         opacity=alt.condition("datum['in scope']", alt.value(1.0), alt.value(0.35)),
         tooltip=[alt.Tooltip("layer:O", title=t("layer")), alt.Tooltip("run:N", title=t("run")),
                  alt.Tooltip("value:Q", format=".4g", title=t("value")),
                  alt.Tooltip("in scope:N", title=t("in scope"))],
     ).properties(height=260)
-
-
-def _run_labels() -> str:
-    """A Vega expression showing the runs (data values "baseline"/"ablated") in the reader's language."""
-    return (f"datum.label == 'baseline' ? {json.dumps(t('baseline'))} : "
-            f"datum.label == 'ablated' ? {json.dumps(t('ablated'))} : datum.label")
 
 
 def _effect_cols(e) -> dict:
@@ -72,7 +67,8 @@ def sweep_frame(sweep) -> pd.DataFrame:
 def sweep_chart(df: pd.DataFrame, title: str) -> alt.Chart:
     """Loss change (nats/token) with each layer ablated alone, and all, with 95 % intervals."""
     order = list(df["scope"])
-    base = alt.Chart(df, title=str(title)).encode(x=alt.X("scope:N", sort=order, title=None))
+    base = alt.Chart(df, title=alt.TitleParams(title_lines(title, 560), anchor="start", limit=0)).encode(
+        x=alt.X("scope:N", sort=order, axis=discrete_axis(None, order, 40)))
     bars = base.mark_bar().encode(
         y=alt.Y("increase:Q", title=t("Δ loss (nats/token), 95 % interval")),
         color=alt.condition("datum.increase > 0", alt.value("#e45756"), alt.value("#4c78a8")),
@@ -108,14 +104,15 @@ def head_map_chart(df: pd.DataFrame, title: str) -> alt.Chart:
     m = _symmetric_limit(df["increase"].to_numpy())
     n_heads = int(df["head"].max()) + 1 if len(df) else 1
     cell_w = max(44, min(72, 900 // max(n_heads, 1)))
-    base = alt.Chart(df, title=str(title)).encode(
-        x=alt.X("head:O", title=t("head"), axis=alt.Axis(labelAngle=0, labelExpr="'H' + datum.value")),
-        y=alt.Y("layer:O", title=t("layer"), axis=alt.Axis(labelExpr="'L' + datum.value")))
+    heads = [str(h) for h in range(n_heads)]
+    layers = [str(l) for l in sorted(df["layer"].unique())] if len(df) else ["0"]
+    base = alt.Chart(df, title=alt.TitleParams(title_lines(title, 560), anchor="start", limit=0)).encode(
+        x=alt.X("head:O", axis=discrete_axis(t("head"), heads, cell_w, angle=0, labelExpr="'H' + datum.value")),
+        y=alt.Y("layer:O", axis=discrete_axis(t("layer"), layers, 30, x=False, labelExpr="'L' + datum.value")))
     rect = base.mark_rect(stroke="white", strokeWidth=0.5).encode(
         color=alt.Color("increase:Q", title=t("Δ loss (nats/token)"),
                         scale=alt.Scale(scheme="redblue", domain=[-m, m], reverse=True, clamp=True, nice=False),
-                        legend=alt.Legend(values=[-m, -m / 2, 0, m / 2, m], format="+.2~f", gradientLength=220,
-                                          direction="vertical")),
+                        legend=colour_legend(t("Δ loss (nats/token)"), values=[m, m / 2, 0, -m / 2, -m], fmt="+.2~f")),
         tooltip=[alt.Tooltip("name:N", title=t("head")), alt.Tooltip("increase:Q", format="+.4f", title=t("Δ loss")),
                  alt.Tooltip("low:Q", format="+.4f", title=t("95 % low")),
                  alt.Tooltip("high:Q", format="+.4f", title=t("95 % high"))])
@@ -138,7 +135,7 @@ def position_chart(df: pd.DataFrame) -> alt.Chart:
         alt.Chart(df, title=t("Relative logit change per position, mask removed"))
         .mark_line(point=True)
         .encode(
-            x=alt.X("position:Q", title=t("position")),
+            x=alt.X("position:Q", axis=integer_axis(t("position"))),
             y=alt.Y("relative_change:Q", title="‖Δlogits‖ / ‖logits‖"),
             tooltip=[alt.Tooltip("position:Q", title=t("position")), alt.Tooltip("token:N", title=t("token")),
                      alt.Tooltip("relative_change:Q", format=".4g", title=t("relative change")),

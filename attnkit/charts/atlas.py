@@ -3,7 +3,6 @@ queries and keys in 2-D. The atlas's offline HTML file embeds these very specs; 
 draw them from :meth:`attnkit.atlas_result.AtlasResult.chart`."""
 from __future__ import annotations
 
-import json
 
 import altair as alt
 import pandas as pd
@@ -36,12 +35,6 @@ def scatter_frame(df: pd.DataFrame, role: str) -> pd.DataFrame:
     return out
 
 
-def _verdict_labels() -> str:
-    """A Vega expression showing the verdict identifiers in the reader's language."""
-    parts = [f"datum.label == {json.dumps(v)} ? {json.dumps(str(LABEL_NAMES[v]))}" for v in LABELS]
-    return " : ".join(parts) + " : datum.label"
-
-
 def scatter(frame: pd.DataFrame, x: str, y: str, color: str = "verdict") -> alt.Chart:
     """Every head as a point at (x, y); colour by ``verdict`` (of the frame's role) or ``layer``; a click selects
     a head (selection :data:`SELECT`, field ``head``)."""
@@ -49,9 +42,10 @@ def scatter(frame: pd.DataFrame, x: str, y: str, color: str = "verdict") -> alt.
     if color == "layer":
         colour = alt.Color("layer:O", title=t("layer"), scale=alt.Scale(scheme="viridis"))
     else:
-        colour = alt.Color("verdict:N", title=t("verdict"), scale=alt.Scale(domain=list(LABELS), range=VERDICT_COLOURS),
-                           legend=alt.Legend(labelExpr=_verdict_labels()))
-    data = frame[["head", "layer", x, y, "verdict"] if x != y else ["head", "layer", x, "verdict"]]
+        colour = alt.Color("shown:N", title=t("verdict"), scale=alt.Scale(domain=[str(LABEL_NAMES[v]) for v in LABELS],
+                                                                         range=VERDICT_COLOURS))
+    data = frame[["head", "layer", x, y, "verdict"] if x != y else ["head", "layer", x, "verdict"]].copy()
+    data["shown"] = [str(LABEL_NAMES.get(v, v)) for v in data["verdict"]]     # the verdict in the reader's language
     return alt.Chart(data).mark_circle(size=90, opacity=0.85).encode(
         x=alt.X(f"{x}:Q", title=axis_title(x)),
         y=alt.Y(f"{y}:Q", title=axis_title(y)),
@@ -60,7 +54,7 @@ def scatter(frame: pd.DataFrame, x: str, y: str, color: str = "verdict") -> alt.
         stroke=alt.condition(pick, alt.value("black"), alt.value(None)),
         tooltip=[alt.Tooltip("head:N", title=t("head")), alt.Tooltip(f"{x}:Q", title=axis_title(x), format=".3f"),
                  alt.Tooltip(f"{y}:Q", title=axis_title(y), format=".3f"),
-                 alt.Tooltip("verdict:N", title=t("verdict"))],
+                 alt.Tooltip("shown:N", title=t("verdict"))],
     ).add_params(pick).properties(width=520, height=380)
 
 
@@ -74,7 +68,7 @@ def qk_chart(points: list[dict], explained: list[float]) -> alt.Chart:
     return alt.Chart(df).mark_point(filled=True, size=30, opacity=0.6).encode(
         x=alt.X("x:Q", title=t("axis {n} ({share} of the variance)", n=1, share=f"{ex[0]:.0%}")),
         y=alt.Y("y:Q", title=t("axis {n} ({share} of the variance)", n=2, share=f"{ex[1]:.0%}")),
-        color=alt.Color("shown:N", title=None, scale=alt.Scale(domain=[kinds["query"], kinds["key"]],
+        color=alt.Color("shown:N", title=t("vector"), scale=alt.Scale(domain=[kinds["query"], kinds["key"]],
                                                               range=["#d62728", "#1f77b4"])),
         tooltip=[alt.Tooltip("shown:N", title=t("vector")), alt.Tooltip("token:N", title=t("token"))],
     ).properties(width=300, height=240)

@@ -9,6 +9,7 @@ import pandas as pd
 
 from ..i18n import t
 from ..standard import parse_head
+from .axes import CONTENT_WIDTH, colour_legend, discrete_axis, integer_axis
 from .heatmaps import PAD
 
 __all__ = ["MARK_COLOURS", "composition_matrix", "circuit_graph", "faithfulness_curve", "estimate_vs_exact", "node_xy"]
@@ -45,8 +46,8 @@ def composition_matrix(comp, mode: str = "k", *, title: str | None = None,
     title = title or t("{mode}-composition (sender → receiver); random baseline mean {mean}, 99th percentile {q99}",
                        mode=mode.upper(), mean=f"{b['mean']:.3f}", q99=f"{b['q99']:.3f}")
     base = alt.Chart(d, title=str(title)).encode(
-        x=alt.X("receiver:N", sort=receivers, title=t("receiver head")),
-        y=alt.Y("sender:N", sort=senders, title=t("sender head")))
+        x=alt.X("receiver:N", sort=receivers, axis=discrete_axis(t("receiver head"), receivers, cell)),
+        y=alt.Y("sender:N", sort=senders, axis=discrete_axis(t("sender head"), senders, cell, x=False)))
     tips = [alt.Tooltip("sender:N", title=t("sender")), alt.Tooltip("receiver:N", title=t("receiver")),
             alt.Tooltip("score:Q", format=".4f", title=t("score")),
             alt.Tooltip("above_baseline:Q", format="+.4f", title=t("score − baseline mean")),
@@ -54,7 +55,9 @@ def composition_matrix(comp, mode: str = "k", *, title: str | None = None,
     top = float(max(d["score"].max(), b["q99"])) if len(d) else 1.0
     rect = base.mark_rect().encode(
         color=alt.Color("score:Q", title=t("{mode}-composition", mode=mode.upper()),
-                        scale=alt.Scale(scheme="viridis", domain=[b["mean"], top], clamp=True)), tooltip=tips)
+                        scale=alt.Scale(scheme="viridis", domain=[b["mean"], top], clamp=True),
+                        legend=colour_legend(t("{mode}-composition", mode=mode.upper()), (b["mean"], top))),
+        tooltip=tips)
     ring = base.transform_filter("datum.beyond_q99").mark_rect(fillOpacity=0, stroke="white", strokeWidth=0.6)
     return alt.layer(rect, ring).properties(width=cell * len(receivers), height=cell * len(senders), autosize=PAD)
 
@@ -78,17 +81,18 @@ MARK_COLOURS = {"found": "#2ca02c", "missed": "#d62728", "extra": "#ff7f0e"}
 
 def _edge_colour(marks, mark_labels: dict | None, mark_title: str):
     """Colour by the receiver's input, or (with ``marks``) by found / missed / extra, shown as ``mark_labels``."""
+    legend = dict(orient="bottom", direction="horizontal", labelLimit=0, titleLimit=0, titleOrient="left")
     if marks is None:
-        return alt.Color("input:N", title=t("receiver input"),
+        return alt.Color("input:N", title=t("receiver input"), legend=alt.Legend(**legend),
                          scale=alt.Scale(domain=list(_INPUT_COLOURS), range=list(_INPUT_COLOURS.values())))
     labels = mark_labels or {m: m for m in MARK_COLOURS}
-    return alt.Color("mark:N", title=str(mark_title), legend=alt.Legend(labelLimit=320), scale=alt.Scale(domain=[labels[m] for m in MARK_COLOURS],
-                                                                 range=list(MARK_COLOURS.values())))
+    return alt.Color("mark:N", title=str(mark_title), legend=alt.Legend(**legend, columns=1),
+                     scale=alt.Scale(domain=[labels[m] for m in MARK_COLOURS], range=list(MARK_COLOURS.values())))
 
 
-def circuit_graph(edges, n_layers: int, n_heads: int, *, title: str = "", width: int = 640,
+def circuit_graph(edges, n_layers: int, n_heads: int, *, title: str = "", width: int = CONTENT_WIDTH - 100,
                   select_edge: str | None = None, select_node: str | None = None, marks: dict | None = None,
-                  mark_labels: dict | None = None, mark_title: str = "stated circuit") -> alt.LayerChart:
+                  mark_labels: dict | None = None, mark_title: str | None = None) -> alt.LayerChart:
     """Edges (sender, receiver, score) drawn from node to node; colour = the receiver's input (q, k, v,
     MLP, logits), width = |score|. Heads are nodes at (head, layer). ``select_edge`` / ``select_node`` name
     click selections (fields sender, receiver / node) for Streamlit's ``on_select``. With ``marks`` ((sender,
@@ -107,12 +111,17 @@ def circuit_graph(edges, n_layers: int, n_heads: int, *, title: str = "", width:
     names = sorted({n.split(".")[0] for n in list(e["sender"]) + list(e["receiver"])})
     nodes = pd.DataFrame([{"node": n, "x": node_xy(n, n_layers, n_heads)[0], "y": node_xy(n, n_layers, n_heads)[1]}
                           for n in names], columns=["node", "x", "y"])
-    xs = alt.Scale(domain=[-0.8, n_heads + 1.3])
-    ys = alt.Scale(domain=[-1.5, n_layers + 0.5])
+    mark_title = t("stated circuit") if mark_title is None else mark_title
+    xs = alt.Scale(domain=[-0.8, n_heads + 1.3], nice=False, zero=False)
+    ys = alt.Scale(domain=[-1.5, n_layers + 0.5], nice=False, zero=False)
+    # integer ticks at the heads and the layers only (MLPs sit between columns, embed and logits outside)
+    ax_x = integer_axis(t("head"), range(n_heads), grid=False)
+    ax_y = integer_axis(t("layer"), range(n_layers), grid=False)
     lines = alt.Chart(e, title=str(title)).mark_rule(opacity=0.7).encode(
-        x=alt.X("x:Q", scale=xs, title=t("head")), y=alt.Y("y:Q", scale=ys, title=t("layer")), x2="x2:Q", y2="y2:Q",
+        x=alt.X("x:Q", scale=xs, axis=ax_x), y=alt.Y("y:Q", scale=ys, axis=ax_y), x2="x2:Q", y2="y2:Q",
         color=_edge_colour(marks, mark_labels, mark_title),
-        strokeWidth=alt.StrokeWidth("abs_score:Q", title="|score|", scale=alt.Scale(range=[0.5, 6])),
+        strokeWidth=alt.StrokeWidth("abs_score:Q", title=t("|score|"), scale=alt.Scale(range=[0.5, 6]),
+                                    legend=alt.Legend(orient="bottom", direction="horizontal", titleOrient="left")),
         strokeDash=alt.condition("datum.dash", alt.value([5, 3]), alt.value([1, 0])),
         tooltip=[alt.Tooltip("sender:N", title=t("sender")), alt.Tooltip("receiver:N", title=t("receiver")),
                  alt.Tooltip("score:Q", format="+.4f", title=t("score")), alt.Tooltip("input:N", title=t("input"))]
@@ -121,7 +130,8 @@ def circuit_graph(edges, n_layers: int, n_heads: int, *, title: str = "", width:
         lines = lines.add_params(alt.selection_point(name=select_edge, fields=["sender", "receiver"], on="click",
                                                      clear=False))
     dots = alt.Chart(nodes).mark_circle(size=260, color="#444").encode(
-        x=alt.X("x:Q", scale=xs), y=alt.Y("y:Q", scale=ys), tooltip=[alt.Tooltip("node:N", title=t("node"))])
+        x=alt.X("x:Q", scale=xs, axis=ax_x), y=alt.Y("y:Q", scale=ys, axis=ax_y),
+        tooltip=[alt.Tooltip("node:N", title=t("node"))])
     if select_node:
         dots = dots.add_params(alt.selection_point(name=select_node, fields=["node"], on="click", clear=False))
     text = alt.Chart(nodes).mark_text(dy=-14, fontSize=10).encode(x="x:Q", y="y:Q", text="node:N")
@@ -136,8 +146,8 @@ def faithfulness_curve(circuit, *, title: str = "") -> alt.LayerChart:
     how = {"resample": t("corrupted output"), "mean": t("mean output")}.get(circuit.ablation, circuit.ablation)
     line = alt.Chart(d, title=str(title or t("faithfulness ({how} ablation of every other edge)", how=how))).mark_line(
         point=True).encode(
-        x=alt.X("edges:Q", scale=alt.Scale(type="log"), title=t("edges kept (top by |edge attribution|)")),
-        y=alt.Y("faithfulness:Q", title="LD(circuit) / LD(clean)"),
+        x=alt.X("edges:Q", scale=alt.Scale(type="log"), axis=integer_axis(t("edges kept (top by |edge attribution|)"))),
+        y=alt.Y("faithfulness:Q", title=t("LD(circuit) / LD(clean)")),
         tooltip=[alt.Tooltip("edges:Q", title=t("edges")), alt.Tooltip("faithfulness:Q", format=".3f", title=t("faithfulness"))])
     target = alt.Chart(pd.DataFrame({"y": [circuit.target]})).mark_rule(strokeDash=[4, 4], color="grey").encode(
         y="y:Q")
@@ -156,6 +166,7 @@ def estimate_vs_exact(df: pd.DataFrame, label: str = "name", *, title: str = "")
     """Attribution-patching estimate against exact patching (columns ``estimate``, ``exact``, ``label``)."""
     return alt.Chart(df, title=str(title)).mark_circle(size=30, opacity=0.6).encode(
         x=alt.X("exact:Q", title=t("exact patching")), y=alt.Y("estimate:Q", title=t("attribution patching")),
-        tooltip=[c for c in df.columns if df[c].dtype == object] + [alt.Tooltip("exact:Q", format="+.4f"),
-                                                                   alt.Tooltip("estimate:Q", format="+.4f")]
+        tooltip=[c for c in df.columns if df[c].dtype == object] + [
+            alt.Tooltip("exact:Q", format="+.4f", title=t("exact patching")),
+            alt.Tooltip("estimate:Q", format="+.4f", title=t("attribution patching"))]
     ).properties(width=420, height=420, autosize=PAD)

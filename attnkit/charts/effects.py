@@ -8,6 +8,8 @@ and legends padded on top, every label drawn).
 from __future__ import annotations
 
 import json
+import math
+import re
 
 import altair as alt
 import numpy as np
@@ -15,9 +17,10 @@ import pandas as pd
 
 from ..i18n import t
 from ..weights import head_name
+from .axes import colour_legend, discrete_axis, integer_axis
 from .heatmaps import CELL_TEXT_PX, CONTENT_WIDTH, MIN_TEXT_CELL, PAD
 
-__all__ = ["LENS_MAX_T", "last_positions", "set_average_charts", "head_map", "layer_pos_map", "layer_bars", "attribution_bars", "contribution_graph", "lens_chart",
+__all__ = ["LENS_MAX_T", "row_label", "last_positions", "set_average_charts", "head_map", "layer_pos_map", "layer_bars", "attribution_bars", "contribution_graph", "lens_chart",
            "head_tokens_chart"]
 
 
@@ -33,9 +36,26 @@ def _sym(values) -> list[float]:
 
 
 def _diverging(field: str, values, title: str, domain=None):
-    return alt.Color(f"{field}:Q", title=title,
-                     scale=alt.Scale(scheme="redblue", reverse=True, domain=domain or _sym(values), domainMid=0,
-                                     clamp=True))
+    dom = domain or _sym(values)
+    return alt.Color(f"{field}:Q", title=title, legend=colour_legend(title, dom),
+                     scale=alt.Scale(scheme="redblue", reverse=True, domain=dom, domainMid=0, clamp=True))
+
+
+def row_label(name: str) -> str:
+    """A residual-stream row's name (:func:`attnkit.patching.resid_row_name`'s "before L2", "after L3 (final)";
+    the logit lens's "embed", "after 2") in the reader's language."""
+    if m := re.fullmatch(r"before L(\d+)", name):
+        return t("before L{l}", l=m[1])
+    if m := re.fullmatch(r"after L(\d+) \(final\)", name):
+        return t("after L{l} (final)", l=m[1])
+    if m := re.fullmatch(r"after (\d+)", name):
+        return t("after {l}", l=m[1])
+    return t("embed") if name == "embed" else name
+
+
+def _extra_tips(d: pd.DataFrame, value: str) -> list:
+    names = {"logit_diff": t("logit difference"), "std": t("std")}
+    return [alt.Tooltip(f"{c}:Q", format=".4f", title=names[c]) for c in names if c in d and c != value]
 
 
 def head_map(df: pd.DataFrame, value: str = "normalised", *, title: str = "", select: str | None = None,
@@ -47,9 +67,11 @@ def head_map(df: pd.DataFrame, value: str = "normalised", *, title: str = "", se
     d["cell"] = [head_name(int(l), int(h)) for l, h in zip(d["layer"], d["head"])]
     L, H = int(d["layer"].max()) + 1, int(d["head"].max()) + 1
     cell = max(18, min(46, width // max(H, 1)))
-    base = alt.Chart(d, title=str(title)).encode(x=alt.X("head:O", title=t("head")), y=alt.Y("layer:O", title=t("layer")))
+    base = alt.Chart(d, title=str(title)).encode(
+        x=alt.X("head:O", axis=discrete_axis(t("head"), [str(h) for h in range(H)], cell)),
+        y=alt.Y("layer:O", axis=discrete_axis(t("layer"), [str(l) for l in range(L)], cell, x=False)))
     tips = [alt.Tooltip("cell:N", title=t("head")), alt.Tooltip(f"{value}:Q", format=".4f", title=str(legend_title or value))]
-    tips += [alt.Tooltip(f"{c}:Q", format=".4f") for c in ("logit_diff", "std") if c in d and c != value]
+    tips += _extra_tips(d, value)
     rect = base.mark_rect(stroke="white", strokeWidth=0.5).encode(
         color=_diverging(value, d[value], legend_title or value, domain), tooltip=tips)
     if select:
@@ -69,27 +91,29 @@ def layer_pos_map(df: pd.DataFrame, labels: list[str], value: str = "normalised"
     column (the residual map's "before L0" … "after L3 (final)") names the rows instead of ``layer``."""
     d = df.copy()
     d["label"] = [labels[int(p)] for p in d["position"]]
+    if "row" in d:
+        d["row"] = d["row"].map(row_label)
     L, T = int(d["layer"].max()) + 1, len(labels)
     cw = max(4, min(40, (CONTENT_WIDTH - 240) // max(T, 1)))     # beside the row names and the legend
     ch = max(14, min(30, 360 // max(L, 1)))
-    overlap = False if cw >= 12 else "greedy"                    # narrow cells: every other label
     base = alt.Chart(d, title=str(title)).encode(
-        x=alt.X("label:N", sort=labels, title=t("position (token)"), axis=alt.Axis(labelOverlap=overlap, labelAngle=-60)),
-        y=_row_axis(d))
+        x=alt.X("label:N", sort=labels, axis=discrete_axis(t("position (token)"), labels, cw)),
+        y=_row_axis(d, ch))
     tips = [alt.Tooltip("row:N" if "row" in d else "layer:O", title=t("layer")), alt.Tooltip("label:N", title=t("position")),
             alt.Tooltip(f"{value}:Q", format=".4f", title=str(legend_title or value))]
-    tips += [alt.Tooltip(f"{c}:Q", format=".4f") for c in ("logit_diff", "std") if c in d and c != value]
+    tips += _extra_tips(d, value)
     rect = base.mark_rect(stroke="white", strokeWidth=0.5).encode(
         color=_diverging(value, d[value], legend_title or value, domain), tooltip=tips)
     return alt.layer(rect).properties(width=cw * T, height=ch * L, autosize=PAD)
 
 
-def _row_axis(d: pd.DataFrame) -> alt.Y:
+def _row_axis(d: pd.DataFrame, step: float) -> alt.Y:
     """The rows of a per-layer map: ``row`` names in layer order when given, else the layer number."""
     if "row" in d:
         order = list(d.sort_values("layer")["row"].drop_duplicates())
-        return alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelOverlap=False, labelLimit=0))
-    return alt.Y("layer:O", title=t("layer"))
+        return alt.Y("row:N", sort=order, axis=discrete_axis(None, order, step, x=False, limit=0))
+    layers = [str(l) for l in sorted(d["layer"].unique())]
+    return alt.Y("layer:O", axis=discrete_axis(t("layer"), layers, step, x=False))
 
 
 def layer_bars(df: pd.DataFrame, *, title: str = "") -> alt.LayerChart:
@@ -97,15 +121,17 @@ def layer_bars(df: pd.DataFrame, *, title: str = "") -> alt.LayerChart:
     d = df.copy()
     d["lo"], d["hi"] = d["mean"] - d["std"], d["mean"] + d["std"]
     if "row" in d:
-        x = alt.X("row:N", sort=list(d.sort_values("layer")["row"].drop_duplicates()), title=None,
-                  axis=alt.Axis(labelAngle=-30, labelLimit=0))
+        d["row"] = d["row"].map(row_label)
+        order = list(d.sort_values("layer")["row"].drop_duplicates())
+        x = alt.X("row:N", sort=order, axis=discrete_axis(None, order, 40, angle=-30, limit=0))
     else:
-        x = alt.X("layer:O", title=t("layer"))
+        x = alt.X("layer:O", axis=discrete_axis(t("layer"), [str(l) for l in d["layer"]], 40))
     base = alt.Chart(d, title=str(title)).encode(x=x)
     bars = base.mark_bar(color="#d6604d").encode(
         y=alt.Y("mean:Q", title=t("normalised logit difference")),
-        tooltip=["row" if "row" in d else "layer", alt.Tooltip("mean:Q", format=".4f"),
-                 alt.Tooltip("std:Q", format=".4f"), "n"])
+        tooltip=[alt.Tooltip("row:N", title=t("layer")) if "row" in d else alt.Tooltip("layer:O", title=t("layer")),
+                 alt.Tooltip("mean:Q", format=".4f", title=t("mean")), alt.Tooltip("std:Q", format=".4f", title=t("std")),
+                 alt.Tooltip("n:Q", title=t("pairs"))])
     err = base.mark_errorbar(ticks=True).encode(y=alt.Y("lo:Q", title=""), y2="hi:Q")
     return alt.layer(bars, err).properties(width=max(240, 40 * len(d)), height=240, autosize=PAD)
 
@@ -117,9 +143,9 @@ def attribution_bars(df: pd.DataFrame, top: int = 20, *, title: str = "", select
     d["sign"] = np.where(d["logit_diff"] >= 0, *towards)
     bars = alt.Chart(d, title=str(title)).mark_bar().encode(
         x=alt.X("logit_diff:Q", title=t("contribution to logit(answer) − logit(distractor)")),
-        y=alt.Y("part:N", sort=list(d["part"]), title=None, axis=alt.Axis(labelOverlap=False)),
-        color=alt.Color("sign:N", scale=alt.Scale(domain=towards, range=["#b2182b", "#2166ac"]), title=None,
-                        legend=alt.Legend(orient="bottom")),
+        y=alt.Y("part:N", sort=list(d["part"]), axis=discrete_axis(None, list(d["part"]), 18, x=False)),
+        color=alt.Color("sign:N", scale=alt.Scale(domain=towards, range=["#b2182b", "#2166ac"]), title=t("direction"),
+                        legend=alt.Legend(orient="bottom", labelLimit=0)),
         tooltip=[alt.Tooltip("part:N", title=t("part")), alt.Tooltip("kind:N", title=t("kind")),
                  alt.Tooltip("logit_diff:Q", format=".4f", title=t("logit difference"))])
     if select:
@@ -151,7 +177,7 @@ def contribution_graph(nodes: pd.DataFrame, edges: pd.DataFrame, labels: list[st
               axis=alt.Axis(values=list(range(T)), labelExpr=f"{json.dumps(labels)}[datum.value]", labelAngle=-60,
                             title=t("position (token)"), labelOverlap=False, grid=False))
     y = alt.Y("y:Q", scale=alt.Scale(domain=[-0.3, L + 0.3], nice=False, zero=False),
-              axis=alt.Axis(values=list(range(L + 1)), title=t("layer (residual stream entering it)"), grid=False))
+              axis=integer_axis(t("layer (residual stream entering it)"), range(L + 1), grid=False))
     e = edges.copy()
     e["x"], e["x2"] = e["from_pos"], e["to_pos"]
     e["y"], e["y2"] = e["layer"], e["layer"] + 1
@@ -161,15 +187,18 @@ def contribution_graph(nodes: pd.DataFrame, edges: pd.DataFrame, labels: list[st
     n["x"], n["y"] = n["position"], n["layer"]
     n["label"] = [labels[int(p)] for p in n["position"]]
     n["on_path"] = False if highlight is None else n["position"] == highlight
+    kinds = {"attention": t("attention"), "residual": t("residual stream")}
+    e["kind"] = e["kind"].map(lambda k: kinds.get(k, k))
     tips = [alt.Tooltip("kind:N", title=t("kind")), alt.Tooltip("layer:Q", title=t("layer")),
             alt.Tooltip("from:N", title=t("from")), alt.Tooltip("to:N", title=t("to")),
             alt.Tooltip("share:Q", format=".3f", title=t("share")), alt.Tooltip("top_head:N", title=t("largest head")),
             alt.Tooltip("top_head_share:Q", title=t("its share"), format=".3f")]
     lines = alt.Chart(e).mark_rule().encode(
         x=x, y=y, x2="x2:Q", y2="y2:Q",
-        color=alt.Color("kind:N", scale=alt.Scale(domain=["attention", "residual"], range=["#d6604d", "#9e9e9e"]),
-                        title=t("edge")),
-        strokeWidth=alt.StrokeWidth("share:Q", scale=alt.Scale(domain=[0, 1], range=[0.5, 7]), title=t("share")),
+        color=alt.Color("kind:N", scale=alt.Scale(domain=list(kinds.values()), range=["#d6604d", "#9e9e9e"]),
+                        title=t("edge"), legend=alt.Legend(labelLimit=0, titleLimit=0)),
+        strokeWidth=alt.StrokeWidth("share:Q", scale=alt.Scale(domain=[0, 1], range=[0.5, 7]), title=t("share"),
+                                    legend=alt.Legend(titleLimit=0)),
         opacity=alt.Opacity("share:Q", scale=alt.Scale(domain=[0, 1], range=[0.35, 1]), legend=None),
         tooltip=tips)
     dots = alt.Chart(n).mark_circle(size=60, stroke="black", strokeWidth=0.5).encode(
@@ -187,21 +216,29 @@ def lens_chart(df: pd.DataFrame, labels: list[str], rows: list[str], *, answer: 
     df, labels = (last_positions(df, lo, "position"), labels[lo:]) if lo else (df, labels)
     d = df.copy()
     d["label"] = [labels[int(p)] for p in d["position"]]
+    d["row"] = d["row"].map(row_label)
+    rows = [row_label(r) for r in rows]
     T, R = len(labels), len(rows)
     cw = max(24, min(80, (CONTENT_WIDTH - 260) // max(T, 1)))  # ≤ LENS_MAX_T positions fit
     ch = 22
     base = alt.Chart(d, title=str(title)).encode(
-        x=alt.X("label:N", sort=labels, title=t("position (token)"), axis=alt.Axis(labelOverlap=False, labelAngle=-60)),
-        y=alt.Y("row:N", sort=rows[::-1], title=t("residual stream")))
-    tips = [alt.Tooltip("row:N"), alt.Tooltip("label:N", title=t("position")), alt.Tooltip("top_token:N", title=t("top token")),
+        x=alt.X("label:N", sort=labels, axis=discrete_axis(t("position (token)"), labels, cw, angle=-60)),
+        y=alt.Y("row:N", sort=rows[::-1], axis=discrete_axis(t("residual stream"), rows[::-1], ch, x=False)))
+    tips = [alt.Tooltip("row:N", title=t("residual stream")), alt.Tooltip("label:N", title=t("position")),
+            alt.Tooltip("top_token:N", title=t("top token")),
             alt.Tooltip("top_prob:Q", format=".3f", title=t("top token probability")), alt.Tooltip("top_k:N", title=t("top tokens"))]
     if "answer_rank" in d:
-        color = alt.Color("answer_rank:Q", title=t("rank of {answer}", answer=repr(answer)) if answer else t("answer rank"),
+        name = t("rank of {answer}", answer=repr(answer)) if answer else t("answer rank")
+        top = max(10, int(d["answer_rank"].max()))
+        decades = [10 ** k for k in range(int(math.ceil(math.log10(top))) + 1)]
+        color = alt.Color("answer_rank:Q", title=name, legend=colour_legend(name, values=decades[::-1], fmt="d"),
                           scale=alt.Scale(type="log", scheme="viridis", reverse=True, domainMin=1))
         tips += [alt.Tooltip("answer_rank:Q", title=t("answer rank")),
                  alt.Tooltip("answer_prob:Q", format=".4f", title=t("answer probability"))]
     else:
-        color = alt.Color("top_prob:Q", title=t("top token probability"), scale=alt.Scale(scheme="viridis"))
+        color = alt.Color("top_prob:Q", title=t("top token probability"), scale=alt.Scale(scheme="viridis"),
+                          legend=colour_legend(t("top token probability"), (float(d["top_prob"].min()),
+                                                                            float(d["top_prob"].max()))))
     rect = base.mark_rect(stroke="white", strokeWidth=0.5).encode(color=color, tooltip=tips)
     dark = "datum.answer_rank > 30" if "answer_rank" in d else "datum.top_prob < 0.5"
     text = base.mark_text(fontSize=CELL_TEXT_PX, limit=cw - 4).encode(
@@ -220,14 +257,16 @@ def head_tokens_chart(df: pd.DataFrame, *, title: str = "") -> alt.Chart:
     d["way"] = d["direction"].map(lambda w: ways.get(w, w))
     return alt.Chart(d, title=str(title)).mark_bar().encode(
         x=alt.X("logit:Q", title=t("direct effect on the token's logit")),
-        y=alt.Y("shown:N", sort=order, title=None, axis=alt.Axis(labelOverlap=False)),
-        color=alt.Color("way:N", scale=alt.Scale(domain=list(ways.values()), range=["#b2182b", "#2166ac"]), title=None),
-        tooltip=[alt.Tooltip("token:N", title=t("token")), "token_id", alt.Tooltip("way:N", title=t("direction")),
-                 alt.Tooltip("logit:Q", format=".4f", title="logit")],
+        y=alt.Y("shown:N", sort=order, axis=discrete_axis(None, order, 16, x=False)),
+        color=alt.Color("way:N", scale=alt.Scale(domain=list(ways.values()), range=["#b2182b", "#2166ac"]),
+                        title=t("direction")),
+        tooltip=[alt.Tooltip("token:N", title=t("token")), alt.Tooltip("token_id:Q", title=t("token id")),
+                 alt.Tooltip("way:N", title=t("direction")), alt.Tooltip("logit:Q", format=".4f", title="logit")],
     ).properties(width=360, height=max(160, 16 * len(d)), autosize=PAD)
 
 
-def set_average_charts(df: pd.DataFrame, dims: tuple, *, n: int, direction: str, what: str) -> tuple:
+def set_average_charts(df: pd.DataFrame, dims: tuple, *, n: int, direction: str,
+                       what: str) -> tuple[alt.LayerChart, alt.LayerChart | None]:
     """(the mean's chart, the spread's chart or None) of a prompt set's averaged maps (``df``: a
     :meth:`attnkit.patching.SetAverage.frame`, ``dims`` its axes, ``what`` the patched activation): heads → two head maps (the spread on a
     symmetric scale), layer × position → two maps, layers → bars with ± std."""

@@ -35,19 +35,20 @@ from ..attention import causal_mask
 
 from ..i18n import t
 from ..weights import head_name
+from .axes import CONTENT_WIDTH, colour_legend, discrete_axis, integer_axis
 from .colours import ANCHORS, SCHEME_ENDS, SCHEMES, colour_words, lut
 
 __all__ = [
     "MARK_LIMIT", "GRID_MARK_LIMIT", "MASKED_COLOR", "masked_cells", "mask_state", "mask_caption", "window_phrase", "cells_frame", "cell_chart",
     "colour_domain", "to_png", "image_chart", "grid_chart", "block_max", "SCALES", "default_scale", "scale_note",
     "CELL_TEXT_PX", "MIN_TEXT_CELL", "GRID_LABELS_PX", "SCHEME_ENDS", "colour_words", "colour_scale", "shade", "blocks_frame", "densest_block", "head_name", "CONTENT_WIDTH", "grid_panel_size",
+    "head_overview_chart", "rank_chart", "distance_chart", "distance_image",
 ]
 
 MARK_LIMIT = 64          # rows/columns drawn as one mark per cell (64² = 4,096 marks)
 GRID_MARK_LIMIT = 24     # per panel in a grid of heads/layers
 GRID_IMAGE_PX = 256      # a grid panel's image is at most this many pixels a side
 MASKED_COLOR = "#c9c9c9"
-CONTENT_WIDTH = 800      # px: the page's content width at a 1280 px window, sidebar open (960 at 1440)
 TOOLTIP_BLOCKS = 64      # the long-prompt image carries tooltips for at most 64×64 blocks of cells
 GRID_TOOLTIP_BLOCKS = 16 # … and a grid panel's image for 16×16
 SCALES = ("linear", "sqrt", "log")
@@ -217,10 +218,10 @@ def to_png(values: np.ndarray, masked: np.ndarray | None, kind: str = "pattern",
 
 def _color(kind: str, domain: tuple[float, float], scale: str, title: str, legend: bool = True, length: int = 160,
            field: str = "colour", orient: str = "right"):
-    extra = {"format": "~g"} if kind == "pattern" and scale == "log" else {}
-    if orient in ("top", "bottom"):
-        extra |= {"orient": orient, "direction": "horizontal", "titleOrient": "left"}
-    lg = alt.Legend(gradientLength=length, **extra)
+    """The colour channel and its legend: ``length`` px of legend (5 squares, 7 from 220 px on)."""
+    log = kind == "pattern" and scale == "log"
+    shown = (_log_floor(domain), domain[1]) if log else domain
+    lg = colour_legend(title, shown, scale="log" if log else "linear", n=7 if length >= 220 else 5, orient=orient)
     return alt.Color(f"{field}:Q", scale=colour_scale(kind, domain, scale), title=title, legend=lg if legend else None)
 
 
@@ -271,14 +272,15 @@ def cell_chart(values: np.ndarray, q_labels: list[str], k_labels: list[str], *, 
     vname = t("weight") if kind == "pattern" else t("score (pre-softmax)")
     side = size or max(220, min(800, 16 * max(R, C)))
     step = side / max(R, C)
-    # every label when the rows are tall enough to hold one (Vega would otherwise drop every other label)
-    ax = {"axis": alt.Axis(labelOverlap=step < 11, labelFontSize=10 if step >= 11 else 9, labelLimit=110)} \
-        if axes else {"axis": None}
-    bare = {side: {"axis": alt.Axis(title=None, labelOverlap=step < 9, labelFontSize=9, labelLimit=80)}
-            for side in label_axes} if not axes else {}
+    # every label Vega is given is drawn (the page's theme would drop overlapping ones); a grid panel without
+    # full axes still labels the sides ``label_axes`` names (untitled, small)
+    ax_x = discrete_axis(t("key (attended to)"), k_order, step, limit=110) if axes else \
+        discrete_axis(None, k_order, step, limit=80) if "x" in label_axes else None
+    ax_y = discrete_axis(t("query (attending)"), q_order, step, x=False, limit=110) if axes else \
+        discrete_axis(None, q_order, step, x=False, limit=80) if "y" in label_axes else None
     chart = alt.Chart(df, title=title).mark_rect().encode(
-        x=alt.X("key:N", sort=k_order, title=t("key (attended to)"), **bare.get("x", ax)),
-        y=alt.Y("query:N", sort=q_order, title=t("query (attending)"), **bare.get("y", ax)),
+        x=alt.X("key:N", sort=k_order, axis=ax_x),
+        y=alt.Y("query:N", sort=q_order, axis=ax_y),
         color=alt.condition("datum.masked", alt.value(MASKED_COLOR),
                             _color(kind, domain, scale, vname, legend, legend_length, orient=legend_orient)),
         tooltip=_name_tooltip(name) + [
@@ -360,8 +362,8 @@ def image_chart(values: np.ndarray, *, masked: np.ndarray | None = None, kind: s
     url = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
     full = np.asarray(values if tip_values is None else tip_values)
     FR, FC = full.shape
-    ax_x = alt.Axis(title=t("key position")) if axes else alt.Axis(title=None) if "x" in label_axes else None
-    ax_y = alt.Axis(title=t("query position")) if axes else alt.Axis(title=None) if "y" in label_axes else None
+    ax_x = integer_axis(t("key position")) if axes else integer_axis(None) if "x" in label_axes else None
+    ax_y = integer_axis(t("query position")) if axes else integer_axis(None) if "y" in label_axes else None
     xs = alt.X("x:Q", scale=alt.Scale(domain=[k0, k0 + FC], nice=False, zero=False), axis=ax_x)
     ys = alt.Y("y:Q", scale=alt.Scale(domain=[q0, q0 + FR], nice=False, zero=False, reverse=True), axis=ax_y)
     img = alt.Chart(alt.Data(values=[{"x": k0, "x2": k0 + FC, "y": q0, "y2": q0 + FR, "url": url}])).mark_image(
@@ -393,7 +395,7 @@ def image_chart(values: np.ndarray, *, masked: np.ndarray | None = None, kind: s
     if legend:
         vname = t("weight") if kind == "pattern" else t("score (pre-softmax)")
         lo = colour_values(np.array(domain), domain, kind, scale)
-        key = alt.Chart(alt.Data(values=[{"colour": float(lo[0])}, {"colour": float(lo[1])}])).mark_point(
+        key = alt.Chart(alt.Data(values=[{"colour": float(lo[0])}, {"colour": float(lo[1])}])).mark_square(
             opacity=0, tooltip=None).encode(color=_color(kind, domain, scale, vname, length=legend_length))
         layers.append(key)
     return alt.layer(*layers, title=title).properties(width=w, height=h, **_pad(top))
@@ -519,9 +521,12 @@ def head_overview_chart(df: pd.DataFrame, stat: str, *, text: bool = True, selec
     d["picked"] = d["head"].isin(selected or [])
     cell = max(22, min(46, 640 // max(H, 1)))
     base = alt.Chart(d).encode(
-        x=alt.X("head_index:O", title=t("head")), y=alt.Y("layer:O", title=t("layer")))
+        x=alt.X("head_index:O", axis=discrete_axis(t("head"), [str(h) for h in range(H)], cell)),
+        y=alt.Y("layer:O", axis=discrete_axis(t("layer"), [str(l) for l in range(L)], cell, x=False)))
+    lo, hi = (float(d[stat].min()), float(d[stat].max())) if d[stat].notna().any() else (0.0, 1.0)
     rect = base.mark_rect().encode(
-        color=alt.Color(f"{stat}:Q", scale=alt.Scale(scheme="viridis"), title=label or stat),
+        color=alt.Color(f"{stat}:Q", scale=alt.Scale(scheme="viridis"), title=label or stat,
+                        legend=colour_legend(label or stat, (lo, hi))),
         tooltip=[alt.Tooltip("head:N", title=t("head")), alt.Tooltip(f"{stat}:Q", format=".4f", title=label or stat)])
     if select:
         rect = rect.add_params(alt.selection_point(name=select, fields=["head"], on="click", clear=False))
@@ -542,9 +547,10 @@ def rank_chart(df: pd.DataFrame, top: int = 15, title: str = "", width: int = 26
     d = df.head(top)
     return alt.Chart(d, title=title).mark_bar().encode(
         x=alt.X("weight:Q", title=t("attention weight"), scale=alt.Scale(domain=[0, max(1e-9, float(d["weight"].max()))])),
-        y=alt.Y("head:N", sort=list(d["head"]), title=t("head"), axis=alt.Axis(labelOverlap=False)),
-        color=alt.Color("layer:O", scale=alt.Scale(scheme="tableau10")),
-        tooltip=["head", alt.Tooltip("weight:Q", format=".4f"), "rank_in_row", "top_key"],
+        y=alt.Y("head:N", sort=list(d["head"]), axis=discrete_axis(t("head"), list(d["head"]), 18, x=False)),
+        color=alt.Color("layer:O", scale=alt.Scale(scheme="tableau10"), title=t("layer")),
+        tooltip=[alt.Tooltip("head:N", title=t("head")), alt.Tooltip("weight:Q", format=".4f", title=t("weight")),
+                 alt.Tooltip("rank_in_row:Q", title=t("rank in the row")), alt.Tooltip("top_key:N", title=t("top key"))],
     ).properties(width=width, height=max(160, 18 * len(d)), autosize=PAD)
 
 
@@ -559,9 +565,10 @@ def distance_chart(dist: np.ndarray, names: list[str], order: list[int], title: 
     side = max(200, min(640, 14 * n))
     top = float(D.max()) if n > 1 and D.max() > 0 else 1.0       # the colours span the similarities present
     return alt.Chart(df, title=title).mark_rect().encode(
-        x=alt.X("head B:N", sort=ordered, title=None), y=alt.Y("head A:N", sort=ordered, title=None),
+        x=alt.X("head B:N", sort=ordered, axis=discrete_axis(None, ordered, side / n)),
+        y=alt.Y("head A:N", sort=ordered, axis=discrete_axis(None, ordered, side / n, x=False)),
         color=alt.Color("similarity:Q", scale=alt.Scale(scheme="viridis", domain=[1 - top, 1]),
-                        title=t("1 − JS distance")),
+                        title=t("1 − JS distance"), legend=colour_legend(t("1 − JS distance"), (1 - top, 1))),
         tooltip=[alt.Tooltip("head A:N", title=t("head A")), alt.Tooltip("head B:N", title=t("head B")),
                  alt.Tooltip("similarity:Q", format=".3f", title=t("1 − JS distance")),
                  alt.Tooltip("distance:Q", format=".3f", title=t("JS distance"))],
@@ -580,10 +587,13 @@ def distance_image(dist: np.ndarray, order: list[int], title: str = "", size: in
     n = D.shape[0]
     url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
     pic = alt.Chart(alt.Data(values=[{"x": 0, "x2": n, "y": 0, "y2": n, "url": url}])).mark_image(aspect=False).encode(
-        x=alt.X("x:Q", scale=alt.Scale(domain=[0, n], nice=False), title=t("position in the similarity order")),
+        x=alt.X("x:Q", scale=alt.Scale(domain=[0, n], nice=False),
+                axis=integer_axis(t("position in the similarity order"))),
         x2="x2:Q",
-        y=alt.Y("y:Q", scale=alt.Scale(domain=[0, n], nice=False, reverse=True), title=t("position in the similarity order")),
+        y=alt.Y("y:Q", scale=alt.Scale(domain=[0, n], nice=False, reverse=True),
+                axis=integer_axis(t("position in the similarity order"))),
         y2="y2:Q", url="url:N")
-    key = alt.Chart(alt.Data(values=[{"d": 1.0 - top}, {"d": 1.0}])).mark_point(opacity=0).encode(
-        color=alt.Color("d:Q", scale=alt.Scale(scheme="viridis", domain=[1.0 - top, 1.0]), title=t("1 − JS distance")))
+    key = alt.Chart(alt.Data(values=[{"d": 1.0 - top}, {"d": 1.0}])).mark_square(opacity=0).encode(
+        color=alt.Color("d:Q", scale=alt.Scale(scheme="viridis", domain=[1.0 - top, 1.0]), title=t("1 − JS distance"),
+                        legend=colour_legend(t("1 − JS distance"), (1.0 - top, 1.0))))
     return alt.layer(pic, key, title=title).properties(width=size, height=size, autosize=PAD)

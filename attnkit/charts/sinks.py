@@ -11,6 +11,7 @@ import altair as alt
 import pandas as pd
 
 from ..i18n import t
+from .axes import colour_legend, discrete_axis, integer_axis
 from .heatmaps import CELL_TEXT_PX
 
 __all__ = ["loss_chart", "share_heatmap", "share_by_position"]
@@ -20,7 +21,7 @@ def loss_chart(df: pd.DataFrame, full: dict, height: int = 320) -> alt.LayerChar
     """Loss (nats/token) against the window w (log axis), one line per k (and a dash per mode) with its 95 %
     band; the full cache as a horizontal rule with its own band."""
     data = df[["sinks", "window", "mode", "loss", "low", "high", "delta"]].copy()
-    x = alt.X("window:Q", title=t("window w (most recent keys kept)"), scale=alt.Scale(type="log", nice=False))
+    x = alt.X("window:Q", axis=integer_axis(t("window w (most recent keys kept)")), scale=alt.Scale(type="log", nice=False))
     colour = alt.Color("sinks:O", title=t("sinks k (first tokens kept)"), scale=alt.Scale(scheme="tableau10"))
     dash = alt.StrokeDash("mode:N", title=t("positions"))
     tips = [alt.Tooltip("sinks:O", title=t("sinks k (first tokens kept)")),
@@ -36,7 +37,7 @@ def loss_chart(df: pd.DataFrame, full: dict, height: int = 320) -> alt.LayerChar
                                              color=colour, strokeDash=dash, tooltip=tips)
     ref = pd.DataFrame([{**full, "what": t("full cache")}])
     rule = alt.Chart(ref).mark_rule(color="black", strokeDash=[6, 4]).encode(
-        y="loss:Q", tooltip=[alt.Tooltip("what:N", title=""), alt.Tooltip("loss:Q", format=".4f", title=t("loss (nats/token)")),
+        y="loss:Q", tooltip=[alt.Tooltip("what:N", title=t("reference")), alt.Tooltip("loss:Q", format=".4f", title=t("loss (nats/token)")),
                              alt.Tooltip("low:Q", format=".4f", title=t("95 % low")),
                              alt.Tooltip("high:Q", format=".4f", title=t("95 % high"))])
     label = alt.Chart(ref).mark_text(align="left", dx=4, dy=-6, color="black").encode(
@@ -52,9 +53,13 @@ def share_heatmap(df: pd.DataFrame, k: int, height: int | None = None) -> alt.La
     data = df[["layer", "head", "name", "first_token", col, "write_ratio", "sink"]].copy()
     data = data.rename(columns={col: "share"})
     title = t("share on the first {k} token(s)").format(k=k)
-    base = alt.Chart(data).encode(x=alt.X("head:O", title=t("head")), y=alt.Y("layer:O", title=t("layer")))
+    heads = [str(h) for h in sorted(data["head"].unique())]
+    layers = [str(l) for l in sorted(data["layer"].unique())]
+    base = alt.Chart(data).encode(x=alt.X("head:O", axis=discrete_axis(t("head"), heads, 24)),
+                                  y=alt.Y("layer:O", axis=discrete_axis(t("layer"), layers, 28, x=False)))
     rect = base.mark_rect().encode(
-        color=alt.Color("share:Q", title=title, scale=alt.Scale(scheme="blues", domain=[0, 1])),
+        color=alt.Color("share:Q", title=title, scale=alt.Scale(scheme="blues", domain=[0, 1]),
+                        legend=colour_legend(title, (0, 1))),
         stroke=alt.condition("datum.sink", alt.value("#e45756"), alt.value(None)),
         strokeWidth=alt.condition("datum.sink", alt.value(2), alt.value(0)),
         tooltip=[alt.Tooltip("name:N", title=t("head")), alt.Tooltip("share:Q", format=".3f", title=title),
@@ -74,7 +79,7 @@ def share_by_position(df: pd.DataFrame, heads: list[str] | None = None, height: 
     (``heads``: only these names)."""
     data = df if heads is None else df[df["name"].isin(heads)]
     return alt.Chart(data).mark_line(point=True).encode(
-        x=alt.X("n:Q", title=t("context length n = i + 1 (keys visible to query i)"), scale=alt.Scale(type="log")),
+        x=alt.X("n:Q", axis=integer_axis(t("context length n = i + 1 (keys visible to query i)")), scale=alt.Scale(type="log")),
         y=alt.Y("share:Q", title=t("share on the first tokens"), scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("name:N", title=t("head")),
         tooltip=[alt.Tooltip("name:N", title=t("head")), alt.Tooltip("n:Q"),

@@ -9,6 +9,7 @@ import pandas as pd
 import torch
 
 from ..i18n import t
+from .axes import colour_legend, discrete_axis, integer_axis
 
 __all__ = ["matrix_frame", "matrix_chart", "weights_chart", "kv_rows_chart", "MAX_CELLS", "visible_count",
            "visible_header", "mask_formula", "mask_row_caption"]
@@ -44,8 +45,13 @@ def matrix_frame(M, rows: list[str] | None = None, cols: list[str] | None = None
 
 def matrix_chart(M, rows: list[str] | None = None, cols: list[str] | None = None, title: str = "",
                  digits: int = 3, text: bool = True, scheme: str = "blues", size: int = 36,
-                 diverging: bool = False) -> alt.Chart:
-    """Heatmap of a small matrix with the numbers written in the cells (−∞ cells grey)."""
+                 diverging: bool = False, *, row_title: str | None = None, col_title: str | None = None,
+                 value_title: str | None = None, legend: str | None = "right") -> alt.LayerChart:
+    """Heatmap of a small matrix with the numbers written in the cells (−∞ cells grey).
+
+    Rows are queries and columns keys unless ``row_title`` / ``col_title`` say what they are (X's columns are
+    dimensions); ``value_title`` names the colour (default "value"); ``legend``: "right", "bottom" (a row of
+    three squares, for matrices side by side in narrow columns) or None."""
     df = matrix_frame(M, rows, cols, digits)
     R, C = df["i"].max() + 1, df["j"].max() + 1
     if R * C > MAX_CELLS:
@@ -53,26 +59,27 @@ def matrix_chart(M, rows: list[str] | None = None, cols: list[str] | None = None
     row_order = list(dict.fromkeys(df["row"]))
     col_order = list(dict.fromkeys(df["col"]))
     finite = df["value"].dropna()
+    lo, hi = (float(finite.min()), float(finite.max())) if len(finite) else (0.0, 0.0)
     if diverging and len(finite):
         m = float(finite.abs().max()) or 1.0
-        scale = alt.Scale(scheme="redblue", domain=[-m, m], reverse=True)
+        scale, shown = alt.Scale(scheme="redblue", domain=[-m, m], reverse=True), (-m, m)
     else:
-        scale = alt.Scale(scheme=scheme)
+        scale, shown = alt.Scale(scheme=scheme), (lo, hi)
+    rt, ct, vt = row_title or t("query"), col_title or t("key"), value_title or t("value")
+    side = legend in ("top", "bottom")
+    key = colour_legend(vt, shown, n=3 if side else 5, orient=legend) if legend else None
     base = alt.Chart(df, title=str(title)).encode(
-        x=alt.X("col:N", sort=col_order, title=t("key"),
-                axis=alt.Axis(labelAngle=0 if max(map(len, col_order)) <= 4 else -45)),
-        y=alt.Y("row:N", sort=row_order, title=t("query")),
+        x=alt.X("col:N", sort=col_order, axis=discrete_axis(ct, col_order, size)),
+        y=alt.Y("row:N", sort=row_order, axis=discrete_axis(rt, row_order, size, x=False)),
     )
-    cells = base.mark_rect().encode(
-        color=alt.condition("isValid(datum.value)", alt.Color("value:Q", scale=scale, title=t("value")),
-                            alt.value("#d9d9d9")),
-        tooltip=[alt.Tooltip("row:N", title=t("query")), alt.Tooltip("col:N", title=t("key")),
-                 alt.Tooltip("text:N", title=t("value"))],
+    cells = base.mark_rect(invalid=None).encode(
+        color=alt.condition("!isValid(datum.value)", alt.value("#d9d9d9"),
+                            alt.Color("value:Q", scale=scale, title=vt, legend=key)),
+        tooltip=[alt.Tooltip("row:N", title=rt), alt.Tooltip("col:N", title=ct), alt.Tooltip("text:N", title=vt)],
     )
     layers = [cells]
     if text:
         # white digits on the dark end of the scale
-        lo, hi = (float(finite.min()), float(finite.max())) if len(finite) else (0.0, 0.0)
         if diverging:
             cut = f"isValid(datum.value) && abs(datum.value) > {0.6 * max(abs(lo), abs(hi))}"
         else:
@@ -87,10 +94,10 @@ def weights_chart(df: pd.DataFrame, query: int, title: str = "") -> alt.Chart:
     n = len(df)
     tooltip = [alt.Tooltip("position:Q", title=t("position"))] + (
         [alt.Tooltip("token:N", title=t("token"))] if "token" in df else []) + [
-        alt.Tooltip("weight:Q", format=".4f", title=t("weight")), alt.Tooltip("q·k·scale:Q", format=".4f")]
+        alt.Tooltip("weight:Q", format=".4f", title=t("weight")), alt.Tooltip("q·k·scale:Q", format=".4f", title=t("q·k·scale"))]
     base = alt.Chart(df[[c for c in ("position", "token", "weight", "q·k·scale") if c in df]], title=str(title))
-    x = alt.X("position:Q", title=t("key position (query {query})", query=query), scale=alt.Scale(domain=[-0.5, n - 0.5]),
-              axis=alt.Axis(tickMinStep=1, format="d"))
+    x = alt.X("position:Q", scale=alt.Scale(domain=[-0.5, n - 0.5]),
+              axis=integer_axis(t("key position (query {query})", query=query)))
     mark = base.mark_bar(size=max(1, min(20, 600 // max(n, 1)))) if n <= 256 else base.mark_area(opacity=0.7)
     return mark.encode(x=x, y=alt.Y("weight:Q", title=t("softmax weight")), tooltip=tooltip).properties(
         width="container", height=180, autosize=FIT_X)
@@ -106,9 +113,10 @@ def kv_rows_chart(steps: pd.DataFrame) -> alt.Chart:
         recs.append({"step": s, "from": L - fed, "to": L, "rows": computed, "range": f"{L - fed}..{L - 1}"})
     df = pd.DataFrame(recs)
     return alt.Chart(df, title=t("K/V rows per step (with the cache)")).mark_bar(height=12).encode(
-        x=alt.X("from:Q", title=t("K/V row (position)")), x2="to:Q",
-        y=alt.Y("step:O", title=t("step")),
-        color=alt.Color("rows:N", scale=alt.Scale(domain=[reused, computed], range=["#9ecae1", "#e6550d"]), title=None),
+        x=alt.X("from:Q", axis=integer_axis(t("K/V row (position)"))), x2="to:Q",
+        y=alt.Y("step:O", axis=discrete_axis(t("step"), [str(s) for s in steps["step"]], 22, x=False)),
+        color=alt.Color("rows:N", scale=alt.Scale(domain=[reused, computed], range=["#9ecae1", "#e6550d"]),
+                        title=t("K/V rows"), legend=alt.Legend(labelLimit=0)),
         tooltip=[alt.Tooltip("step:O", title=t("step")), alt.Tooltip("rows:N", title=t("rows")),
                  alt.Tooltip("range:N", title=t("range"))],
     ).properties(width="container", height=max(80, 22 * len(steps)), autosize=FIT_X)
@@ -136,9 +144,9 @@ def visible_header(query: int, T: int, window: int | None) -> str:
 def mask_formula(query: int, window: int | None) -> str:
     """M_j, the mask row of query ``query``, as a formula."""
     if window is None:
-        return f"M_j = 0 for j ≤ {query}, −∞ for j > {query}"
-    return (f"M_j = 0 for {max(0, query - window + 1)} ≤ j ≤ {query}, M_j = −∞ for j > query or j ≤ query − w "
-            f"(j > {query} or j ≤ {query - window}, w = {window})")
+        return t("M_j = 0 for j ≤ {q}, −∞ for j > {q}", q=query)
+    return t("M_j = 0 for {lo} ≤ j ≤ {q}, M_j = −∞ for j > query or j ≤ query − w (j > {q} or j ≤ {out}, w = {w})",
+             lo=max(0, query - window + 1), q=query, out=query - window, w=window)
 
 
 def mask_row_caption(query: int, T: int, window: int | None) -> str:

@@ -12,13 +12,12 @@
 """
 from __future__ import annotations
 
-import unicodedata
-
 import altair as alt
 import numpy as np
 import pandas as pd
 
 from ..i18n import t
+from .axes import char_columns, colour_legend
 from .colours import SCHEME_ENDS
 from .heatmaps import LOG_DECADES
 
@@ -32,17 +31,6 @@ FONT = "DejaVu Sans Mono, Menlo, Consolas, Noto Sans Mono CJK SC, monospace"
 FOCUS_COLOR = "#d62728"
 FUTURE_TEXT = "#a0a0a0"
 SCALES = ("linear", "sqrt", "log")
-
-
-def char_columns(text: str) -> int:
-    """Character columns ``text`` takes in a monospace font: East Asian wide/full-width characters
-    (CJK, most emoji) count 2, combining marks and zero-width joiners 0, everything else 1."""
-    n = 0
-    for ch in text:
-        if unicodedata.combining(ch) or ch in "\u200b\u200c\u200d\ufe0f":
-            continue
-        n += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
-    return n
 
 
 def display_token(tok: str) -> tuple[bool, str]:
@@ -188,13 +176,13 @@ def _colour(scale: str, wname: str) -> dict:
     vscale = alt.Scale(scheme=SCHEME, type="log", nice=False) if scale == "log" else \
         alt.Scale(scheme=SCHEME, type=scale, zero=True, nice=False)
     colour = alt.Color("lshade:Q" if scale == "log" else "shade:Q", title=wname, scale=vscale,
-                       legend=alt.Legend(orient="top", direction="horizontal", gradientLength=220, titleOrient="left"))
+                       legend=colour_legend(wname, orient="top", fmt="~g" if scale == "log" else ".2f"))
     return {**colour.to_dict(), "condition": [{"test": "datum.is_focus", "value": FOCUS_COLOR},
                                               {"test": "!datum.seen", "value": "#ffffff"}]}
 
 
 def token_chart(weights: np.ndarray, tokens: list[str], *, direction: str = "to", focus: int | None = None,
-                follow: str = "click", scale: str = "sqrt", budget: int = 110, title: str = "",
+                follow: str = "click", scale: str = "sqrt", budget: int = 100, title: str = "",
                 name: str = "tok", groups=None, ids: list[int] | None = None) -> alt.LayerChart:
     """The prompt as wrapped text; the focus token's attention colours the others.
 

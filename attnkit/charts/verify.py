@@ -6,9 +6,10 @@ import altair as alt
 import pandas as pd
 
 from ..i18n import msg, t
+from .axes import discrete_axis
 
 
-__all__ = ["verify_chart", "LOG_FLOOR", "plotted", "WHO", "SHORT"]
+__all__ = ["verify_chart", "LOG_FLOOR", "plotted", "WHO", "SHORT", "DASH"]
 
 #: Errors of exactly 0 cannot sit on a log axis; they are drawn at this floor.
 LOG_FLOOR = 1e-16
@@ -27,8 +28,11 @@ def plotted(df: pd.DataFrame) -> pd.DataFrame:
     return long.assign(plotted=long["error"].clip(lower=LOG_FLOOR))
 
 
-SHORT = {"attention pattern": "pattern", "hidden state (relative)": "hidden", "final norm (relative)": "norm",
-         "logits (relative)": "logits", "generation step logits (relative)": "step logits"}
+SHORT = {"attention pattern": msg("pattern"), "hidden state (relative)": msg("hidden"),
+         "final norm (relative)": msg("norm"), "logits (relative)": msg("logits"),
+         "generation step logits (relative)": msg("step logits")}
+#: A short horizontal bar (an SVG path in Vega's unit square): the bound, drawn as a dash in the plot and the legend.
+DASH = "M-1,-0.22L1,-0.22L1,0.22L-1,0.22Z"
 
 
 def verify_chart(df: pd.DataFrame, title: str | None = None) -> alt.Chart:
@@ -36,18 +40,18 @@ def verify_chart(df: pd.DataFrame, title: str | None = None) -> alt.Chart:
     stay under, and attnkit's float64 difference (rows of :func:`attnkit.verify.checks`)."""
     title = t("error against HuggingFace in float64") if title is None else title
     long = plotted(df)
-    long["where"] = [f"{l} {SHORT.get(q, q)}" if l not in ("final", "generation") else SHORT.get(q, q)
+    long["where"] = [f"{l} {SHORT.get(q, q)}" if l not in ("final", "generation") else str(SHORT.get(q, q))
                      for l, q in zip(long["layer"], long["quantity"])]
     order = list(dict.fromkeys(long["where"]))
     series = [str(v) for v in WHO.values()]
-    shapes = alt.Scale(domain=series, range=["circle", "square", "stroke", "cross"])
+    shapes = alt.Scale(domain=series, range=["circle", "square", DASH, "cross"])
     colors = alt.Scale(domain=series, range=["#1f77b4", "#ff7f0e", "#555555", "#2ca02c"])
     return alt.Chart(long, title=title).mark_point(size=90, filled=True).encode(
-        x=alt.X("where:N", sort=order, title=t("layer and quantity"), axis=alt.Axis(labelAngle=-45)),
+        x=alt.X("where:N", sort=order, axis=discrete_axis(t("layer and quantity"), order, 24, angle=-45)),
         y=alt.Y("plotted:Q", scale=alt.Scale(type="log"), title=t("error (0 drawn at {floor})", floor=f"{LOG_FLOOR:g}"),
                 axis=alt.Axis(format="~e")),
-        color=alt.Color("series:N", scale=colors, title=None),
-        shape=alt.Shape("series:N", scale=shapes, title=None),
+        color=alt.Color("series:N", scale=colors, title=t("series"), legend=alt.Legend(labelLimit=0, symbolSize=120)),
+        shape=alt.Shape("series:N", scale=shapes, title=t("series")),
         tooltip=[alt.Tooltip("run:N", title=t("run")), alt.Tooltip("layer:N", title=t("layer")),
                  alt.Tooltip("quantity:N", title=t("quantity")), alt.Tooltip("series:N", title=t("series")),
                  alt.Tooltip("error:Q", format=".3e", title=t("error")), alt.Tooltip("ok:N", title=t("passes"))],

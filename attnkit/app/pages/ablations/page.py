@@ -128,7 +128,7 @@ def _verdict(res) -> None:
     for n in res.notes:
         st.caption(str(n))  # internal text: notes written by attnkit.ablations.measure (messages)
     if res.evidence:
-        ui.show_table(ablation_charts.evidence_frame(res), hide_index=True, width="stretch")
+        ui.show_table(ablation_charts.evidence_frame(res), hide_index=True, wrap=True)
 
     charted = [m for m in ablation_lib.get_kind(res.kind).metrics if m.chart]
     if charted:

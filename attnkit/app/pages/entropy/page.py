@@ -11,7 +11,7 @@ from attnkit import app as ui
 from attnkit.app.pages.entropy import runs as entropy_runs
 from attnkit.app.pages.entropy import texts as entropy_texts
 from attnkit.charts import entropy as entropy_charts
-from attnkit.i18n import msg, status_label, t
+from attnkit.i18n import msg, punctuation, status_label, t
 from attnkit.standard import head_name
 
 SPLITS = ["split into windows", "first window only"]

@@ -3,6 +3,7 @@ import pandas as pd
 import streamlit as st
 
 from attnkit import app as ui
+from attnkit.app.pages.shared import calculator
 from attnkit.glossary import GLOSSARY
 from attnkit.i18n import current, t
 
@@ -16,4 +17,7 @@ ui.show_table(pd.DataFrame({
     names[first]: [getattr(term, first) for term in GLOSSARY],
     names[second]: [getattr(term, second) for term in GLOSSARY],
     t("Definition"): [str(term.definition) for term in GLOSSARY],
-}), hide_index=True, width="stretch", height=36 * (len(GLOSSARY) + 1) + 3)
+}), hide_index=True, wrap=True)                 # long definitions wrap: none is cut at the column's edge
+
+st.divider()
+calculator.softmax_calculator(key="gl_calc")      # the softmax entry, tried: any article's scores and percentages

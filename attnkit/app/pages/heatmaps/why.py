@@ -169,6 +169,7 @@ def _links(ctx: Context, main: terms_lib.ScoreTerms, layer: int, head: int) -> N
     if not key_heads and not query_heads:
         return
     st.markdown("**" + t("The heads behind the largest terms") + "**")
+    st.caption(t("Each head's side total: its part of the score summed over every part of the other side."))
     pair = _circuits_pair(ctx.text)
     receiver = f"{head_name(layer, head)}.k"
     for side, heads in ((t("key side"), key_heads), (t("query side"), query_heads)):
@@ -177,7 +178,7 @@ def _links(ctx: Context, main: terms_lib.ScoreTerms, layer: int, head: int) -> N
         for col, part in zip(cols[1:], heads):
             pl, ph = parse_head(part)
             value = (main.key_side if heads is key_heads else main.query_side)[part]
-            col.button(plain(t("{head} ({value}): its pattern", head=part, value=f"{value:+.3f}")),
+            col.button(plain(t("{head} (side total {value}): its pattern", head=part, value=f"{value:+.3f}")),
                        key=f"hm_why_open_{side}_{part}", on_click=open_head, args=(pl, ph))
             if heads is key_heads:
                 col.button(plain(t("Path patch {sender} → {receiver}", sender=part, receiver=receiver)),

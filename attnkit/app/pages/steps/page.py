@@ -12,10 +12,11 @@ from attnkit import score_terms as terms_lib
 from attnkit import steps as head_steps
 from attnkit.app.pages.shared.next_token import next_token_table
 from attnkit.app.pages.shared.splits import compute, seconds
+from attnkit.app.pages.shared import calculator
 from attnkit.app.pages.steps import seeds, tabs
 from attnkit.charts import score_terms as term_charts
 from attnkit.charts import steps as step_charts
-from attnkit.i18n import t
+from attnkit.i18n import punctuation, t
 from attnkit.standard import head_name
 
 
@@ -120,7 +121,8 @@ def scores_section(hs, e: int, window: int | None):
     st.subheader(t("3 · scores, mask and softmax over the visible keys"))
     st.markdown(  # internal text: numbers and formulas
         f"s_j = q·k_j × {hs.scale:.6g}  (÷ √{e} = ÷ {math.sqrt(e):.4f}"
-        + ("" if abs(hs.scale - e ** -0.5) < 1e-12 else "; " + t("this checkpoint scales differently")) + ")"
+        + ("" if abs(hs.scale - e ** -0.5) < 1e-12 else punctuation("; ") + t("this checkpoint scales differently"))
+        + ")"
         f";  {step_charts.mask_formula(query, window)};  a_j = exp(s_j + M_j) / Σ exp(s + M).")
     n_vis = step_charts.visible_count(query, window)
     if n_vis > 1:
@@ -247,7 +249,7 @@ with tab_seed:
     seeds.seed_examples()
     seeds.zh_examples(ctx, layer)
 with tab_calc:
-    tabs.softmax_calculator(d=cfg.d_head)
+    calculator.softmax_calculator(d=cfg.d_head)
 with tab_next:
     next_token_table(ctx)
 with tab_kv:

@@ -86,7 +86,8 @@ def _cat_example(ctx: Context, layer: int) -> None:
     cols = st.columns(min(4, heads.shape[0]))
     for h in range(heads.shape[0]):
         cols[h % len(cols)].altair_chart(step_charts.matrix_chart(heads[h], labels, labels, head_name(layer, h),
-                                                                  digits=2, size=22), width="content")
+                                                                  digits=2, size=22, value_title=t("weight"),
+                                                                  legend="bottom"), width="content")
     found = examples.cat_question(model.token_bytes(ids))
     if found is not None:
         q, sit, note = found
@@ -150,9 +151,11 @@ def seed_examples() -> None:
     st.subheader(t("The 4×4 example: every score row is [1, 2, 3, 4], plus the causal mask"))
     ex = head_steps.seed_causal_4x4()
     cols = st.columns(4)
-    for col, (key, title) in zip(cols, (("scores", t("scores")), ("mask", t("M (causal mask)")),
-                                        ("masked", t("scores + M")), ("pattern", "softmax(scores + M)"))):
-        col.altair_chart(step_charts.matrix_chart(ex[key], title=title, digits=3), width="content")
+    for col, (key, title, value) in zip(cols, (("scores", t("scores"), t("score")), ("mask", t("M (causal mask)"), "M"),
+                                               ("masked", t("scores + M"), "s + M"),
+                                               ("pattern", t("softmax(scores + M)"), t("weight")))):
+        col.altair_chart(step_charts.matrix_chart(ex[key], title=title, digits=3, value_title=value, legend="bottom"),
+                         width="content")
     st.caption(t("Row sums of the softmax: {sums}. The seed's rounded values: {seed}.",
                  sums=", ".join(f"{float(s):.6f}" for s in ex["pattern"].sum(-1)),
                  seed="1 · 0.269 0.731 · 0.090 0.245 0.665 · 0.032 0.087 0.237 0.644"))
@@ -165,11 +168,13 @@ def seed_examples() -> None:
     dims = [f"d{j}" for j in range(4)]
     plain, causal = head_steps.seed_three_tokens(False), head_steps.seed_three_tokens(True)
     c = st.columns(2)
-    c[0].altair_chart(step_charts.matrix_chart(plain["X"], names, dims, "X (= Q = K = V)"), width="content")
-    c[1].altair_chart(step_charts.matrix_chart(plain["scores"], names, names, "X·Xᵀ / √4"), width="content")
+    rows_are = dict(row_title=t("token"), col_title=t("dimension"))       # X and the outputs: tokens × dimensions
+    c[0].altair_chart(step_charts.matrix_chart(plain["X"], names, dims, "X (= Q = K = V)", **rows_are), width="content")
+    c[1].altair_chart(step_charts.matrix_chart(plain["scores"], names, names, "X·Xᵀ / √4", value_title=t("score")),
+                      width="content")
     for label, r in ((t("without mask"), plain), (t("with the causal mask"), causal)):
         c = st.columns(2)
-        c[0].altair_chart(step_charts.matrix_chart(r["pattern"], names, names, t("softmax weights, {how}", how=label)),
-                          width="content")
-        c[1].altair_chart(step_charts.matrix_chart(r["output"], names, dims, t("output = weights·V, {how}", how=label)),
-                          width="content")
+        c[0].altair_chart(step_charts.matrix_chart(r["pattern"], names, names, t("softmax weights, {how}", how=label),
+                                                   value_title=t("weight")), width="content")
+        c[1].altair_chart(step_charts.matrix_chart(r["output"], names, dims, t("output = weights·V, {how}", how=label),
+                                                   **rows_are), width="content")

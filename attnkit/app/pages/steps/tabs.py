@@ -1,6 +1,5 @@
-"""Step by step's tabs beside the one-head walk-through and the seeds' examples: the softmax calculator (type the
-scores an article gives, check its percentages; :mod:`attnkit.calculator` does the arithmetic in float64), the KV
-cache demonstration and why W_Q ≠ W_K."""
+"""Step by step's tabs beside the one-head walk-through and the seeds' examples: the KV cache demonstration and why
+W_Q ≠ W_K (the softmax calculator is shared with the Glossary: :mod:`attnkit.app.pages.shared.calculator`)."""
 from __future__ import annotations
 
 import pandas as pd
@@ -11,51 +10,16 @@ from attnkit.app.caches import budgeted
 from attnkit.app.context import Context
 from attnkit.app.escaping import show_error
 from attnkit.app.exports import download_buttons, meta_for
-from attnkit.app.pages.shared.next_token import percent
 from attnkit.app.state import PageState
 from attnkit.app.tables import show_table
-from attnkit.calculator import CalculatorError, calculate
 from attnkit.charts import steps as step_charts
-from attnkit.i18n import t
+from attnkit.i18n import punctuation, t
 from attnkit.standard import head_name
 
-__all__ = ["SEED_SCORES", "KV_TOKENS", "calculator_frame", "softmax_calculator", "kv_cache", "symmetry"]
+__all__ = ["KV_TOKENS", "kv_cache", "symmetry"]
 
-#: The seed's example scores ("softmax turns 9, 3, −2 into 60 %, 30 %, 10 %" — it does not).
-SEED_SCORES = "9, 3, -2"
 #: Tokens the KV-cache demo generates by default: enough decoding steps for the cache's saving to show in seconds.
 KV_TOKENS = 32
-
-
-def calculator_frame(res) -> pd.DataFrame:
-    """One row per score: the score, softmax(s/T) and softmax(s/(√d·T)) as percentages (the calculator's table)."""
-    with_d = t("softmax(s / (√d·T)), d = {d}", d=res.d)
-    return pd.DataFrame([{t("score"): f"{r['score']:g}", t("softmax(s / T)"): percent(r["softmax"]),
-                          **({} if r["softmax_scaled"] is None else {with_d: percent(r["softmax_scaled"])})}
-                         for r in res.rows()])
-
-
-def softmax_calculator(key: str = "st_calc", d: int = 64):
-    """Type scores, see their softmax with and without 1/√d at a temperature (attnkit.calculator does the
-    arithmetic, in float64). Returns the :class:`attnkit.calculator.Softmax`, or None after an error line."""
-    st.subheader(t("Softmax calculator"))
-    st.caption(t("Type the scores an article gives and check its percentages: softmax turns scores s into "
-                 "weights exp(s/T) / Σ exp(s/T); attention divides the scores by √d first."))
-    c1, c2, c3 = st.columns([3, 1, 1])
-    text = c1.text_input(t("Scores (separated by commas)"), value=SEED_SCORES, key=f"{key}_scores")
-    dim = c2.number_input(t("d (the head dimension)"), 1, 1 << 16, value=int(d), key=f"{key}_d",
-                          help=t("The 1/√d column divides every score by √d before the softmax."))
-    temp = c3.number_input(t("Temperature T"), 0.01, 100.0, value=1.0, step=0.1, key=f"{key}_temp",
-                           help=t("Above 1 the weights spread out, below 1 they sharpen."))
-    try:
-        res = calculate(text, d=int(dim), temperature=float(temp))
-    except CalculatorError as e:
-        show_error(str(e))
-        return None
-    show_table(calculator_frame(res), hide_index=True, width="stretch")
-    st.caption(t("The weights of each column add up to 100 %. Computed in float64 with the largest score "
-                 "subtracted first, so no score is too large."))
-    return res
 
 
 def kv_cache(ctx: Context, state: PageState) -> None:
@@ -66,7 +30,7 @@ def kv_cache(ctx: Context, state: PageState) -> None:
                   "and reuses the keys and values of every earlier position; without it each step recomputes "
                   "the whole sequence. Both must choose the same tokens."))
     room = cfg.n_ctx - 1
-    k1, k2, k3 = st.columns(3)
+    k1, k2, k3 = st.columns([1, 1, 1.6])            # the checkbox's label needs the room
     state.fit("kv_n", range(1, max(1, min(32, room)) + 1), min(KV_TOKENS, room), what=t("Tokens to generate"),
               because=t("1 to {n} here", n=max(1, min(32, room))))
     n_new = k1.number_input(t("Tokens to generate"), 1, max(1, min(32, room)), key="st_kv_n")
@@ -94,7 +58,7 @@ def kv_cache(ctx: Context, state: PageState) -> None:
         kv = stored[1]
         if kv.tokens_match:
             rows = ("" if kv.max_kv_diff != kv.max_kv_diff else
-                    "; " + t("cached K/V rows equal a fresh full run within {d}", d=f"{kv.max_kv_diff:.1e}"))
+                    punctuation("; ") + t("cached K/V rows equal a fresh full run within {d}", d=f"{kv.max_kv_diff:.1e}"))
             st.success(t("Same {n} tokens with and without the cache (largest next-token logit difference {d}{rows}).",
                          n=n_new, d=f"{kv.max_logit_diff:.1e}", rows=rows), icon="✅")
         else:
@@ -156,7 +120,8 @@ def symmetry(ctx: Context, state: PageState, layer: int, head: int, resid, label
     win, wl = slice(start, start + W), labels[start: start + W]
     c = st.columns(2)
     small = min(T, W) <= 10
+    cell = max(6, min(18, 200 // len(wl)))          # two matrices, their labels and legends in half the page each
     c[0].altair_chart(step_charts.matrix_chart(sym["xx"][win, win], wl, wl, t("x̂·x̂ᵀ (symmetric)"), digits=1, text=small,
-                                     diverging=True, size=18), width="content")
+                                     diverging=True, size=cell, value_title="x̂·x̂ᵀ"), width="content")
     c[1].altair_chart(step_charts.matrix_chart(sym["qk"][win, win], wl, wl, t("q·kᵀ, head {head} (asymmetric)", head=head), digits=1,
-                                     text=small, diverging=True, size=18), width="content")
+                                     text=small, diverging=True, size=cell, value_title="q·kᵀ"), width="content")
