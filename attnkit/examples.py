@@ -2,10 +2,11 @@
 
 A pair is *solved* by a model when, at the position read (the last), the clean run prefers the
 answer (LD_clean > 0), the corrupted run does not (LD_corrupted ≤ 0), and the gap
-LD_clean − LD_corrupted is at least :data:`MARGIN` logits. A patching map normalised by a pair the
-model does not solve is noise; :func:`check_pair` says why in one line, and :func:`pick_default`
-offers a solved example as the default (the repeated phrase for attnkit-tiny, the indirect object
-for GPT-2, then any solved one).
+LD_clean − LD_corrupted is at least :data:`MARGIN` logits (:func:`attnkit.patching.solves`, the one
+definition). A patching map normalised by a pair the model does not solve is noise, and no circuit's share
+is claimed on it; :func:`check_pair` says why in one line, :func:`ordered` lists the solved examples first
+and :func:`pick_default` offers the first solved one (the model's preferred one when it solves it: the
+repeated phrase for attnkit-tiny, the indirect object for GPT-2).
 
 A planted-circuit model (:data:`attnkit.loading.PLANTED_MODELS`) reads only the words ``t0`` … ``t39``, so
 it gets its own example (:data:`MODEL_EXAMPLES`): the first prompt pair that ``calibrate`` builds for the
@@ -17,18 +18,15 @@ from dataclasses import dataclass
 
 from . import calibration
 from .loading import PLANTED_MODELS, SHIPPED
-from .patching import Pair, PatchError, logit_diffs, make_pair, two_token_weights
+from .patching import MARGIN, Pair, PatchError, logit_diffs, make_pair, solves, two_token_weights
 from .i18n import join, msg
 from .model import run
 
 __all__ = ["EXAMPLES", "MODEL_EXAMPLES", "MARGIN", "PREFERRED", "CIRCUITS_PREFERRED", "FIELDS", "Check", "check_pair",
-           "check_examples", "examples_for", "texts", "pick_default"]
+           "check_examples", "examples_for", "texts", "ordered", "pick_default"]
 
 #: The texts of an example (the keys of each entry of EXAMPLES).
 FIELDS = ("clean", "corrupt", "answer", "distractor")
-
-#: Logits: a clean − corrupted gap below this is too small to normalise a map by.
-MARGIN = 1.0
 
 EXAMPLES = {
     msg("Indirect object, names swapped"): dict(
@@ -43,14 +41,16 @@ EXAMPLES = {
         clean="Install the python package and the kernel source. Install the python package and the kernel",
         corrupt="Install the python package and the kernel binary. Install the python package and the kernel",
         answer=" source", distractor=" binary"),
-    # the words before "source" and "binary" swapped: "kernel" is now followed by "binary", so what changes is
-    # what the induction heads' keys match on (the previous-token head's output) — the pair that exercises
-    # the previous-token head → induction heads' keys path (in "A repeated phrase" the copied token changes
-    # instead, and the previous-token head's output is the same in both prompts up to the change)
+    # the words before "ball" and "cup" swapped: "red" is now followed by "cup", so what changes is what the
+    # induction heads' keys match on (the previous-token head's output) — the pair that exercises the
+    # previous-token head → induction heads' keys path (in "A repeated phrase" the copied token changes
+    # instead, and the previous-token head's output is the same in both prompts up to the change). attnkit-tiny
+    # solves it (LD +10.48 clean, −4.50 corrupted); the earlier "Install the kernel source and the module
+    # binary…" swap it does not (its corrupted run still prefers the answer, +0.44)
     msg("A repeated phrase, match swapped"): dict(
-        clean="Install the kernel source and the module binary. Install the kernel",
-        corrupt="Install the module source and the kernel binary. Install the kernel",
-        answer=" source", distractor=" binary"),
+        clean="Find the red ball and the green cup. Find the red",
+        corrupt="Find the green ball and the red cup. Find the red",
+        answer=" ball", distractor=" cup"),
 }
 
 #: The name of a planted task's example (``task`` of CIRCUIT.json; ``{shift}`` from it too).
@@ -79,8 +79,7 @@ MODEL_EXAMPLES = _planted_examples()
 PREFERRED = {"attnkit-tiny": "A repeated phrase", "gpt2": "Indirect object, names swapped",
              **{model: next(iter(own)) for model, own in MODEL_EXAMPLES.items()}}
 #: The same on the Circuits page, whose path patching and discovery read the keys' path best on the swapped match
-#: (which attnkit-tiny does not quite solve: its corrupted run still prefers the answer by +0.44; the page keeps
-#: it as the default with ``keep_preferred`` and shows the warning).
+#: (offered first only where the model solves it, as every preferred example).
 CIRCUITS_PREFERRED = PREFERRED | {"attnkit-tiny": "A repeated phrase, match swapped"}
 
 
@@ -99,7 +98,7 @@ class Check:
 
     @property
     def solved(self) -> bool:
-        return self.problem is None and self.clean_ld > 0 >= self.corrupt_ld and self.gap >= self.margin
+        return self.problem is None and solves(self.clean_ld, self.corrupt_ld, self.margin)
 
     def warning(self) -> str | None:
         """One line when a map normalised by this pair should not be trusted, else None."""
@@ -162,13 +161,22 @@ def check_examples(model, examples: dict | None = None, margin: float = MARGIN,
     return out
 
 
-def pick_default(model_name: str, checks: dict[str, Check], preferred_by_model: dict | None = None,
-                 keep_preferred: bool = False) -> str:
-    """The example offered first: the model's preferred one (``preferred_by_model``, default
-    :data:`PREFERRED`) if it solves it (or, with ``keep_preferred``, whenever the tokenizer can make it),
-    else the first solved one, else the preferred one (or the first) anyway — the page then warns."""
+def ordered(model_name, checks: dict[str, Check], preferred_by_model: dict | None = None) -> list[str]:
+    """The examples of ``checks`` in the order offered: the solved ones first (the model's preferred one, from
+    ``preferred_by_model`` — default :data:`PREFERRED` — first among them), then those the model does not solve,
+    then those its tokenizer cannot make; the registry's order otherwise."""
     preferred = (PREFERRED if preferred_by_model is None else preferred_by_model).get(_base(model_name))
-    if keep_preferred and preferred in checks and checks[preferred].problem is None:
-        return preferred
-    order = ([preferred] if preferred in checks else []) + [n for n in checks if n != preferred]
-    return next((n for n in order if checks[n].solved), order[0] if order else "")
+
+    def rank(name: str) -> tuple:
+        c = checks[name]
+        return (not c.solved, c.problem is not None, name != preferred)
+
+    return sorted(checks, key=rank)
+
+
+def pick_default(model_name: str, checks: dict[str, Check], preferred_by_model: dict | None = None) -> str:
+    """The example offered first: the first of :func:`ordered` — a solved one whenever the model solves any
+    (its preferred one if it solves it), else the first the tokenizer can make (the page then warns); "" for
+    no examples."""
+    order = ordered(model_name, checks, preferred_by_model)
+    return order[0] if order else ""

@@ -746,9 +746,9 @@ def test_circuit_cli_pairs_file_is_read_by_the_one_reader(tmp_path):
 
 
 def test_circuits_page_checks_its_examples_and_takes_a_prompt_set(tiny):
-    """Circuits offers the one registry's examples, each checked on the model (the swapped match is its default
-    on attnkit-tiny, marked as not solved: its corrupted run still prefers the answer); an uploaded set adds
-    pairs to discovery and a bad row is named."""
+    """Circuits offers the one registry's examples, each checked on the model, the solved ones first (the swapped
+    match, solved on attnkit-tiny, is its default; the unsolved ones are marked and listed after them); an
+    uploaded set adds pairs to discovery and a bad row is named."""
     from helpers import apptest
 
     rows = [{"clean": TINY_CLEAN, "corrupt": TINY_CORRUPT, "answer": " source", "distractor": " binary"},
@@ -758,7 +758,8 @@ def test_circuits_page_checks_its_examples_and_takes_a_prompt_set(tiny):
     assert not at.exception, at.exception
     box = at.selectbox(key="ci_example")
     assert box.value == "A repeated phrase, match swapped"
-    assert "A repeated phrase, match swapped (not solved)" in box.options and "A repeated phrase" in box.options
-    assert any("corrupted run also prefers the answer" in w.value for w in at.warning)
+    assert box.options[:2] == ["A repeated phrase, match swapped", "A repeated phrase"]
+    assert all(o.endswith("(not solved)") for o in box.options[2:-1]) and box.options[-1] == "Your own"
+    assert not any("does not solve" in w.value for w in at.warning)
     assert any("line 2: needs" in w.value and "corrupted, distractor" in w.value for w in at.warning)
     assert any(c.value.startswith("1 more pair(s) from set.jsonl") for c in at.caption)

@@ -23,7 +23,7 @@ from ..charts import effects as effect_charts
 from ..charts import score_terms as terms_charts
 from ..charts import verify as verify_charts
 from ..circuits.compose import Composition as CompositionScores
-from ..circuits.discover import Circuit as FoundCircuit
+from ..circuits.discover import NO_SHARE, Circuit as FoundCircuit
 from ..i18n import msg, status_label, t
 from ..patching import PatchResult
 from ..pieces import token_labels
@@ -217,6 +217,9 @@ class Circuit(Result):
 
     def _chart(self, kind: str = "graph"):
         if kind == "faithfulness":
+            if not self.found.solved:
+                raise ValueError(f"{NO_SHARE}: the faithfulness curve is a share of the clean logit difference; see "
+                                 ".summary() and .found.notes")
             return circuit_charts.faithfulness_curve(self.found)
         if kind != "graph":
             raise ValueError(f"kind is 'graph' or 'faithfulness', not {kind!r}")
@@ -228,9 +231,12 @@ class Circuit(Result):
                                             mark_labels=circuit_charts.mark_labels(), mark_title=t("stated circuit"))
 
     def _summary(self):
-        share = f"{self.found.share:.1%}" if self.found.solved else "—"
+        if not self.found.solved:
+            return msg("{no_share}: the model does not solve the prompt pair(s), so no circuit is claimed; the {all} "
+                       "edges are only ranked (.found.ranked; .found.notes say why).", no_share=NO_SHARE,
+                       all=len(self.found.ranked))
         return msg("A circuit of {n} of {all} edges recovers {share} of the clean logit difference (target {target}); "
-                   "heads: {heads}.", n=self.found.size, all=len(self.found.ranked), share=share,
+                   "heads: {heads}.", n=self.found.size, all=len(self.found.ranked), share=self.found.share_text(),
                    target=f"{self.found.target:.0%}", heads=" ".join(self.found.heads) or t("none"))
 
 

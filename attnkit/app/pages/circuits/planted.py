@@ -42,7 +42,7 @@ def compare_section(ctx, found) -> Compared:
     :class:`attnkit.circuits.discover.Circuit`) — counts, precision and recall, and the edges with their marks.
     Returns what the graph draws (on any other model: the discovered edges, unmarked)."""
     got = stated(ctx)
-    if got is None:
+    if got is None or not found.solved:                   # not solved: no circuit claimed, nothing to compare
         return Compared(list(found.edges))
     group = ctx.model.config.group
     cmp = calibration.compare_circuits(got.circuit.edges, found.edges, group)
