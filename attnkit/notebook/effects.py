@@ -205,13 +205,12 @@ class Circuit(Result):
         stated = self.stated if stated is None else stated
         if stated is None:
             raise ValueError("this model states no circuit (no CIRCUIT.json): give one to compare with")
-        edges = getattr(stated, "edges", stated)
-        return calibration.compare_circuits(edges, self.found.edges, self.group)
+        return calibration.compare_circuits(stated, self.found.edges, self.group)
 
     def _frame(self) -> pd.DataFrame:
         df = pd.DataFrame(self.found.edges, columns=["sender", "receiver", "attribution"])
         if self.stated is not None:
-            marks = calibration.edge_marks(self.stated.edges, self.found.edges, self.group)
+            marks = calibration.edge_marks(self.stated, self.found.edges, self.group)
             df["stated circuit"] = [marks.get((s, r), "") for s, r in zip(df["sender"], df["receiver"])]
         return df
 
@@ -226,7 +225,7 @@ class Circuit(Result):
         title = t("The circuit: {n} edges", n=self.found.size)
         if self.stated is None:
             return circuit_charts.circuit_graph(self.found.edges, self.n_layers, self.n_heads, title=title)
-        edges, marks = calibration.marked_edges(self.stated.edges, self.found, self.group)
+        edges, marks = calibration.marked_edges(self.stated, self.found, self.group)
         return circuit_charts.circuit_graph(edges, self.n_layers, self.n_heads, title=title, marks=marks,
                                             mark_labels=circuit_charts.mark_labels(), mark_title=t("stated circuit"))
 

@@ -45,10 +45,13 @@ def compare_section(ctx, found) -> Compared:
     if got is None or not found.solved:                   # not solved: no circuit claimed, nothing to compare
         return Compared(list(found.edges))
     group = ctx.model.config.group
-    cmp = calibration.compare_circuits(got.circuit.edges, found.edges, group)
-    drawn, marks = calibration.marked_edges(got.circuit.edges, found, group)
+    cmp = calibration.compare_circuits(got.circuit, found.edges, group)
+    drawn, marks = calibration.marked_edges(got.circuit, found, group)
     st.markdown("**" + t("Stated circuit (CIRCUIT.json) beside the discovered one") + "**")  # internal text: the catalog's
     _metrics(cmp)
+    if cmp["not_needed"]:
+        st.caption(t("Recall counts the required edges only: {edges} (optional or negative in CIRCUIT.json) left out, "
+                     "not missed.", edges=", ".join(f"{s} → {r}" for s, r in cmp["not_needed"])))  # internal text: names
     if group > 1:
         note = t("Grouped-query attention: the .k/.v receivers of query heads that share a key/value head count "
                  "as one edge ({group} query heads per key/value head).", group=group)
