@@ -475,25 +475,30 @@ METHODS: list[tuple[str, Callable[[Context], list[Row]]]] = [
 
 
 def calibrate_model(name: str, folder: str | Path, weights: Weights, n_pairs: int = 4,
-                    methods=None) -> dict:
-    """{"name", "folder", "methods": [row…]} for one planted model."""
+                    methods=None, tick: Callable[[], None] | None = None) -> dict:
+    """{"name", "folder", "methods": [row…]} for one planted model; ``tick()`` after each method."""
     circuit = read_circuit(folder, weights.config)
     ctx = Context(name, weights, circuit, make_pairs(circuit, n_pairs))
     rows = []
     for _, fn in (methods or METHODS):
         rows += [r.to_json() for r in fn(ctx)]
+        if tick:
+            tick()
     return {"name": name, "folder": str(Path(folder).resolve()), "methods": rows}
 
 
 def calibrate(models: list[tuple[str, str | Path, Weights]], n_pairs: int = 4,
               progress: Callable[[int, int], None] | None = None) -> dict:
-    """The report card over (name, folder, weights) triples: ``{"models": [...]}``."""
-    out = []
-    for i, (name, folder, w) in enumerate(models):
-        out.append(calibrate_model(name, folder, w, n_pairs))
+    """The report card over (name, folder, weights) triples: ``{"models": [...]}``; ``progress(done, total)``
+    after each method of each model."""
+    total, done = len(models) * len(METHODS), [0]
+
+    def tick() -> None:
+        done[0] += 1
         if progress:
-            progress(i + 1, len(models))
-    return {"models": out}
+            progress(done[0], total)
+
+    return {"models": [calibrate_model(name, folder, w, n_pairs, tick=tick) for name, folder, w in models]}
 
 
 #: Each method's name as shown (the report card's text; its JSON keeps the names of :data:`METHODS`).
