@@ -16,14 +16,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 from . import calibration
 from .loading import PLANTED_MODELS, SHIPPED
-from .patching import MARGIN, Pair, PatchError, logit_diffs, make_pair, solves, two_token_weights
+from .patching import MARGIN, Pair, PatchError, logit_diffs, make_pair, resolve_token, solves, two_token_weights
 from .i18n import join, msg
 from .model import run
 
 __all__ = ["EXAMPLES", "MODEL_EXAMPLES", "MARGIN", "PREFERRED", "CIRCUITS_PREFERRED", "FIELDS", "Check", "check_pair",
-           "check_examples", "examples_for", "texts", "ordered", "pick_default"]
+           "check_examples", "examples_for", "texts", "ordered", "pick_default", "EffectPair", "effect_pair",
+           "matching_example"]
 
 #: The texts of an example (the keys of each entry of EXAMPLES).
 FIELDS = ("clean", "corrupt", "answer", "distractor")
@@ -180,3 +183,94 @@ def pick_default(model_name: str, checks: dict[str, Check], preferred_by_model: 
     no examples."""
     order = ordered(model_name, checks, preferred_by_model)
     return order[0] if order else ""
+
+
+# ----------------------------------------------------------------------------- a pair to check one head's effect
+
+@dataclass(frozen=True)
+class EffectPair:
+    """A clean/corrupted pair on which to measure one head's effect (activation patching): its texts
+    (:data:`FIELDS`), and ``example``, the registry's example used when no corrupted prompt could be made from the
+    text (else None)."""
+    texts: dict
+    example: str | None = None
+
+
+def _top(logits: torch.Tensor, k: int) -> list[int]:
+    return [int(i) for i in torch.topk(logits.float(), min(k, logits.shape[-1])).indices]
+
+
+def _answer_pair(model, clean_ids: list, corrupt_ids: list, bos: int | None) -> tuple[str, str] | None:
+    """(answer, distractor) as token texts: the clean run's top next token, and the corrupted run's (or, when they
+    agree, the clean run's next best) — each one that reads back as that very token; None when none does."""
+    pre = [] if bos is None else [bos]
+    clean, corrupt = (run(model.weights, torch.tensor([pre + ids])).logits[0, -1] for ids in (clean_ids, corrupt_ids))
+    special = set(getattr(model.tokenizer, "all_special_ids", []) or [])
+    answers = [i for i in _top(clean, 4) if i not in special]
+    for a in answers:
+        for d in [i for i in _top(corrupt, 4) + answers if i != a and i not in special]:
+            words = model.token_strs([a, d])
+            if all(_reads_back(model, w, i) for w, i in zip(words, (a, d))):
+                return words[0], words[1]
+    return None
+
+
+def _reads_back(model, word: str, i: int) -> bool:
+    """Whether the pages read ``word`` as the answer or distractor token ``i`` (:func:`attnkit.patching.resolve_token`)."""
+    try:
+        return resolve_token(model, word)[0] == i
+    except PatchError:
+        return False
+
+
+def _replacements(model, base: list, j: int, tries: int) -> list[list[int]]:
+    """Prompts ``base`` with token ``j`` replaced by a word token of the same kind (a leading space or not, ASCII or
+    not; no special token) — the prompt's other words first, then words of a seeded draw from the vocabulary — that the
+    tokenizer reads back as exactly those ids (at most ``tries``)."""
+    gen = torch.Generator().manual_seed(0)
+    draw = torch.randperm(model.config.d_vocab, generator=gen)[: 64 * tries].tolist()
+    special = set(getattr(model.tokenizer, "all_special_ids", []) or [])
+    own = model.token_strs([base[j]])[0]
+    out = []
+    for r in dict.fromkeys([*base, *draw]):
+        word = model.token_strs([r])[0]
+        if (r == base[j] or r in special or word[:1].isspace() != own[:1].isspace() or not word.strip().isalnum()
+                or word.isascii() != own.isascii()):
+            continue
+        new = base[:j] + [r] + base[j + 1:]
+        if model.encode(model.tokenizer.decode(new, clean_up_tokenization_spaces=False)) == new:
+            out.append(new)
+        if len(out) >= tries:
+            break
+    return out
+
+
+def effect_pair(model, text: str, layer: int, head: int, bos: int | None = None, tries: int = 6) -> EffectPair:
+    """A pair on which patching shows whether head ``layer``/``head`` matters on ``text``: the clean prompt is the text;
+    the corrupted one is the text with the token this head attends to most from the last position replaced (the
+    next-most attended one when no replacement reads back as one token); the answer is the clean run's top next
+    token, the distractor the corrupted run's. When none can be made (a one-token text, a tokenizer that will not
+    read any replacement back), the model's first solved example (:func:`pick_default`) instead: ``example`` names
+    it. ``model``: a :class:`attnkit.loading.Loaded`; ``bos``: a token put before both prompts, as on the pages."""
+    base = model.encode(text)[: model.config.n_ctx - (bos is not None)]
+    clean_text = text if len(base) == len(model.encode(text)) else \
+        model.tokenizer.decode(base, clean_up_tokenization_spaces=False)
+    if len(base) >= 2 and model.encode(clean_text) == base:
+        ids = ([] if bos is None else [bos]) + base
+        pattern = run(model.weights, torch.tensor([ids]), capture=["pattern"])["pattern", layer][0, head, -1]
+        keys = [int(j) - len(ids) + len(base) for j in torch.argsort(pattern.float(), descending=True)]
+        for j in [j for j in keys if j >= 0][:3]:
+            for new in _replacements(model, base, j, tries):
+                words = _answer_pair(model, base, new, bos)
+                if words is not None:
+                    corrupt = model.tokenizer.decode(new, clean_up_tokenization_spaces=False)
+                    return EffectPair(dict(zip(FIELDS, (clean_text, corrupt, *words))))
+    checks = check_examples(model, bos=bos)
+    name = pick_default(model.name, checks)
+    return EffectPair(dict(texts(name)), name)
+
+
+def matching_example(texts_: dict) -> str | None:
+    """The registry's example whose texts these are (any model's), or None."""
+    every = {**EXAMPLES, **{n: ex for own in MODEL_EXAMPLES.values() for n, ex in own.items()}}
+    return next((n for n, ex in every.items() if all(ex[f] == texts_.get(f) for f in FIELDS)), None)

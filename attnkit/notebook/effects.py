@@ -155,7 +155,8 @@ class Attribution(Result):
 @dataclass(repr=False)
 class Composition(Result):
     """Composition scores between heads of different layers, from the weights alone (no prompt): how much a later
-    head's query (q), key (k) or value (v) reads what an earlier head writes, beside a random baseline."""
+    head's query (q), key (k) or value (v) *could* read what an earlier head writes, beside a random baseline. They
+    measure the weights, not an effect: a decoy edge can tie a real one (path patching measures effects)."""
 
     scores: CompositionScores
 
@@ -169,8 +170,9 @@ class Composition(Result):
         best = {m: self.scores.top(m, 1) for m in self.scores.scores}
         text = ", ".join(f"{m.upper()} {b[0][0]} → {b[0][1]} {b[0][2]:.3f}" for m, b in best.items() if b)
         return msg("Composition scores (from the weights, no prompt); random baseline {mean} (99th percentile "
-                   "{q99}); strongest: {best}.", mean=f"{self.scores.baseline['mean']:.3f}",
-                   q99=f"{self.scores.baseline['q99']:.3f}", best=text)
+                   "{q99}); strongest: {best}. What the weights allow, not an effect: a real edge and a decoy's can "
+                   "score alike; path patching (Model.circuit, the Circuits page) measures what an edge does.",
+                   mean=f"{self.scores.baseline['mean']:.3f}", q99=f"{self.scores.baseline['q99']:.3f}", best=text)
 
 
 @dataclass(repr=False)

@@ -112,6 +112,9 @@ def weights_section():
         "Score = {formula}. Random matrices of the same shapes score {mean} on average (99th percentile {q99}, {n} seeded "
         "samples): the colour scale starts there and cells above the 99th percentile are outlined.", formula=compose.FORMULAS[mode],
         mean=f"{baseline['mean']:.3f}", q99=f"{baseline['q99']:.3f}", n=baseline["n"]) + " " + " ".join(map(str, comp.notes))))
+    st.caption(t("From the weights alone: a score says how much a later head could read an earlier one's output, not "
+                 "that it does on any prompt — a real edge and a decoy's can score alike. Path patching and the "
+                 "discovered circuit below measure effects on a prompt pair."))
     if receivers:
         st.altair_chart(circuit_charts.composition_matrix(comp, mode, receiver_layers=receivers), width="content")
     top = pd.DataFrame(comp.top(mode, 12), columns=["sender", "receiver", "score"])
