@@ -48,12 +48,18 @@ EXAMPLES = {
     # induction heads' keys match on (the previous-token head's output) — the pair that exercises the
     # previous-token head → induction heads' keys path (in "A repeated phrase" the copied token changes
     # instead, and the previous-token head's output is the same in both prompts up to the change). attnkit-tiny
-    # solves it (LD +10.48 clean, −4.50 corrupted); the earlier "Install the kernel source and the module
-    # binary…" swap it does not (its corrupted run still prefers the answer, +0.44)
+    # solves it (LD +10.48 clean, −4.50 corrupted); the earlier "kernel / module" swap below it does not (its
+    # corrupted run still prefers the answer, +0.44)
     msg("A repeated phrase, match swapped"): dict(
         clean="Find the red ball and the green cup. Find the red",
         corrupt="Find the green ball and the red cup. Find the red",
         answer=" ball", distractor=" cup"),
+    # the earlier swapped match, kept: README's first Circuits story and Heatmaps' "why" prompt; marked "(not solved)"
+    # on attnkit-tiny, where no circuit share is claimed on it
+    msg("A repeated phrase, match swapped (kernel / module)"): dict(
+        clean="Install the kernel source and the module binary. Install the kernel",
+        corrupt="Install the module source and the kernel binary. Install the kernel",
+        answer=" source", distractor=" binary"),
 }
 
 #: The name of a planted task's example (``task`` of CIRCUIT.json; ``{shift}`` from it too).

@@ -1,6 +1,6 @@
 """The report card as a result kept between runs: :func:`attnkit.calibration.calibrate` on planted-circuit models
 (by default the shipped ones), computed once per process and kept on disk, keyed by the *content* of the models'
-folders (every file's SHA-256, :mod:`attnkit.diskcache`), the prompt pairs per model and the methods' names — a
+folders (the SHA-256 of its weights, config, CIRCUIT.json and tokenizer, :mod:`attnkit.diskcache`), the prompt pairs per model and the methods' names — a
 changed weight file, CIRCUIT.json or method is a new card, never a stale one.
 
 The card's metrics and verdicts are messages (:class:`attnkit.i18n.Message`), shown in the reader's language; on
@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from . import calibration, diskcache, files, loading
+from . import calibration, checkpoint, diskcache, files, loading
 from .files import MB
 from .i18n import Joined, Message
 
@@ -38,9 +38,15 @@ def shipped() -> list[tuple[str, Path]]:
     return [(n, Path(loading.SHIPPED[n])) for n in loading.PLANTED_MODELS]
 
 
+#: Besides the weights, the files of a planted folder its card depends on (those present are hashed).
+KEY_FILES = ("config.json", "CIRCUIT.json", "tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt")
+
+
 def _digests(folder: Path) -> list:
-    """(name, SHA-256) of every regular file directly in ``folder``, by name (what its model is made of)."""
-    return [(p.name, diskcache.file_digest(p)) for p in sorted(Path(folder).iterdir()) if p.is_file()]
+    """(name, SHA-256) of the files a model's card depends on: its weights, config, CIRCUIT.json and tokenizer."""
+    folder = Path(folder)
+    paths = [*checkpoint.weight_files(folder), *(folder / f for f in KEY_FILES if (folder / f).is_file())]
+    return [(p.name, diskcache.file_digest(p)) for p in paths]
 
 
 def card_key(models: list[tuple[str, Path]], n_pairs: int = 4) -> str:

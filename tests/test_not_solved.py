@@ -18,9 +18,7 @@ from attnkit.loading import SHIPPED, load
 from attnkit.notebook.effects import Circuit as NotebookCircuit
 from helpers import apptest
 
-UNSOLVED = dict(clean="Install the kernel source and the module binary. Install the kernel",
-                corrupt="Install the module source and the kernel binary. Install the kernel",
-                answer=" source", distractor=" binary")
+UNSOLVED = EX.EXAMPLES["A repeated phrase, match swapped (kernel / module)"]
 SOLVED = EX.EXAMPLES["A repeated phrase"]
 
 
@@ -50,6 +48,7 @@ def test_discovery_on_an_unsolved_pair_claims_no_share(tiny, mixed):
     pr = _pair(tiny, UNSOLVED)
     check = EX.check_pair(tiny.weights, pr)
     assert not check.solved and check.corrupt_ld > 0                        # the page's "(not solved)" mark
+    assert UNSOLVED["clean"] == "Install the kernel source and the module binary. Install the kernel"
     assert mixed.unsolved == [2] and not mixed.solved and not mixed.reached
     assert math.isnan(mixed.share) and math.isnan(mixed.recovered)
     assert all(math.isnan(f) for f in mixed.faithfulness) and mixed.size == 0 and mixed.heads == []

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from attnkit import calibration
-from attnkit.app import show_table
+from attnkit.app import plain, show_table
 from attnkit.charts.circuits import mark_labels
 from attnkit.app.planted import stated
 from attnkit.i18n import t
@@ -50,8 +50,8 @@ def compare_section(ctx, found) -> Compared:
     st.markdown("**" + t("Stated circuit (CIRCUIT.json) beside the discovered one") + "**")  # internal text: the catalog's
     _metrics(cmp)
     if cmp["not_needed"]:
-        st.caption(t("Recall counts the required edges only: {edges} (optional or negative in CIRCUIT.json) left out, "
-                     "not missed.", edges=", ".join(f"{s} → {r}" for s, r in cmp["not_needed"])))  # internal text: names
+        st.caption(plain(t("Recall counts the required edges only: {edges} (optional or negative in CIRCUIT.json) "
+                           "left out, not missed.", edges=", ".join(f"{s} → {r}" for s, r in cmp["not_needed"]))))
     if group > 1:
         note = t("Grouped-query attention: the .k/.v receivers of query heads that share a key/value head count "
                  "as one edge ({group} query heads per key/value head).", group=group)

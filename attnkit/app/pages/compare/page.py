@@ -134,7 +134,7 @@ def overview(stat: str, note: str, df_stat, undefined: bool):
         chart = hm.head_overview_chart(df_stat, stat, selected=picked, select="pick", label=shown(stat))
         st.altair_chart(chart, width="content", on_select="rerun", selection_mode="pick", key="cmp_overview")
         st.caption(note + t(" Click a cell to open that head below; outlined: the heads opened."))
-        st.caption(effect.pattern_note())
+        st.caption(effect.pattern_note())  # internal text: the catalog's
         ui.download_buttons(df_stat, chart, f"head_{stat.replace(' ', '_')}", meta(statistic=stat), key="overview")
 
 

@@ -36,7 +36,7 @@ def card_table(card: dict) -> pd.DataFrame:
 def verdicts(card: dict) -> None:
     """Each model's verdicts in full (what each pass or miss rests on), one expander per model."""
     for m in card["models"]:
-        with st.expander(t("{model}: every verdict", model=m["name"])):
+        with st.expander(ui.plain(t("{model}: every verdict", model=m["name"]))):
             ui.show_table(pd.DataFrame({
                 t("method"): [str(calibration.METHOD_LABELS.get(r["method"], r["method"])) for r in m["methods"]],
                 t("metric"): [str(r["metric"]) for r in m["methods"]],
@@ -48,7 +48,8 @@ def show_card(card: dict, name: str) -> None:
     ui.show_table(table, hide_index=True, width="stretch", height=38 + 35 * len(table))
     how = t("from the cache (computed once in {time})", time=duration(card["seconds"])) if card.get("cached") \
         else t("computed in {time}", time=duration(card["seconds"]))
-    st.caption(t("{n} model(s), {pairs} prompt pairs each; {how}.", n=len(card["models"]), pairs=card["pairs"], how=how))
+    text = t("{n} model(s), {pairs} prompt pairs each; {how}.", n=len(card["models"]), pairs=card["pairs"], how=how)
+    st.caption(text)  # internal text: numbers and the catalog's
     verdicts(card)
     ui.download_buttons(table, None, name, ui.meta_for(ctx), key=f"rc_{name}")
 
