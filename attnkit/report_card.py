@@ -1,7 +1,8 @@
 """The report card as a result kept between runs: :func:`attnkit.calibration.calibrate` on planted-circuit models
 (by default the shipped ones), computed once per process and kept on disk, keyed by the *content* of the models'
-folders (the SHA-256 of its weights, config, CIRCUIT.json and tokenizer, :mod:`attnkit.diskcache`), the prompt pairs per model and the methods' names — a
-changed weight file, CIRCUIT.json or method is a new card, never a stale one.
+folders (the SHA-256 of each one's weights, config, CIRCUIT.json and tokenizer, :mod:`attnkit.diskcache`), the
+prompt pairs per model and the methods' names — a changed weight file, CIRCUIT.json or method is a new card, never a
+stale one.
 
 The card's metrics and verdicts are messages (:class:`attnkit.i18n.Message`), shown in the reader's language; on
 disk each is its message id and arguments (:func:`_data`), read back only when every id's fields are plain names

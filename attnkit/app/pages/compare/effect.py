@@ -28,8 +28,9 @@ def open_effects(model_name: str, device: str, text: str, head: str, bos: int | 
     activation patching in the noise direction: what breaks when the head sees the corrupted prompt)."""
     layer, h = parse_head(head)
     got = examples.effect_pair(ui.cached_model(model_name, device), text, layer, h, bos)
+    built = f"@{got.example}" if got.example else got.texts["corrupt"]      # how Head effects says the pair was made
     ui.open_page("effects", example=got.example or CUSTOM, focus=head, head=head, direction="noise",
-                 source="One prompt pair", built="" if got.example else got.texts["corrupt"], **got.texts)
+                 source="One prompt pair", built=built, **got.texts)
 
 
 def effect_button(ctx, head: str) -> None:

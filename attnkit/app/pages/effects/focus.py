@@ -47,7 +47,7 @@ def _how(state) -> str:
                  "position replaced by another word (where they differ is listed above); the answer is the clean "
                  "run's top next token, the distractor the corrupted run's.")
     name = examples.matching_example(texts)
-    if name is not None:
+    if name is not None and state.built == f"@{name}":          # the registry's pair, because none could be built
         return t("The pair is the example “{name}”: no corrupted prompt could be made from your prompt for this head.",
                  name=t(name))
     return ""

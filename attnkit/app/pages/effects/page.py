@@ -42,7 +42,7 @@ class Inputs(ui.PageState):
     run: str = ui.param("clean", key="he_dla_run")
     head: str = ""                                 # the head with the largest direct effect
     focus: str = ""                                # a head asked for by another page (Compare heads' effect check)
-    built: str = ui.param("", url=False)           # the corrupted prompt built for it (attnkit.examples.effect_pair)
+    built: str = ui.param("", url=False)           # the corrupted prompt built for it, or "@" + the example used
     thresh: float = 0.1
     set_target: str = next(iter(SET_TARGETS))
     set_direction: str = DIRECTIONS[0]

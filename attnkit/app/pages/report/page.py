@@ -1,7 +1,8 @@
 """Report card: every explanation method run on planted-circuit models — whose circuit is known by construction
 (CIRCUIT.json) — and scored against it (:mod:`attnkit.calibration`). The shipped models' card is computed once per
 process and kept on disk (:mod:`attnkit.report_card`); when it is not there yet a button computes it as a job
-(progress and Stop), never holding the page. A model loaded from a folder of one's own that states a circuit is scored on request (a button: minutes of work never start unasked)."""
+(progress and Stop), never holding the page. A model loaded from a folder of one's own that states a circuit is
+scored on request (a button: minutes of work never start unasked)."""
 from pathlib import Path
 
 import pandas as pd
