@@ -17,8 +17,10 @@ Scores:
     path patching         for each stated edge, its sender is among the top senders into that receiver
     edge attribution      ROC AUC of |score| against the stated edge set (plain: gradients at the clean run)
     EAP-IG                the same, gradients integrated over 5 points
-    discovery             recall and precision of the kept edges; faithfulness of the kept circuit
-    stated circuit        faithfulness of the stated edges alone (every other edge resample-ablated)
+    discovery             recall of the required stated edges (an optional or negative edge left out is not
+                          a miss), precision of the kept edges; faithfulness of the kept circuit
+    stated circuit        faithfulness of the stated edges alone (every other edge resample-ablated), and of
+                          the required edges alone when some are optional or negative
     score terms           "why this key": the key side of a planted head's score comes from the stated sender
 """
 from __future__ import annotations
@@ -158,19 +160,26 @@ def canonical(edge: tuple[str, str], group: int = 1) -> tuple[str, str]:
 
 
 def compare_circuits(stated, discovered, group: int = 1) -> dict:
-    """Edges (sender, receiver) of a stated and a discovered circuit -> {"found", "missed", "extra"} (sorted
-    lists of pairs), plus "precision" and "recall" (NaN when undefined). Accepts pairs or dicts with
-    sender/receiver, e.g. CIRCUIT.json's edges or :class:`Circuit`'s ``edges``. ``group``: query heads per
-    key/value head — .k/.v receivers of one group are one receiver (:func:`canonical`)."""
+    """A stated and a discovered circuit -> {"found": stated edges kept, "missed": required stated edges not kept,
+    "extra": kept edges not stated, "not_needed": optional or negative stated edges not kept} (sorted lists of
+    (sender, receiver)), plus "precision" (stated among kept) and "recall" (of the *required* edges: what the
+    circuit needs; an optional or negative edge left out is not a miss) — NaN when undefined.
+
+    ``stated``: a :class:`StatedCircuit` (its edge kinds read), or edges — pairs or dicts with sender/receiver,
+    e.g. CIRCUIT.json's — all then required; ``discovered``: pairs, triples or dicts (:class:`Circuit`'s
+    ``edges``). ``group``: query heads per key/value head — .k/.v receivers of one group are one receiver
+    (:func:`canonical`)."""
     def as_set(edges) -> set[tuple[str, str]]:
         return {canonical((e["sender"], e["receiver"]) if isinstance(e, dict) else (str(e[0]), str(e[1])), group)
                 for e in edges}
 
-    st, dc = as_set(stated), as_set(discovered)
+    st, dc = as_set(getattr(stated, "edges", stated)), as_set(discovered)
+    need = as_set(getattr(stated, "required", st))
     found = st & dc
-    return {"found": sorted(found), "missed": sorted(st - dc), "extra": sorted(dc - st),
+    return {"found": sorted(found), "missed": sorted(need - dc), "extra": sorted(dc - st),
+            "not_needed": sorted(st - need - dc),
             "precision": len(found) / len(dc) if dc else float("nan"),
-            "recall": len(found) / len(st) if st else float("nan")}
+            "recall": len(need & dc) / len(need) if need else float("nan")}
 
 
 def edge_marks(stated, discovered, group: int = 1) -> dict[tuple[str, str], str]:
@@ -373,18 +382,34 @@ def m_eap_ig(ctx: Context) -> list[Row]:
     return [_auc_row(ctx, 5, "EAP-IG")]
 
 
-def m_discovery(ctx: Context) -> list[Row]:
-    circ = discover(ctx.weights, ctx.pairs, target=0.8)
-    cmp = compare_circuits(ctx.edges, circ.edges, ctx.weights.config.group)
-    faith = circ.circuit_ld / circ.clean_ld if circ.clean_ld else float("nan")
+def _recall_text(ctx: Context, cmp: dict):
+    """What discovery's recall counted: the required edges found and missed, and the optional or negative ones
+    it was not charged for."""
+    group = ctx.weights.config.group
+    need = {canonical(e, group) for e in ctx.circuit.required}
+    other = {canonical(e, group) for e in ctx.circuit.optional} - need
     missed = ", ".join(f"{s}→{r}" for s, r in cmp["missed"]) or msg("none")
+    found = len(need) - len(cmp["missed"])
+    if not other:
+        return msg("{found} of {n} found; missed: {missed}", found=found, n=len(need), missed=missed)
+    return msg("{found} of the {n} required edges found; missed: {missed}; not counted: {optional} optional or "
+               "negative edge(s), {kept} of them kept", found=found, n=len(need), missed=missed,
+               optional=len(other), kept=len(other) - len(cmp["not_needed"]))
+
+
+def m_discovery(ctx: Context) -> list[Row]:
+    """Discovery at 80 % of the clean LD: recall of the edges the stated circuit needs (its ``required`` ones: an
+    optional or negative edge discovery can do without is not a miss), precision of the kept edges against every
+    stated edge, and the kept circuit's faithfulness."""
+    circ = discover(ctx.weights, ctx.pairs, target=0.8)
+    cmp = compare_circuits(ctx.circuit, circ.edges, ctx.weights.config.group)
+    faith = circ.circuit_ld / circ.clean_ld if circ.clean_ld else float("nan")
     extra = msg("{n} extra of {size} kept", n=len(cmp["extra"]), size=circ.size)
     if ctx.weights.config.group > 1:
         extra = msg("{n} extra of {size} kept ({distinct} once a key/value group's receivers are one)",
                     n=len(cmp["extra"]), size=circ.size, distinct=len(cmp["found"]) + len(cmp["extra"]))
     return [Row("discovery", msg("recall of the stated edges (target 80 %)"), cmp["recall"],
-                _verdict(cmp["recall"] == 1, msg("{found} of {n} found; missed: {missed}", found=len(cmp["found"]),
-                                                 n=len(ctx.edges), missed=missed))),
+                _verdict(cmp["recall"] == 1, _recall_text(ctx, cmp))),
             Row("discovery", msg("precision of the kept edges"), cmp["precision"],
                 _verdict(cmp["precision"] >= 0.5, extra)),
             Row("discovery", msg("faithfulness of the kept circuit"), faith,
@@ -393,28 +418,44 @@ def m_discovery(ctx: Context) -> list[Row]:
                                            recovered=f"{circ.recovered:.3f}")))]
 
 
-def m_stated_circuit(ctx: Context) -> list[Row]:
-    """The stated edges alone, every other edge resample-ablated: its faithfulness (should be ≈ 1), and the
-    stated edges ablated with every other kept (should be ≈ 0 or below)."""
+def _edge_sets_shares(ctx: Context, edge_sets: list) -> np.ndarray:
+    """LD share (mean LD / mean clean LD over the pairs) of a circuit run with only each set of edges kept (every
+    other edge resample-ablated); an edge set given as ``~set`` keeps every edge but those."""
     cfg = ctx.weights.config
-    S = [parse_node(n, cfg) for n in sender_names(cfg, True)]
-    R = [parse_node(n, cfg, "receiver") for n in receiver_names(cfg, True)]
     S_names, R_names = sender_names(cfg, True), receiver_names(cfg, True)
-    keep = torch.zeros((2, len(S), len(R)), dtype=torch.bool)
-    for s, r in ctx.edges:
-        keep[0, S_names.index(s), R_names.index(r)] = True
-    keep[1] = ~keep[0]
-    lds, clean = np.zeros(2), 0.0
+    S = [parse_node(n, cfg) for n in S_names]
+    R = [parse_node(n, cfg, "receiver") for n in R_names]
+    keep = torch.zeros((len(edge_sets), len(S), len(R)), dtype=torch.bool)
+    for b, (edges, invert) in enumerate(edge_sets):
+        for s, r in edges:
+            keep[b, S_names.index(s), R_names.index(r)] = True
+        if invert:
+            keep[b] = ~keep[b]
+    lds, clean = np.zeros(len(edge_sets)), 0.0
     for p in ctx.pairs:
         runs = cache_runs(ctx.weights, p)
         lds += circuit_logit_diffs(runs, S, R, keep, ablated_outputs(runs, S, "resample"))
         clean += runs.clean_ld
-    kept, cut = lds / clean
-    return [Row("stated circuit", msg("faithfulness of the stated edges alone"), float(kept),
+    return lds / clean
+
+
+def m_stated_circuit(ctx: Context) -> list[Row]:
+    """The stated edges alone, every other edge resample-ablated: its faithfulness (should be ≈ 1), and the
+    stated edges ablated with every other kept (should be ≈ 0 or below). When some stated edges are optional or
+    negative, also the required edges alone: they must reach the bar, or the file's marks are wrong."""
+    required = ctx.circuit.required
+    sets = [(ctx.edges, False), (ctx.edges, True)] + ([(required, False)] if len(required) < len(ctx.edges) else [])
+    kept, cut, *alone = _edge_sets_shares(ctx, sets)
+    rows = [Row("stated circuit", msg("faithfulness of the stated edges alone"), float(kept),
                 _verdict(kept >= 0.8, msg("LD share {share} with only the {n} stated edges (bar 0.8)",
                                           share=f"{kept:.3f}", n=len(ctx.edges)))),
             Row("stated circuit", msg("LD share with the stated edges ablated (all others kept)"), float(cut),
                 _verdict(cut <= 0.1, msg("LD share {share} (bar ≤ 0.1)", share=f"{cut:.3f}")))]
+    if alone:
+        rows.append(Row("stated circuit", msg("faithfulness of the required edges alone"), float(alone[0]),
+                        _verdict(alone[0] >= 0.8, msg("LD share {share} with only the {n} required edges (bar 0.8)",
+                                                      share=f"{alone[0]:.3f}", n=len(required)))))
+    return rows
 
 
 def _expected_key_parts(ctx: Context) -> dict[str, set[str]]:
@@ -474,25 +515,30 @@ METHODS: list[tuple[str, Callable[[Context], list[Row]]]] = [
 
 
 def calibrate_model(name: str, folder: str | Path, weights: Weights, n_pairs: int = 4,
-                    methods=None) -> dict:
-    """{"name", "folder", "methods": [row…]} for one planted model."""
+                    methods=None, tick: Callable[[], None] | None = None) -> dict:
+    """{"name", "folder", "methods": [row…]} for one planted model; ``tick()`` after each method."""
     circuit = read_circuit(folder, weights.config)
     ctx = Context(name, weights, circuit, make_pairs(circuit, n_pairs))
     rows = []
     for _, fn in (methods or METHODS):
         rows += [r.to_json() for r in fn(ctx)]
+        if tick:
+            tick()
     return {"name": name, "folder": str(Path(folder).resolve()), "methods": rows}
 
 
 def calibrate(models: list[tuple[str, str | Path, Weights]], n_pairs: int = 4,
               progress: Callable[[int, int], None] | None = None) -> dict:
-    """The report card over (name, folder, weights) triples: ``{"models": [...]}``."""
-    out = []
-    for i, (name, folder, w) in enumerate(models):
-        out.append(calibrate_model(name, folder, w, n_pairs))
+    """The report card over (name, folder, weights) triples: ``{"models": [...]}``; ``progress(done, total)``
+    after each method of each model."""
+    total, done = len(models) * len(METHODS), [0]
+
+    def tick() -> None:
+        done[0] += 1
         if progress:
-            progress(i + 1, len(models))
-    return {"models": out}
+            progress(done[0], total)
+
+    return {"models": [calibrate_model(name, folder, w, n_pairs, tick=tick) for name, folder, w in models]}
 
 
 #: Each method's name as shown (the report card's text; its JSON keeps the names of :data:`METHODS`).

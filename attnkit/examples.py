@@ -2,10 +2,11 @@
 
 A pair is *solved* by a model when, at the position read (the last), the clean run prefers the
 answer (LD_clean > 0), the corrupted run does not (LD_corrupted ≤ 0), and the gap
-LD_clean − LD_corrupted is at least :data:`MARGIN` logits. A patching map normalised by a pair the
-model does not solve is noise; :func:`check_pair` says why in one line, and :func:`pick_default`
-offers a solved example as the default (the repeated phrase for attnkit-tiny, the indirect object
-for GPT-2, then any solved one).
+LD_clean − LD_corrupted is at least :data:`MARGIN` logits (:func:`attnkit.patching.solves`, the one
+definition). A patching map normalised by a pair the model does not solve is noise, and no circuit's share
+is claimed on it; :func:`check_pair` says why in one line, :func:`ordered` lists the solved examples first
+and :func:`pick_default` offers the first solved one (the model's preferred one when it solves it: the
+repeated phrase for attnkit-tiny, the indirect object for GPT-2).
 
 A planted-circuit model (:data:`attnkit.loading.PLANTED_MODELS`) reads only the words ``t0`` … ``t39``, so
 it gets its own example (:data:`MODEL_EXAMPLES`): the first prompt pair that ``calibrate`` builds for the
@@ -20,24 +21,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from . import calibration
 from .loading import CHINESE_MODEL, PLANTED_MODELS, SHIPPED
-from .patching import Pair, PatchError, logit_diffs, make_pair, two_token_weights
+from .patching import MARGIN, Pair, PatchError, logit_diffs, make_pair, resolve_token, solves, two_token_weights
 from .i18n import Message, join, msg
 from .model import run
 from .pieces import word_positions
 
 __all__ = ["EXAMPLES", "CHINESE_EXAMPLES", "MODEL_EXAMPLES", "MARGIN", "PREFERRED", "CIRCUITS_PREFERRED", "FIELDS", "Check",
-           "check_pair",
-           "check_examples", "examples_for", "texts", "pick_default", "LayerReading", "last_position_reading",
-           "reading_sentence", "answer_note", "cat_question"]
+           "check_pair", "check_examples", "examples_for", "texts", "ordered", "pick_default", "EffectPair", "effect_pair",
+           "matching_example", "LayerReading", "last_position_reading", "reading_sentence", "answer_note", "cat_question"]
 
 #: The texts of an example (the keys of each entry of EXAMPLES).
 FIELDS = ("clean", "corrupt", "answer", "distractor")
-
-#: Logits: a clean − corrupted gap below this is too small to normalise a map by.
-MARGIN = 1.0
 
 EXAMPLES = {
     msg("Indirect object, names swapped"): dict(
@@ -52,11 +50,19 @@ EXAMPLES = {
         clean="Install the python package and the kernel source. Install the python package and the kernel",
         corrupt="Install the python package and the kernel binary. Install the python package and the kernel",
         answer=" source", distractor=" binary"),
-    # the words before "source" and "binary" swapped: "kernel" is now followed by "binary", so what changes is
-    # what the induction heads' keys match on (the previous-token head's output) — the pair that exercises
-    # the previous-token head → induction heads' keys path (in "A repeated phrase" the copied token changes
-    # instead, and the previous-token head's output is the same in both prompts up to the change)
+    # the words before "ball" and "cup" swapped: "red" is now followed by "cup", so what changes is what the
+    # induction heads' keys match on (the previous-token head's output) — the pair that exercises the
+    # previous-token head → induction heads' keys path (in "A repeated phrase" the copied token changes
+    # instead, and the previous-token head's output is the same in both prompts up to the change). attnkit-tiny
+    # solves it (LD +10.48 clean, −4.50 corrupted); the earlier "kernel / module" swap below it does not (its
+    # corrupted run still prefers the answer, +0.44)
     msg("A repeated phrase, match swapped"): dict(
+        clean="Find the red ball and the green cup. Find the red",
+        corrupt="Find the green ball and the red cup. Find the red",
+        answer=" ball", distractor=" cup"),
+    # the earlier swapped match, kept: README's first Circuits story and Heatmaps' "why" prompt; marked "(not solved)"
+    # on attnkit-tiny, where no circuit share is claimed on it
+    msg("A repeated phrase, match swapped (kernel / module)"): dict(
         clean="Install the kernel source and the module binary. Install the kernel",
         corrupt="Install the module source and the kernel binary. Install the kernel",
         answer=" source", distractor=" binary"),
@@ -100,8 +106,7 @@ MODEL_EXAMPLES = _planted_examples() | {CHINESE_MODEL: CHINESE_EXAMPLES}
 PREFERRED = {"attnkit-tiny": "A repeated phrase", "gpt2": "Indirect object, names swapped",
              **{model: next(iter(own)) for model, own in MODEL_EXAMPLES.items()}}
 #: The same on the Circuits page, whose path patching and discovery read the keys' path best on the swapped match
-#: (which attnkit-tiny does not quite solve: its corrupted run still prefers the answer by +0.44; the page keeps
-#: it as the default with ``keep_preferred`` and shows the warning).
+#: (offered first only where the model solves it, as every preferred example).
 CIRCUITS_PREFERRED = PREFERRED | {"attnkit-tiny": "A repeated phrase, match swapped"}
 
 
@@ -120,7 +125,7 @@ class Check:
 
     @property
     def solved(self) -> bool:
-        return self.problem is None and self.clean_ld > 0 >= self.corrupt_ld and self.gap >= self.margin
+        return self.problem is None and solves(self.clean_ld, self.corrupt_ld, self.margin)
 
     def warning(self) -> str | None:
         """One line when a map normalised by this pair should not be trusted, else None."""
@@ -183,16 +188,25 @@ def check_examples(model, examples: dict | None = None, margin: float = MARGIN,
     return out
 
 
-def pick_default(model_name: str, checks: dict[str, Check], preferred_by_model: dict | None = None,
-                 keep_preferred: bool = False) -> str:
-    """The example offered first: the model's preferred one (``preferred_by_model``, default
-    :data:`PREFERRED`) if it solves it (or, with ``keep_preferred``, whenever the tokenizer can make it),
-    else the first solved one, else the preferred one (or the first) anyway — the page then warns."""
+def ordered(model_name, checks: dict[str, Check], preferred_by_model: dict | None = None) -> list[str]:
+    """The examples of ``checks`` in the order offered: the solved ones first (the model's preferred one, from
+    ``preferred_by_model`` — default :data:`PREFERRED` — first among them), then those the model does not solve,
+    then those its tokenizer cannot make; the registry's order otherwise."""
     preferred = (PREFERRED if preferred_by_model is None else preferred_by_model).get(_base(model_name))
-    if keep_preferred and preferred in checks and checks[preferred].problem is None:
-        return preferred
-    order = ([preferred] if preferred in checks else []) + [n for n in checks if n != preferred]
-    return next((n for n in order if checks[n].solved), order[0] if order else "")
+
+    def rank(name: str) -> tuple:
+        c = checks[name]
+        return (not c.solved, c.problem is not None, name != preferred)
+
+    return sorted(checks, key=rank)
+
+
+def pick_default(model_name: str, checks: dict[str, Check], preferred_by_model: dict | None = None) -> str:
+    """The example offered first: the first of :func:`ordered` — a solved one whenever the model solves any
+    (its preferred one if it solves it), else the first the tokenizer can make (the page then warns); "" for
+    no examples."""
+    order = ordered(model_name, checks, preferred_by_model)
+    return order[0] if order else ""
 
 
 # ----------------------------------------------------------------------------- the seeds' 上海 sentence, read
@@ -277,3 +291,94 @@ def cat_question(pieces: list[bytes]) -> tuple[int, list[int], Message] | None:
         "(position {mat}), so 'does 猫 look at 垫子?' has no answer in this model. The question is asked from the later "
         "token back: from the last token of 垫子上 (position {q}) to 坐 (position {sit}).", cat=cat[0], mat=mat[0],
         q=mat_on[-1], sit=", ".join(map(str, sit)))
+
+
+# ----------------------------------------------------------------------------- a pair to check one head's effect
+
+@dataclass(frozen=True)
+class EffectPair:
+    """A clean/corrupted pair on which to measure one head's effect (activation patching): its texts
+    (:data:`FIELDS`), and ``example``, the registry's example used when no corrupted prompt could be made from the
+    text (else None)."""
+    texts: dict
+    example: str | None = None
+
+
+def _top(logits: torch.Tensor, k: int) -> list[int]:
+    return [int(i) for i in torch.topk(logits.float(), min(k, logits.shape[-1])).indices]
+
+
+def _answer_pair(model, clean_ids: list, corrupt_ids: list, bos: int | None) -> tuple[str, str] | None:
+    """(answer, distractor) as token texts: the clean run's top next token, and the corrupted run's (or, when they
+    agree, the clean run's next best) — each one that reads back as that very token; None when none does."""
+    pre = [] if bos is None else [bos]
+    clean, corrupt = (run(model.weights, torch.tensor([pre + ids])).logits[0, -1] for ids in (clean_ids, corrupt_ids))
+    special = set(getattr(model.tokenizer, "all_special_ids", []) or [])
+    answers = [i for i in _top(clean, 4) if i not in special]
+    for a in answers:
+        for d in [i for i in _top(corrupt, 4) + answers if i != a and i not in special]:
+            words = model.token_strs([a, d])
+            if all(_reads_back(model, w, i) for w, i in zip(words, (a, d))):
+                return words[0], words[1]
+    return None
+
+
+def _reads_back(model, word: str, i: int) -> bool:
+    """Whether the pages read ``word`` as the answer or distractor token ``i`` (:func:`attnkit.patching.resolve_token`)."""
+    try:
+        return resolve_token(model, word)[0] == i
+    except PatchError:
+        return False
+
+
+def _replacements(model, base: list, j: int, tries: int) -> list[list[int]]:
+    """Prompts ``base`` with token ``j`` replaced by a word token of the same kind (a leading space or not, ASCII or
+    not; no special token) — the prompt's other words first, then words of a seeded draw from the vocabulary — that the
+    tokenizer reads back as exactly those ids (at most ``tries``)."""
+    gen = torch.Generator().manual_seed(0)
+    draw = torch.randperm(model.config.d_vocab, generator=gen)[: 64 * tries].tolist()
+    special = set(getattr(model.tokenizer, "all_special_ids", []) or [])
+    own = model.token_strs([base[j]])[0]
+    out = []
+    for r in dict.fromkeys([*base, *draw]):
+        word = model.token_strs([r])[0]
+        if (r == base[j] or r in special or word[:1].isspace() != own[:1].isspace() or not word.strip().isalnum()
+                or word.isascii() != own.isascii()):
+            continue
+        new = base[:j] + [r] + base[j + 1:]
+        if model.encode(model.tokenizer.decode(new, clean_up_tokenization_spaces=False)) == new:
+            out.append(new)
+        if len(out) >= tries:
+            break
+    return out
+
+
+def effect_pair(model, text: str, layer: int, head: int, bos: int | None = None, tries: int = 6) -> EffectPair:
+    """A pair on which patching shows whether head ``layer``/``head`` matters on ``text``: the clean prompt is the text;
+    the corrupted one is the text with the token this head attends to most from the last position replaced (the
+    next-most attended one when no replacement reads back as one token); the answer is the clean run's top next
+    token, the distractor the corrupted run's. When none can be made (a one-token text, a tokenizer that will not
+    read any replacement back), the model's first solved example (:func:`pick_default`) instead: ``example`` names
+    it. ``model``: a :class:`attnkit.loading.Loaded`; ``bos``: a token put before both prompts, as on the pages."""
+    base = model.encode(text)[: model.config.n_ctx - (bos is not None)]
+    clean_text = text if len(base) == len(model.encode(text)) else \
+        model.tokenizer.decode(base, clean_up_tokenization_spaces=False)
+    if len(base) >= 2 and model.encode(clean_text) == base:
+        ids = ([] if bos is None else [bos]) + base
+        pattern = run(model.weights, torch.tensor([ids]), capture=["pattern"])["pattern", layer][0, head, -1]
+        keys = [int(j) - len(ids) + len(base) for j in torch.argsort(pattern.float(), descending=True)]
+        for j in [j for j in keys if j >= 0][:3]:
+            for new in _replacements(model, base, j, tries):
+                words = _answer_pair(model, base, new, bos)
+                if words is not None:
+                    corrupt = model.tokenizer.decode(new, clean_up_tokenization_spaces=False)
+                    return EffectPair(dict(zip(FIELDS, (clean_text, corrupt, *words))))
+    checks = check_examples(model, bos=bos)
+    name = pick_default(model.name, checks)
+    return EffectPair(dict(texts(name)), name)
+
+
+def matching_example(texts_: dict) -> str | None:
+    """The registry's example whose texts these are (any model's), or None."""
+    every = {**EXAMPLES, **{n: ex for own in MODEL_EXAMPLES.values() for n, ex in own.items()}}
+    return next((n for n, ex in every.items() if all(ex[f] == texts_.get(f) for f in FIELDS)), None)

@@ -46,7 +46,7 @@ from .weights import Weights
 
 __all__ = ["TARGETS", "DIRECTIONS", "PatchError", "Pair", "PatchResult", "resolve_token", "make_pair",
            "side_by_side", "two_token_weights", "logit_diffs", "patch", "patch_many",
-           "resid_row_name", "MIN_GAP", "SMALL_GAP", "normalise", "gap_note", "SetAverage", "average", "average_results"]
+           "resid_row_name", "MIN_GAP", "SMALL_GAP", "MARGIN", "solves", "normalise", "gap_note", "SetAverage", "average", "average_results"]
 
 TARGETS = ("z", "resid", "attn", "mlp")
 DIRECTIONS = ("denoise", "noise")
@@ -58,6 +58,16 @@ TARGET_LABELS = {"z": "head z (pattern·v)", "resid": "residual stream (resid_pr
 MAX_BATCH_TOKENS = 8192
 MIN_GAP = 1e-6        # |LD(clean) − LD(base)| below this: no scale to normalise by (NaN, and said)
 SMALL_GAP = 0.1       # below this (a tenth of a logit) a normalised value multiplies noise by 1/gap: said
+#: Logits: a clean − corrupted gap below this is too small to call a pair solved (:func:`solves`).
+MARGIN = 1.0
+
+
+def solves(clean_ld: float, corrupt_ld: float, margin: float = MARGIN) -> bool:
+    """Whether a model solves a pair, from its two logit differences: the clean run prefers the answer
+    (LD_clean > 0), the corrupted run does not (LD_corrupted ≤ 0), and the gap LD_clean − LD_corrupted is at
+    least ``margin`` logits. The one definition: the examples' "(not solved)" marks, and whether discovery
+    reports a circuit's share of the clean logit difference at all, read it."""
+    return bool(clean_ld > 0 >= corrupt_ld and clean_ld - corrupt_ld >= margin)
 
 
 def gap_note(clean: float, base: float, base_name: str = "corrupted") -> str | None:

@@ -21,14 +21,18 @@ from .files import MB, FileError
 from .i18n import msg
 from .standard import NODE_INPUTS, head_name, node_name, parse_head, split_node
 
-__all__ = ["CIRCUIT_FILE", "CARD_FILE", "TASKS", "ROLE_LABELS", "DECOY_EFFECTS", "Decoy", "DecoyEdge", "StatedCircuit",
-           "ModelCard", "read_circuit", "check_model",
-           "read_card", "planted_folder"]
+__all__ = ["CIRCUIT_FILE", "CARD_FILE", "TASKS", "EDGE_KINDS", "ROLE_LABELS", "DECOY_EFFECTS", "Decoy", "DecoyEdge",
+           "StatedCircuit", "ModelCard", "read_circuit", "check_model", "read_card", "planted_folder"]
 
 CIRCUIT_FILE = "CIRCUIT.json"
 CARD_FILE = "MODEL_CARD.md"
 #: The tasks a stated circuit's prompt pairs are built for (attnkit.calibration.make_pairs).
 TASKS = ("induction", "successor")
+#: What an edge is to the stated circuit (its ``kind``): ``required`` — the behaviour needs it (the default; what
+#: discovery's recall counts); ``optional`` — part of the mechanism, not needed to reach it (a backup path);
+#: ``negative`` — a suppressing path (it lowers the logit difference). Optional and negative edges are scored as
+#: stated edges everywhere, except that discovery may leave them out without a miss.
+EDGE_KINDS = ("required", "optional", "negative")
 #: The roles a head statistic scores, as shown (a role in CIRCUIT.json is text; these two are the known ones).
 ROLE_LABELS = {"previous token": msg("previous token"), "induction": msg("induction")}
 #: Prompt pairs are 16 distinct random tokens: a circuit's vocabulary holds at least that many.
@@ -65,8 +69,9 @@ class DecoyEdge:
 class StatedCircuit:
     """A CIRCUIT.json, checked: heads (``L{l}H{h}``), edges (sender, receiver) as path patching names them
     (:func:`attnkit.standard.node_name`), each head's role, the task its prompt pairs test, the successor task's
-    shift, the vocabulary the pairs draw from, what the metric is (text), and — on a model built to fool
-    pattern-based methods — its decoy heads, decoy edges and sink heads (docs/formats.md)."""
+    shift, the vocabulary the pairs draw from, what the metric is (text), the kind of each edge that is not
+    ``required`` (:data:`EDGE_KINDS`; ``kinds``: edge -> kind), and — on a model built to fool pattern-based
+    methods — its decoy heads, decoy edges and sink heads (docs/formats.md)."""
 
     heads: tuple
     edges: tuple
@@ -75,9 +80,24 @@ class StatedCircuit:
     shift: int = 0
     vocab: int = 40
     metric: str = ""
+    kinds: dict = field(default_factory=dict, hash=False)
     decoys: dict = field(default_factory=dict, hash=False)
     decoy_edges: tuple = ()
     sinks: tuple = ()
+
+    def kind(self, edge: tuple) -> str:
+        """``required``, ``optional`` or ``negative``."""
+        return self.kinds.get(tuple(edge), "required")
+
+    @property
+    def required(self) -> tuple:
+        """The edges the behaviour needs (what discovery's recall counts)."""
+        return tuple(e for e in self.edges if self.kind(e) == "required")
+
+    @property
+    def optional(self) -> tuple:
+        """The stated edges that are not required (optional or negative)."""
+        return tuple(e for e in self.edges if self.kind(e) != "required")
 
 
 @dataclass(frozen=True)
@@ -101,13 +121,18 @@ def read_circuit(folder, config=None) -> StatedCircuit:
     if not isinstance(data, dict):
         raise _bad(path, "", msg("an object with \"heads\" and \"edges\""), data)
     heads = tuple(_head(path, f"heads[{k}]", h) for k, h in enumerate(_list(path, "heads", data.get("heads"))))
-    edges = tuple(_edge(path, k, e) for k, e in enumerate(_list(path, "edges", data.get("edges"))))
+    raw = _list(path, "edges", data.get("edges"))
+    edges = tuple(_edge(path, k, e) for k, e in enumerate(raw))
     _once(path, "heads", heads)
     _once(path, "edges", [f"{s} → {r}" for s, r in edges])
+    kinds = {e: kind for e, kind in zip(edges, (_kind(path, k, v) for k, v in enumerate(raw))) if kind != "required"}
+    if len(kinds) == len(edges):
+        raise FileError(msg("{file}: edges: at least one edge must be required (every edge is optional or negative)",
+                            file=files.shown(path)))
     circuit = StatedCircuit(heads, edges, _roles(path, data.get("roles", {}), heads), _task(path, data.get("task")),
                             _int(path, "shift", data.get("shift", 0), None), _int(path, "vocab", data.get("vocab", 40),
                                                                                   MIN_VOCAB),
-                            _text(path, "metric", data.get("metric", "")), _decoys(path, data.get("decoys", {}), heads),
+                            _text(path, "metric", data.get("metric", "")), kinds, _decoys(path, data.get("decoys", {}), heads),
                             _decoy_edges(path, data.get("decoy_edges", []), edges),
                             tuple(_head(path, f"sinks[{k}]", h) for k, h in enumerate(_seq(path, "sinks",
                                                                                               data.get("sinks", [])))))
@@ -172,6 +197,14 @@ def _edge(path, k: int, value, where: str = "edges") -> tuple:
             raise _bad(path, f"{where}.{side}", want, name)
         out.append(node_name(node))
     return tuple(out)
+
+
+def _kind(path, k: int, value: dict) -> str:
+    """An edge's ``kind`` (:data:`EDGE_KINDS`; ``required`` when absent)."""
+    kind = value.get("kind", "required")
+    if kind not in EDGE_KINDS:
+        raise _bad(path, f"edges[{k}].kind", msg("one of {kinds}", kinds=", ".join(EDGE_KINDS)), kind)
+    return kind
 
 
 def _once(path, name: str, items) -> None:

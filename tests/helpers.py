@@ -194,3 +194,34 @@ def with_biases(w, dtype, seed=0):
               for lw in w.layers]
     top = {k: f(getattr(w, k), k) for k in w.__dataclass_fields__ if k not in ("config", "layers")}
     return dataclasses.replace(w, layers=layers, **top)
+
+
+# ----------------------------------------------------------------------------- a planted model of one's own
+
+#: The circuit of :func:`make_planted_negative`: planted-induction's, plus a suppressing induction head L1H1 whose
+#: edges are stated as ``negative`` (the behaviour does not need them).
+NEGATIVE_CIRCUIT = {
+    "heads": ["L0H0", "L1H0", "L1H1"],
+    "roles": {"L0H0": "previous token", "L1H0": "induction", "L1H1": "negative induction"},
+    "edges": [{"sender": "embed", "receiver": "L0H0.v"}, {"sender": "L0H0", "receiver": "L1H0.k"},
+              {"sender": "embed", "receiver": "L1H0.q"}, {"sender": "embed", "receiver": "L1H0.v"},
+              {"sender": "L1H0", "receiver": "logits"},
+              {"sender": "L0H0", "receiver": "L1H1.k", "kind": "negative"},
+              {"sender": "embed", "receiver": "L1H1.q", "kind": "negative"},
+              {"sender": "embed", "receiver": "L1H1.v", "kind": "negative"},
+              {"sender": "L1H1", "receiver": "logits", "kind": "negative"}],
+    "task": "induction", "vocab": 40, "metric": "logit difference answer − distractor at the last position"}
+
+
+def make_planted_negative(folder: Path, suppress: float = 0.3) -> Path:
+    """A planted-circuit model the tests build themselves (not shipped): attnkit/dev/planted's induction circuit
+    (previous-token L0H0 → induction L1H0 by K-composition) with a second induction head L1H1 that copies the
+    attended token into OUT with weight −``suppress``: a negative head, lowering the answer's logit."""
+    from attnkit.dev.planted import gpt2 as G
+
+    gen = torch.Generator().manual_seed(44)
+    layers = [G._layer_distractors([G.previous_token(G.TOK, G.PREV)], [G.TOK], gen),
+              G._layer_distractors([G.induction(), G.induction(-suppress)], [G.TOK, G.PREV], gen)]
+    spec = G.Spec(folder.name, layers, {}, NEGATIVE_CIRCUIT,
+                  f"planted-induction's circuit, plus an induction head L1H1 writing −{suppress} of the answer into OUT")
+    return G.write(spec, folder, seed=44)

@@ -30,7 +30,7 @@ TINY_CORRUPT_MATCH = "Install the python source and the module binary. Install t
 COPY_CLEAN = "Install the python package and the kernel source. Install the python package and the kernel"
 COPY_CORRUPT = "Install the python package and the kernel binary. Install the python package and the kernel"
 #: more swapped-match pairs (word before the answer, word before the distractor, answer, distractor)
-SWAPS = [("Install", "kernel", "module", "source", "binary"), ("Install", "python", "kernel", "package", "source"),
+SWAPS = [("Find", "red", "green", "ball", "cup"), ("Install", "python", "kernel", "package", "source"),
          ("Open", "file", "window", "name", "size"), ("Install", "kernel", "python", "source", "package"),
          ("Take", "red", "blue", "box", "car")]
 
@@ -60,6 +60,13 @@ def tiny():
 @pytest.fixture(scope="module")
 def tiny_pair(tiny):
     return P.make_pair(tiny, TINY_CLEAN, TINY_CORRUPT, " source", " binary")
+
+
+@pytest.fixture(scope="module")
+def solved_pair(tiny):
+    """A swapped-match pair attnkit-tiny solves (tiny_pair's corrupted run still prefers the answer, +0.44: no
+    circuit share is claimed on it, tests/test_not_solved.py)."""
+    return swapped(tiny, *SWAPS[0])
 
 
 @pytest.fixture(scope="module")
@@ -454,11 +461,11 @@ def test_circuit_runs_other_families(family):
     assert not np.allclose(want, runs.clean_ld, atol=1e-6)      # the edges do something
 
 
-def test_discovery_on_tiny_finds_the_induction_circuit(tiny, tiny_pair):
-    """Acceptance: the circuit found on the swapped-match pair, and on five such pairs at once, holds the
-    previous-token head L2H1 and the induction heads L3H0 and L3H2, is a small share of the 1,519 edges,
-    and recovers ≥ 80 % of the clean LD when every other edge is resample-ablated."""
-    c = DI.discover(tiny.weights, tiny_pair, 0.8)
+def test_discovery_on_tiny_finds_the_induction_circuit(tiny, solved_pair):
+    """Acceptance: the circuit found on a swapped-match pair the model solves, and on five such pairs at once,
+    holds the previous-token head L2H1 and the induction heads L3H0 and L3H2, is a small share of the 1,519
+    edges, and recovers ≥ 80 % of the clean LD when every other edge is resample-ablated."""
+    c = DI.discover(tiny.weights, solved_pair, 0.8)
     assert c.reached and c.circuit_ld / c.clean_ld >= 0.8
     assert {"L2H1", "L3H0", "L3H2"} <= set(c.heads)
     assert {("L2H1", "L3H0.k"), ("L2H1", "L3H2.k")} <= {e[:2] for e in c.edges}
@@ -515,14 +522,14 @@ def test_bench_function_runs(odd):
 
 # ----------------------------------------------------------------------------- charts and CLIs
 
-def test_charts(tiny, tiny_pair):
+def test_charts(tiny, solved_pair):
     from attnkit.charts import circuits as CC
 
     comp = CO.composition(tiny.weights, "k", baseline_samples=20)
     spec = CC.composition_matrix(comp, "k").to_dict()
     assert spec["layer"][1]["transform"][0]["filter"] == "datum.beyond_q99"
     assert "baseline mean" in json.dumps(spec["layer"][0].get("title", spec.get("title")))
-    c = DI.discover(tiny.weights, tiny_pair)
+    c = DI.discover(tiny.weights, solved_pair)
     g = CC.circuit_graph(c.edges, 4, 8).to_dict()
     assert any(l.get("mark", {}).get("type") == "rule" for l in g["layer"] if isinstance(l.get("mark"), dict))
     CC.faithfulness_curve(c).to_dict()
@@ -592,8 +599,9 @@ def test_circuit_cli_prompt_set(tiny, tmp_path, capsys):
     f = tmp_path / "pairs.jsonl"
     f.write_text("\n".join(json.dumps(swapped_texts(*v)) for v in SWAPS[1:]))
     out = tmp_path / "c.json"
-    base = ["circuit", "--model", "attnkit-tiny", "--clean", TINY_CLEAN, "--corrupt", TINY_CORRUPT,
-            "--answer", " source", "--distractor", " binary"]
+    first = swapped_texts(*SWAPS[0])
+    base = ["circuit", "--model", "attnkit-tiny", "--clean", first["clean"], "--corrupt", first["corrupt"],
+            "--answer", first["answer"], "--distractor", first["distractor"]]
     assert main(base + ["--pairs", str(f), "--top", "2", "--json", str(out)]) == 0
     assert "5 pair(s)" in capsys.readouterr().out
     c = json.loads(out.read_text())["circuit"]
@@ -617,11 +625,15 @@ def test_circuit_cli(tiny, tmp_path, capsys):
     assert "not earlier" in capsys.readouterr().err
     assert main(base + ["--sender", "L2H1"]) == 2
     out = tmp_path / "c.json"
-    assert main(base + ["--more-corrupt", TINY_CORRUPT_MATCH, "--top", "3", "--json", str(out)]) == 0
+    first = swapped_texts(*SWAPS[0])            # a pair the model solves (base's is not: no share, test_not_solved.py)
+    solved = ["circuit", "--model", "attnkit-tiny", "--clean", first["clean"], "--corrupt", first["corrupt"],
+              "--answer", first["answer"], "--distractor", first["distractor"]]
+    more = "Find the blue ball and the red cup. Find the red"     # "red" now precedes the distractor: solved too
+    assert main(solved + ["--more-corrupt", more, "--top", "3", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "circuit:" in text and "L2H1" in text
     c = json.loads(out.read_text())["circuit"]
-    assert c["reached"] and c["pairs"] == 2
+    assert c["reached"] and c["pairs"] == 2 and c["solved"]
 
 
 def test_circuits_page(tiny):
@@ -746,9 +758,9 @@ def test_circuit_cli_pairs_file_is_read_by_the_one_reader(tmp_path):
 
 
 def test_circuits_page_checks_its_examples_and_takes_a_prompt_set(tiny):
-    """Circuits offers the one registry's examples, each checked on the model (the swapped match is its default
-    on attnkit-tiny, marked as not solved: its corrupted run still prefers the answer); an uploaded set adds
-    pairs to discovery and a bad row is named."""
+    """Circuits offers the one registry's examples, each checked on the model, the solved ones first (the swapped
+    match, solved on attnkit-tiny, is its default; the unsolved ones are marked and listed after them); an
+    uploaded set adds pairs to discovery and a bad row is named."""
     from helpers import apptest
 
     rows = [{"clean": TINY_CLEAN, "corrupt": TINY_CORRUPT, "answer": " source", "distractor": " binary"},
@@ -758,7 +770,8 @@ def test_circuits_page_checks_its_examples_and_takes_a_prompt_set(tiny):
     assert not at.exception, at.exception
     box = at.selectbox(key="ci_example")
     assert box.value == "A repeated phrase, match swapped"
-    assert "A repeated phrase, match swapped (not solved)" in box.options and "A repeated phrase" in box.options
-    assert any("corrupted run also prefers the answer" in w.value for w in at.warning)
+    assert box.options[:2] == ["A repeated phrase, match swapped", "A repeated phrase"]
+    assert all(o.endswith("(not solved)") for o in box.options[2:-1]) and box.options[-1] == "Your own"
+    assert not any("does not solve" in w.value for w in at.warning)
     assert any("line 2: needs" in w.value and "corrupted, distractor" in w.value for w in at.warning)
     assert any(c.value.startswith("1 more pair(s) from set.jsonl") for c in at.caption)

@@ -73,14 +73,31 @@ def test_page_defaults_to_a_solved_example_and_warns_on_an_unsolved_one():
     assert any("clean run does not prefer the answer" in w.value for w in at.warning)
 
 
-def test_a_page_may_keep_its_preferred_example_when_unsolved():
-    """Circuits keeps the swapped match on attnkit-tiny (marked, warned) unless the tokenizer cannot make it."""
+def test_solved_examples_are_offered_first_and_the_default_is_solved():
+    """Issue 44, item 3: Circuits opened attnkit-tiny on an example the app itself marked "(not solved)", and the
+    Example list put two unsolved examples first. The order is solved first (a page's preferred one first among
+    them), then unsolved, then those the tokenizer cannot make; the default is the first of that order."""
     swapped = "A repeated phrase, match swapped"
-    checks = {REPEATED: EX.Check(REPEATED, 3.0, -1.0), swapped: EX.Check(swapped, 5.0, 0.4)}
-    assert EX.pick_default("attnkit-tiny", checks, EX.CIRCUITS_PREFERRED) == REPEATED
-    assert EX.pick_default("attnkit-tiny", checks, EX.CIRCUITS_PREFERRED, keep_preferred=True) == swapped
-    checks[swapped] = EX.Check(swapped, problem="This tokenizer cannot make the pair: …")
-    assert EX.pick_default("attnkit-tiny", checks, EX.CIRCUITS_PREFERRED, keep_preferred=True) == REPEATED
+    ok, bad = (lambda n: EX.Check(n, 3.0, -1.0)), (lambda n: EX.Check(n, 5.0, 0.4))
+    checks = {IOI: bad(IOI), "animal": bad("animal"), REPEATED: ok(REPEATED), swapped: bad(swapped)}
+    assert EX.ordered("attnkit-tiny", checks, EX.CIRCUITS_PREFERRED) == [REPEATED, swapped, IOI, "animal"]
+    assert EX.pick_default("attnkit-tiny", checks, EX.CIRCUITS_PREFERRED) == REPEATED      # preferred one unsolved
+    checks[swapped] = ok(swapped)
+    assert EX.ordered("attnkit-tiny", checks, EX.CIRCUITS_PREFERRED)[:2] == [swapped, REPEATED]
+    checks[IOI] = EX.Check(IOI, problem="This tokenizer cannot make the pair: …")
+    assert EX.ordered("attnkit-tiny", checks)[-1] == IOI and EX.ordered("attnkit-tiny", checks)[0] == REPEATED
+
+
+def test_every_example_tiny_offers_first_on_either_pair_page_is_solved(tiny):
+    """On the shipped model itself: the registry's swapped match is solved (the earlier "kernel source / module
+    binary" swap was not: corrupted LD +0.44), and both pages' first examples are solved ones."""
+    checks = EX.check_examples(tiny)
+    assert checks["A repeated phrase, match swapped"].solved, checks["A repeated phrase, match swapped"]
+    for preferred in (None, EX.CIRCUITS_PREFERRED):
+        order = EX.ordered("attnkit-tiny", checks, preferred)
+        n_solved = sum(c.solved for c in checks.values())
+        assert all(checks[n].solved for n in order[:n_solved]) and not any(checks[n].solved for n in order[n_solved:])
+    assert EX.pick_default("attnkit-tiny", checks, EX.CIRCUITS_PREFERRED) == "A repeated phrase, match swapped"
 
 
 def test_the_chinese_model_gets_chinese_pairs_it_solves_first():

@@ -68,6 +68,9 @@ PAGES: tuple[PageSpec, ...] = (
     PageSpec("circuits", "Circuits", msg("Circuits"), "🕸️", "ci", summary=msg(
         "how heads in different layers work together — composition scores, path patching, the discovered "
         "circuit.")),
+    PageSpec("report", "Report_card", msg("Report card"), "🧪", summary=msg(
+        "every explanation method scored against planted models whose circuit is known by construction — the "
+        "shipped models' card, and a planted model of your own.")),
     PageSpec("entropy", "Entropy", msg("Entropy"), "📈", "ent", msg("Entropy versus context length"),
              summary=msg("does attention spread out as the context grows? (a seed's claim)"), whole_text=True),
     PageSpec("ablations", "Ablations", msg("Ablations"), "✂️", "ab", summary=msg(

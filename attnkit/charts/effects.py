@@ -59,10 +59,11 @@ def _extra_tips(d: pd.DataFrame, value: str) -> list:
 
 
 def head_map(df: pd.DataFrame, value: str = "normalised", *, title: str = "", select: str | None = None,
-             text: bool = True, legend_title: str | None = None, domain=None, width: int = 640) -> alt.LayerChart:
+             text: bool = True, legend_title: str | None = None, domain=None, width: int = 640,
+             outline: str | None = None) -> alt.LayerChart:
     """Layer × head cells coloured by ``df[value]`` (columns layer, head, value); ``select`` names a click
-    selection on the field ``cell`` ("L{l}H{h}") for Streamlit's ``on_select``. The heads span at most
-    ``width`` px (cells of 18 to 46 px)."""
+    selection on the field ``cell`` ("L{l}H{h}") for Streamlit's ``on_select``; ``outline``: a head ("L1H3") whose
+    cell is outlined. The heads span at most ``width`` px (cells of 18 to 46 px)."""
     d = df.copy()
     d["cell"] = [head_name(int(l), int(h)) for l, h in zip(d["layer"], d["head"])]
     L, H = int(d["layer"].max()) + 1, int(d["head"].max()) + 1
@@ -77,6 +78,9 @@ def head_map(df: pd.DataFrame, value: str = "normalised", *, title: str = "", se
     if select:
         rect = rect.add_params(alt.selection_point(name=select, fields=["cell"], on="click", clear=False))
     layers = [rect]
+    if outline is not None:
+        layers.append(base.transform_filter(alt.datum.cell == outline).mark_rect(
+            fill=None, stroke="#ff7f0e", strokeWidth=3))
     if text and cell >= MIN_TEXT_CELL:
         a = _sym(d[value])[1]
         layers.append(base.mark_text(fontSize=CELL_TEXT_PX).encode(

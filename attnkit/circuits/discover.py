@@ -16,6 +16,13 @@
    mean LD / mean clean LD. The circuit kept is the smallest k whose faithfulness reaches ``target``;
    the curve over k and the empty circuit's LD (every edge ablated) are reported beside it.
 
+A share of the clean logit difference means something only on pairs the model solves
+(:func:`attnkit.patching.solves`: LD(clean) > 0 ≥ LD(corrupted), a gap of at least ``MARGIN`` logits —
+the same test that marks an example "(not solved)"). When any pair of the set is not solved (or every
+edge ablated leaves the clean LD where it was) the result is *not solved*: its share, curve and
+recovered fraction are undefined (NaN; ``None`` in JSON), no edge is kept and no circuit is claimed —
+:data:`NO_SHARE` is what every front end shows in place of a number; the edges are still ranked.
+
 Ablation: ``resample`` — a sender's output on the corrupted prompt of the same pair (with every edge
 ablated this is exactly the corrupted run); ``mean`` — its output averaged over every position of the
 pair's clean and corrupted prompts. Grouped-query attention: a key/value head reads one stream, so
@@ -32,19 +39,21 @@ import torch
 
 from ..i18n import msg
 from ..model import norm, run
-from ..patching import MIN_GAP, Pair, PatchError, gap_note, logit_diffs, normalise
+from ..patching import MARGIN, MIN_GAP, Pair, PatchError, gap_note, logit_diffs, normalise, solves
 from ..progress import Progress, Steps
 from ..standard import parse_head
 from ..weights import Weights
 from .attribution_patching import edge_attribution
 from .path import Runs, cache_runs, parse_node, precedes, receiver_names, sender_names, sender_output
 
-__all__ = ["ABLATIONS", "STEPS", "Circuit", "ablated_outputs", "circuit_logit_diffs", "discover"]
+__all__ = ["ABLATIONS", "STEPS", "NO_SHARE", "Circuit", "ablated_outputs", "circuit_logit_diffs", "discover"]
 
 ABLATIONS = ("resample", "mean")
 #: integrated-gradient points behind the edge ranking (EAP-IG). On attnkit-tiny's swapped-match prompt set
 #: 1 point (plain EAP) ranks the logit-side edges first and needs hundreds of edges; 5 reach 80 % with tens.
 STEPS = 5
+#: What a front end shows in place of a circuit's share on pairs the model does not solve.
+NO_SHARE = msg("not solved: no circuit share")
 
 
 def ablated_outputs(runs: Runs, senders: list[tuple], ablation: str) -> dict:
@@ -177,6 +186,7 @@ class Circuit:
     ablation: str
     n_pairs: int
     notes: list[str] = field(default_factory=list)
+    unsolved: list[int] = field(default_factory=list)   # the pairs (1, 2, …) the model does not solve
 
     @property
     def size(self) -> int:
@@ -184,13 +194,18 @@ class Circuit:
 
     @property
     def solved(self) -> bool:
-        """Whether the pair(s) give a share to measure: LD(clean) > 0 and above LD(every edge ablated)."""
-        return solved(self.clean_ld, self.empty_ld)
+        """Whether there is a share to measure: the model solves every pair (:func:`attnkit.patching.solves`) and
+        ablating every edge moves the clean LD (:func:`solved`)."""
+        return not self.unsolved and solved(self.clean_ld, self.empty_ld)
 
     @property
     def share(self) -> float:
-        """LD(circuit) / LD(clean), NaN when the pair is not solved (see :attr:`solved`)."""
+        """LD(circuit) / LD(clean), NaN when the pairs are not solved (see :attr:`solved`)."""
         return float(normalise(self.circuit_ld, self.clean_ld, 0.0)) if self.solved else float("nan")
+
+    def share_text(self) -> str:
+        """The share as shown ("80.5 %"), or :data:`NO_SHARE` (in the reader's language) when not solved."""
+        return f"{self.share:.1%}" if self.solved else str(NO_SHARE)
 
     @property
     def reached(self) -> bool:
@@ -198,8 +213,9 @@ class Circuit:
 
     @property
     def recovered(self) -> float:
-        """(LD(circuit) − LD(empty)) / (LD(clean) − LD(empty)): 0 with every edge ablated, 1 when clean."""
-        return normalise(self.circuit_ld, self.clean_ld, self.empty_ld)
+        """(LD(circuit) − LD(empty)) / (LD(clean) − LD(empty)): 0 with every edge ablated, 1 when clean; NaN when
+        not solved."""
+        return normalise(self.circuit_ld, self.clean_ld, self.empty_ld) if self.solved else float("nan")
 
     @property
     def heads(self) -> list[str]:
@@ -217,6 +233,7 @@ class Circuit:
                 "clean_logit_diff": self.clean_ld, "empty_circuit_logit_diff": self.empty_ld,
                 "corrupted_logit_diff": self.corrupt_ld, "circuit_logit_diff": self.circuit_ld,
                 "faithfulness": self.share if np.isfinite(self.share) else None, "solved": self.solved,
+                "unsolved_pairs": list(self.unsolved), "share_text": NO_SHARE if not self.solved else None,
                 "recovered": self.recovered if np.isfinite(self.recovered) else None,
                 "target": self.target, "reached": self.reached, "ablation": self.ablation, "pairs": self.n_pairs,
                 "notes": self.notes}
@@ -227,16 +244,23 @@ def solved(clean: float, empty: float) -> bool:
     return clean >= MIN_GAP and clean - empty >= MIN_GAP
 
 
-def _notes(n_pairs: int, ablation: str, steps: int, clean: float, empty: float) -> list[str]:
+def _notes(n_pairs: int, ablation: str, steps: int, clean: float, empty: float, unsolved: list, lds: list) -> list:
     how = (msg("integrated over {steps} points from the clean to the ablated embedding", steps=steps) if steps > 1
            else msg("at the clean run"))
     notes = [msg("{n} pair(s); edges ranked by |edge attribution| (Δ = {ablation}-ablated − clean output; gradients "
                  "{how}); faithfulness = LD(circuit) / LD(clean) with every other edge ablated", n=n_pairs,
                  ablation=ablation, how=how)]
-    if not solved(clean, empty):
-        notes.append(f"the pair is not solved (LD(clean) {clean:+.4f}, LD(every edge ablated) {empty:+.4f}: the clean "
-                     "run must be positive and above the ablated one): no share of the clean logit difference is "
-                     "reported and no circuit is claimed; the edges are still ranked")
+    if unsolved:
+        notes.append(msg("{no_share}: the model does not solve pair(s) {pairs} (LD clean / corrupted: {lds}; solved "
+                         "means LD(clean) > 0 ≥ LD(corrupted) with a gap of at least {margin} logits), so no share of "
+                         "the clean logit difference is reported and no circuit is claimed; the edges are still "
+                         "ranked", no_share=NO_SHARE, pairs=", ".join(map(str, unsolved)), margin=f"{MARGIN:g}",
+                         lds=", ".join(f"{c:+.2f} / {k:+.2f}" for c, k in (lds[i - 1] for i in unsolved))))
+    elif not solved(clean, empty):
+        notes.append(msg("{no_share}: LD(clean) {clean}, LD(every edge ablated) {empty} (the clean run must be "
+                         "positive and above the ablated one), so no share of the clean logit difference is reported "
+                         "and no circuit is claimed; the edges are still ranked", no_share=NO_SHARE,
+                         clean=f"{clean:+.4f}", empty=f"{empty:+.4f}"))
     elif gap_note(clean, empty, "every-edge-ablated"):
         notes.append(gap_note(clean, empty, "every-edge-ablated"))
     return notes
@@ -311,7 +335,9 @@ def discover(weights: Weights, pairs: Pair | list[Pair], target: float = 0.8, *,
 
     ks = _grid(len(order), points)
     lds = faith(ks)
-    ok_gap = solved(clean, float(lds[0]))
+    pair_lds = [(r.clean_ld, r.corrupt_ld) for r, _ in per]
+    unsolved = [i for i, (c, k) in enumerate(pair_lds, 1) if not solves(c, k)]
+    ok_gap = not unsolved and solved(clean, float(lds[0]))
     hit = [i for i, v in enumerate(lds) if ok_gap and v / clean >= target]
     if hit and hit[0] > 0 and ks[hit[0]] - ks[hit[0] - 1] > 1:
         lo, hi = ks[hit[0] - 1], ks[hit[0]]
@@ -321,7 +347,7 @@ def discover(weights: Weights, pairs: Pair | list[Pair], target: float = 0.8, *,
             o = np.argsort(ks)
             ks, lds = [ks[i] for i in o], lds[o]
             hit = [i for i, v in enumerate(lds) if ok_gap and v / clean >= target]
-    notes = _notes(len(pairs), ablation, steps, clean, float(lds[0]))
+    notes = _notes(len(pairs), ablation, steps, clean, float(lds[0]), unsolved, pair_lds)
     if hit:
         best = hit[0]
     elif not ok_gap:
@@ -335,4 +361,4 @@ def discover(weights: Weights, pairs: Pair | list[Pair], target: float = 0.8, *,
     shares = normalise(lds, clean, 0.0) if ok_gap else np.full(len(lds), np.nan)
     return Circuit(fl[: ks[best]], fl, ks, [float(v) for v in shares], clean,
                    float(lds[0]), float(np.mean([r.corrupt_ld for r, _ in per])), float(lds[best]), target, ablation,
-                   len(pairs), notes)
+                   len(pairs), notes, unsolved)

@@ -115,13 +115,15 @@ def _discover(m, pairs, a, out) -> None:
     for n in c.notes:
         print(f"  note: {n}")
     print(f"  logit diff  clean {c.clean_ld:+.4f}  corrupted {c.corrupt_ld:+.4f}  every edge ablated {c.empty_ld:+.4f}")
-    share = f"{c.share:.1%} of clean" if c.solved else "no share: the pair is not solved (see the note)"
-    print(f"  circuit: {c.size} of {len(c.ranked)} edges, logit diff {c.circuit_ld:+.4f} = {share} "
-          f"(target {a.share:.0%}, reached: {'yes' if c.reached else 'no'}); heads {' '.join(c.heads) or 'none'}")
-    if c.solved:
+    if not c.solved:
+        print(f"  circuit: {c.share_text()} (see the note); the top {min(a.top, len(c.ranked))} of "
+              f"{len(c.ranked)} edges by |attribution|, no circuit claimed:")
+    else:
+        print(f"  circuit: {c.size} of {len(c.ranked)} edges, logit diff {c.circuit_ld:+.4f} = {c.share_text()} of "
+              f"clean (target {a.share:.0%}, reached: {'yes' if c.reached else 'no'}); heads {' '.join(c.heads) or 'none'}")
         print("  faithfulness curve (edges: share): " +
               ", ".join(f"{k}: {f:.2f}" for k, f in zip(c.sizes, c.faithfulness)))
-    for s, r, v in c.edges[: a.top]:
+    for s, r, v in (c.edges if c.solved else c.ranked)[: a.top]:
         print(f"    {s:>7} → {r:<9} attribution {v:+.4f}")
     out["circuit"] = c.to_json()
 

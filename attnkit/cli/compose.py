@@ -7,6 +7,7 @@ import sys
 import numpy as np
 
 from ..circuits.compose import composition, head_scores
+from ..i18n import t
 from ..loading import load_for_cli
 from ..standard import head_name
 from .pair import write_json
@@ -61,6 +62,9 @@ def cli(argv=None) -> int:
           f"mean {b['mean']:.4f}, 95th pct {b['q95']:.4f}, 99th pct {b['q99']:.4f}")
     for n in comp.notes:
         print(f"  note: {n}")
+    print("  " + t("From the weights alone: a score says how much a later head could read an earlier one's output, "
+                   "not that it does on any prompt — a real edge and a decoy's can score alike. Measure the effect: "
+                   "python -m attnkit circuit --receiver (path patching)."))
     out = {"model": m.name, **comp.to_json(), "top": {}}
     for mode in modes:
         print(f"  {mode.upper()}-composition, largest pairs (sender → receiver):")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from .. import loading
 from ..compare import markdown_table
+from ..i18n import t
 from ..metrics import STATISTICS, head_table
 from ..prompts import SAMPLE_TEXT, PromptError, decode_text, truncate
 from . import args as cli_args
@@ -42,6 +43,9 @@ def cli(argv=None) -> int:
     print(f"model {a.model}: {len(ids)} tokens of text" + (f" ({dropped} dropped)" if dropped else "")
           + f"; induction on {n_used} random tokens repeated twice (4 sequences){shrunk}"
           + ("" if bos is None else f"; TL recipe: BOS (id {bos}) + the same, 10 sequences, whole diagonal"))
+    print(t("These rank where each head looks (its attention pattern), not what it does: a head with a sharper "
+            "pattern can have no effect on the output. Measure the effect: python -m attnkit patch (activation "
+            "patching) or ablate."))
     show = [s.name for s in STATISTICS.values() if s.ranked] + ["induction (random repeats)"]
     if bos is not None:
         show.append("induction (TL recipe)")

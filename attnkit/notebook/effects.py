@@ -23,7 +23,7 @@ from ..charts import effects as effect_charts
 from ..charts import score_terms as terms_charts
 from ..charts import verify as verify_charts
 from ..circuits.compose import Composition as CompositionScores
-from ..circuits.discover import Circuit as FoundCircuit
+from ..circuits.discover import NO_SHARE, Circuit as FoundCircuit
 from ..i18n import msg, status_label, t
 from ..patching import PatchResult
 from ..pieces import token_labels
@@ -155,7 +155,8 @@ class Attribution(Result):
 @dataclass(repr=False)
 class Composition(Result):
     """Composition scores between heads of different layers, from the weights alone (no prompt): how much a later
-    head's query (q), key (k) or value (v) reads what an earlier head writes, beside a random baseline."""
+    head's query (q), key (k) or value (v) *could* read what an earlier head writes, beside a random baseline. They
+    measure the weights, not an effect: a decoy edge can tie a real one (path patching measures effects)."""
 
     scores: CompositionScores
 
@@ -169,8 +170,9 @@ class Composition(Result):
         best = {m: self.scores.top(m, 1) for m in self.scores.scores}
         text = ", ".join(f"{m.upper()} {b[0][0]} → {b[0][1]} {b[0][2]:.3f}" for m, b in best.items() if b)
         return msg("Composition scores (from the weights, no prompt); random baseline {mean} (99th percentile "
-                   "{q99}); strongest: {best}.", mean=f"{self.scores.baseline['mean']:.3f}",
-                   q99=f"{self.scores.baseline['q99']:.3f}", best=text)
+                   "{q99}); strongest: {best}. What the weights allow, not an effect: a real edge and a decoy's can "
+                   "score alike; path patching (Model.circuit, the Circuits page) measures what an edge does.",
+                   mean=f"{self.scores.baseline['mean']:.3f}", q99=f"{self.scores.baseline['q99']:.3f}", best=text)
 
 
 @dataclass(repr=False)
@@ -205,32 +207,37 @@ class Circuit(Result):
         stated = self.stated if stated is None else stated
         if stated is None:
             raise ValueError("this model states no circuit (no CIRCUIT.json): give one to compare with")
-        edges = getattr(stated, "edges", stated)
-        return calibration.compare_circuits(edges, self.found.edges, self.group)
+        return calibration.compare_circuits(stated, self.found.edges, self.group)
 
     def _frame(self) -> pd.DataFrame:
         df = pd.DataFrame(self.found.edges, columns=["sender", "receiver", "attribution"])
         if self.stated is not None:
-            marks = calibration.edge_marks(self.stated.edges, self.found.edges, self.group)
+            marks = calibration.edge_marks(self.stated, self.found.edges, self.group)
             df["stated circuit"] = [marks.get((s, r), "") for s, r in zip(df["sender"], df["receiver"])]
         return df
 
     def _chart(self, kind: str = "graph"):
         if kind == "faithfulness":
+            if not self.found.solved:
+                raise ValueError(f"{NO_SHARE}: the faithfulness curve is a share of the clean logit difference; see "
+                                 ".summary() and .found.notes")
             return circuit_charts.faithfulness_curve(self.found)
         if kind != "graph":
             raise ValueError(f"kind is 'graph' or 'faithfulness', not {kind!r}")
         title = t("The circuit: {n} edges", n=self.found.size)
         if self.stated is None:
             return circuit_charts.circuit_graph(self.found.edges, self.n_layers, self.n_heads, title=title)
-        edges, marks = calibration.marked_edges(self.stated.edges, self.found, self.group)
+        edges, marks = calibration.marked_edges(self.stated, self.found, self.group)
         return circuit_charts.circuit_graph(edges, self.n_layers, self.n_heads, title=title, marks=marks,
                                             mark_labels=circuit_charts.mark_labels(), mark_title=t("stated circuit"))
 
     def _summary(self):
-        share = f"{self.found.share:.1%}" if self.found.solved else "—"
+        if not self.found.solved:
+            return msg("{no_share}: the model does not solve the prompt pair(s), so no circuit is claimed; the {all} "
+                       "edges are only ranked (.found.ranked; .found.notes say why).", no_share=NO_SHARE,
+                       all=len(self.found.ranked))
         return msg("A circuit of {n} of {all} edges recovers {share} of the clean logit difference (target {target}); "
-                   "heads: {heads}.", n=self.found.size, all=len(self.found.ranked), share=share,
+                   "heads: {heads}.", n=self.found.size, all=len(self.found.ranked), share=self.found.share_text(),
                    target=f"{self.found.target:.0%}", heads=" ".join(self.found.heads) or t("none"))
 
 

@@ -93,7 +93,8 @@ class HeadStats(Result):
         return df
 
     def top(self, stat: str, n: int = 5) -> pd.DataFrame:
-        """The ``n`` heads with the highest ``stat`` (columns head, stat)."""
+        """The ``n`` heads with the highest ``stat`` (columns head, stat): a ranking of where heads look, not of
+        what they do (:meth:`Model.patch` measures that)."""
         df = self._frame()
         return df.nlargest(n, self._stat(stat))[["head", stat]].reset_index(drop=True)
 

@@ -53,7 +53,7 @@ RATE = app_costs.rate(ctx.model_name, ctx.device)  # this machine's speed on the
 
 
 def load_state(checks: dict) -> Inputs:
-    example = pair_widgets.example_state(ctx, checks, examples.CIRCUITS_PREFERRED, keep_preferred=True)
+    example = pair_widgets.example_state(ctx, checks, examples.CIRCUITS_PREFERRED)
     loaded = Inputs.load(rl=list(range(1, n_layers))[-min(3, n_layers - 1):] if n_layers > 1 else [],
                          recv_input="k", source=path_patching.SOURCES[0], direction=patching.DIRECTIONS[0],
                          ablation=discover.ABLATIONS[0], **example)
@@ -112,6 +112,9 @@ def weights_section():
         "Score = {formula}. Random matrices of the same shapes score {mean} on average (99th percentile {q99}, {n} seeded "
         "samples): the colour scale starts there and cells above the 99th percentile are outlined.", formula=compose.FORMULAS[mode],
         mean=f"{baseline['mean']:.3f}", q99=f"{baseline['q99']:.3f}", n=baseline["n"]) + " " + " ".join(map(str, comp.notes))))
+    st.caption(t("From the weights alone: a score says how much a later head could read an earlier one's output, not "
+                 "that it does on any prompt — a real edge and a decoy's can score alike. Path patching and the "
+                 "discovered circuit below measure effects on a prompt pair."))
     if receivers:
         st.altair_chart(circuit_charts.composition_matrix(comp, mode, receiver_layers=receivers), width="content")
     top = pd.DataFrame(comp.top(mode, 12), columns=["sender", "receiver", "score"])
@@ -198,13 +201,14 @@ def discovery_section(pairs: list):
         st.caption(ui.plain(n))
     m1, m2, m3, m4 = st.columns(4)
     m1.metric(t("Edges kept"), t("{n} of {all}", n=found.size, all=len(found.ranked)))
-    m2.metric("LD(circuit) / LD(clean)", f"{found.share:.1%}" if found.solved else "—")
+    m2.metric("LD(circuit) / LD(clean)", found.share_text())
     m3.metric(t("Clean LD"), f"{found.clean_ld:+.3f}")
     m4.metric(t("Every edge ablated"), f"{found.empty_ld:+.3f}")
     st.caption(ui.plain(t("Heads in the circuit: {heads}", heads=" ".join(found.heads) or t("none"))))
     view = planted_view.compare_section(ctx, found)     # a planted model: its stated circuit beside this one
-    curve = circuit_charts.faithfulness_curve(found)
-    st.altair_chart(curve, width="content")
+    curve = circuit_charts.faithfulness_curve(found) if found.solved else None    # not solved: no shares to draw
+    if curve is not None:
+        st.altair_chart(curve, width="content")
     graph = circuit_charts.circuit_graph(view.edges, n_layers, n_heads, select_edge="edge", select_node="node",
                                          **view.chart_args(),
                                          title=t("The circuit (click an edge: its path patch above; click a head: Heatmaps)"))
@@ -213,7 +217,8 @@ def discovery_section(pairs: list):
     ui.show_table(edges, hide_index=True, width="stretch", height=260)
     meta = ui.meta_for(ctx, share=found.target, ablation=found.ablation, pairs=found.n_pairs)
     ui.download_buttons(edges, graph, "circuit_edges", meta, key="ci_edges")
-    ui.download_buttons(found.curve_frame(), curve, "faithfulness", meta, key="ci_curve")
+    if curve is not None:
+        ui.download_buttons(found.curve_frame(), curve, "faithfulness", meta, key="ci_curve")
     st.download_button("JSON", ui.json_bytes(found.to_json()), file_name="circuit.json", mime="application/json",
                        key="ci_json", on_click="ignore")
 
@@ -241,7 +246,7 @@ def exact_section(pair: patching.Pair):
     ui.download_buttons(edf, None, "edge_attribution", ui.meta_for(ctx), key="ci_ea")
 
 
-CHECKS = pair_widgets.example_checks(ctx.model_name, ctx.device, BOS)
+CHECKS = pair_widgets.example_checks(ctx.model_name, ctx.device, BOS, examples.CIRCUITS_PREFERRED)
 state = load_state(CHECKS)
 weights_section()
 PAIRS = pair_inputs()

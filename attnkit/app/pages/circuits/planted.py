@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from attnkit import calibration
-from attnkit.app import show_table
+from attnkit.app import plain, show_table
 from attnkit.charts.circuits import mark_labels
 from attnkit.app.planted import stated
 from attnkit.i18n import t
@@ -42,13 +42,16 @@ def compare_section(ctx, found) -> Compared:
     :class:`attnkit.circuits.discover.Circuit`) — counts, precision and recall, and the edges with their marks.
     Returns what the graph draws (on any other model: the discovered edges, unmarked)."""
     got = stated(ctx)
-    if got is None:
+    if got is None or not found.solved:                   # not solved: no circuit claimed, nothing to compare
         return Compared(list(found.edges))
     group = ctx.model.config.group
-    cmp = calibration.compare_circuits(got.circuit.edges, found.edges, group)
-    drawn, marks = calibration.marked_edges(got.circuit.edges, found, group)
+    cmp = calibration.compare_circuits(got.circuit, found.edges, group)
+    drawn, marks = calibration.marked_edges(got.circuit, found, group)
     st.markdown("**" + t("Stated circuit (CIRCUIT.json) beside the discovered one") + "**")  # internal text: the catalog's
     _metrics(cmp)
+    if cmp["not_needed"]:
+        st.caption(plain(t("Recall counts the required edges only: {edges} (optional or negative in CIRCUIT.json) "
+                           "left out, not missed.", edges=", ".join(f"{s} → {r}" for s, r in cmp["not_needed"]))))
     if group > 1:
         note = t("Grouped-query attention: the .k/.v receivers of query heads that share a key/value head count "
                  "as one edge ({group} query heads per key/value head).", group=group)

@@ -11,7 +11,7 @@ from attnkit import app as ui
 from attnkit import compare, metrics
 from attnkit.standard import parse_head
 from attnkit.app.pages.shared import labels as choice_labels
-from attnkit.app.pages.compare import similarity
+from attnkit.app.pages.compare import effect, similarity
 from attnkit.app.pages.shared import matrices
 from attnkit.charts import heatmaps as hm
 from attnkit.i18n import t
@@ -134,6 +134,7 @@ def overview(stat: str, note: str, df_stat, undefined: bool):
         chart = hm.head_overview_chart(df_stat, stat, selected=picked, select="pick", label=shown(stat))
         st.altair_chart(chart, width="content", on_select="rerun", selection_mode="pick", key="cmp_overview")
         st.caption(note + t(" Click a cell to open that head below; outlined: the heads opened."))
+        st.caption(effect.pattern_note())  # internal text: the catalog's
         ui.download_buttons(df_stat, chart, f"head_{stat.replace(' ', '_')}", meta(statistic=stat), key="overview")
 
 
@@ -196,6 +197,7 @@ def side_by_side(stat: str, all_heads: list, ranked: list):
                 row = {s: float(v[l, h]) for s, v in prompt_scores(ctx.model_name, ctx.device, tuple(ids), CAPTURE,
                                                                    ctx).items()}
                 st.caption(" · ".join(f"{shown(s)} {v:.2f}" for s, v in row.items() if np.isfinite(v)))
+                effect.effect_button(ctx, name)
                 if T <= hm.MARK_LIMIT:
                     ui.download_buttons(matrices.cell_rows(vals, toks, masked), ch, f"pattern_{name}",
                                         meta(layer=l, head=h), key=f"side{name}")
@@ -235,6 +237,7 @@ def token_pair():
         bars = hm.rank_chart(table, title=t("Weight from {q} to {k}, top {top} of {n} heads", q=labels[q], k=labels[k], top=min(15, L * H), n=L * H))
         left, right = st.columns([1, 1])
         left.altair_chart(bars, width="content")
+        left.caption(t("Attention weights (where each head looks from the query), not effects on the output."))
         shown = table.head(20).assign(top_key=[labels[j] for j in table.head(20)["top_key"]])
         ui.show_table(shown, on=right, hide_index=True, width="stretch",
                       column_config={"rank_in_row": st.column_config.NumberColumn(

@@ -9,6 +9,7 @@ import streamlit as st
 from attnkit import app as ui
 from attnkit import attribution
 from attnkit import patching
+from attnkit.app.pages.effects import focus
 from attnkit.app.pages.shared import pairs as pair_widgets
 from attnkit.app.pages.shared.pairs import word
 from attnkit.charts import effects as effect_charts
@@ -40,6 +41,8 @@ class Inputs(ui.PageState):
     target: str = ui.param(next(iter(LP_TARGETS)), key="he_lp_target")
     run: str = ui.param("clean", key="he_dla_run")
     head: str = ""                                 # the head with the largest direct effect
+    focus: str = ""                                # a head asked for by another page (Compare heads' effect check)
+    built: str = ui.param("", url=False)           # the corrupted prompt built for it, or "@" + the example used
     thresh: float = 0.1
     set_target: str = next(iter(SET_TARGETS))
     set_direction: str = DIRECTIONS[0]
@@ -65,21 +68,6 @@ ATTRIBUTIONS = {"dla": attribution.direct_logit_attribution, "contrib": attribut
 
 def decode(t: int) -> str:
     return model.token_strs([t])[0]
-
-
-def _open_heatmap():
-    """on_select of the patching map: the clicked head opens on Heatmaps with the clean prompt."""
-    for cell in ui.clicked("he_map", "pick", "cell")[:1]:
-        ui.open_head(*parse_head(cell), prompt=st.session_state.get("he_clean", ""))
-
-
-def _bar_clicked():
-    """on_select of the attribution bars: a head's bar (the others are embed, MLP3, …) picks that head."""
-    for part in ui.clicked("he_bars", "part", "part")[:1]:
-        try:
-            st.session_state["he_head"] = head_name(*parse_head(part))
-        except ValueError:
-            pass
 
 
 def load_state(checks: dict) -> Inputs:
@@ -135,10 +123,12 @@ def head_map(pair: patching.Pair, direction: str, meta: dict):
         "residual stream; {n} patched runs in {L} batches.", clean=f"{zres.clean_ld:+.3f}", corrupt=f"{zres.corrupt_ld:+.3f}",
         how=t("Denoising") if direction == "denoise" else t("Noising"), runs=word(runs), source=word(source), n=zres.n_runs, L=n_layers)))
     pair_widgets.gap_warning(zres.clean_ld, zres.corrupt_ld)
-    zdf = zres.frame()
-    zmap = effect_charts.head_map(zdf, "normalised", select="pick", legend_title=t("normalised"),
+    zdf, asked = zres.frame(), focus.focus_head(state, model.config)
+    zmap = effect_charts.head_map(zdf, "normalised", select="pick", legend_title=t("normalised"), outline=asked,
                                   title=t("{direction}: normalised logit difference per head", direction=word(direction)))
-    st.altair_chart(zmap, width="content", on_select=_open_heatmap, selection_mode="pick", key="he_map")
+    st.altair_chart(zmap, width="content", on_select=focus.open_heatmap, selection_mode="pick", key="he_map")
+    if asked:
+        focus.focus_note(state, zres, asked)
     st.caption(t("Red: the head's activation moves the metric towards the clean run; blue: away. Click a cell to open "
                  "that head's attention pattern on the Heatmaps page (the clean prompt)."))
     ui.download_buttons(zdf, zmap, f"patch_z_{direction}", meta | {"target": "z"}, key="he_z")
@@ -190,7 +180,7 @@ def dla_charts(att: attribution.DLA, which: str, at: str, meta: dict):
     left, right = st.columns(2)
     with left:
         bars = effect_charts.attribution_bars(adf, 20, title=t("Top 20 of {n} parts ({run} run)", n=len(adf), run=word(which)), select="part")
-        st.altair_chart(bars, width="content", on_select=_bar_clicked, selection_mode="part", key="he_bars")
+        st.altair_chart(bars, width="content", on_select=focus.bar_clicked, selection_mode="part", key="he_bars")
         ui.download_buttons(adf, bars, f"dla_{which}", meta, key="he_dla")
     with right:
         hmap = effect_charts.head_map(hdf, "logit_diff", text=n_layers * n_heads <= 64, legend_title=t("direct effect"),
@@ -202,7 +192,7 @@ def dla_charts(att: attribution.DLA, which: str, at: str, meta: dict):
 def head_tokens(att: attribution.DLA, ids: list, which: str, at: str, meta: dict):
     """A head's promoted / suppressed tokens: a click on a head's bar, or the select box."""
     names = [head_name(layer, head) for layer in range(n_layers) for head in range(n_heads)]
-    best = names[int(np.abs(att.head_map).argmax())]
+    best = focus.focus_head(state, model.config) or names[int(np.abs(att.head_map).argmax())]
     state.fit("head", names, best, what=t("Head for the promoted tokens"), basis=(tuple(ids), att.pos),
               meaning=str, because=t("the {run} run or the read position changed; by default it is the head with the "
                                      "largest direct effect", run=word(which)))

@@ -33,9 +33,16 @@ SET_LIMIT_NOTE = 20            # problems of an upload shown one by one; the res
 
 
 @budgeted
-def example_checks(model_name: str, device: str, bos: int | None) -> dict:
-    """{example name: examples.Check} on the loaded model (solved or not, and why)."""
+def _checks(model_name: str, device: str, bos: int | None) -> dict:
     return examples.check_examples(cached_model(model_name, device), bos=bos)
+
+
+def example_checks(model_name: str, device: str, bos: int | None, preferred_by_model: dict | None = None) -> dict:
+    """{example name: examples.Check} on the loaded model (solved or not, and why), in the order the Example box
+    offers them (:func:`attnkit.examples.ordered`: the solved ones first, the page's preferred one first among
+    them)."""
+    checks = _checks(model_name, device, bos)
+    return {n: checks[n] for n in examples.ordered(model_name, checks, preferred_by_model)}
 
 
 def example_names(checks: dict | None = None) -> list[str]:
@@ -44,11 +51,10 @@ def example_names(checks: dict | None = None) -> list[str]:
     return list(examples.EXAMPLES if checks is None else checks) + [CUSTOM]
 
 
-def example_state(ctx, checks: dict, preferred_by_model: dict | None = None, keep_preferred: bool = False) -> dict:
+def example_state(ctx, checks: dict, preferred_by_model: dict | None = None) -> dict:
     """The page state's defaults for the example and its texts: the example offered first for the loaded model
-    (:func:`attnkit.examples.pick_default`)."""
-    first = examples.pick_default(ctx.model_name, checks, preferred_by_model, keep_preferred) or \
-        next(iter(examples.EXAMPLES))
+    (:func:`attnkit.examples.pick_default`: a solved one whenever the model solves any)."""
+    first = examples.pick_default(ctx.model_name, checks, preferred_by_model) or next(iter(examples.EXAMPLES))
     return {"example": first, **{f: examples.texts(first)[f] for f in examples.FIELDS}}
 
 
