@@ -71,8 +71,15 @@ def test_tiny_training_run_end_to_end(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(TINY_CORPUS, encoding="utf-8")
     out = tmp_path / "model"
-    rc = train_cli(["--tiny-test", "--corpus-file", str(corpus), "--out", str(out), "--seed", "3"])
+    import torch
+
+    threads = torch.get_num_threads()
+    rc = train_cli(["--tiny-test", "--corpus-file", str(corpus), "--out", str(out), "--seed", "3", "--threads",
+                    str(threads + 1)])
     assert rc == 0
+    # the thread count changes float sums: training sets its own and puts the caller's back (it once left 1, and a
+    # page's worker thread, with the default count, then summed differently from the main thread)
+    assert torch.get_num_threads() == threads
     check_folder(out)
     card = (out / "MODEL_CARD.md").read_text(encoding="utf-8")
     assert "--steps 6" in card and "unigram" in card

@@ -2,6 +2,7 @@
 evaluation and the training log; :func:`train` runs them in order and writes the model folder."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 import json
 import math
 import os
@@ -490,8 +491,24 @@ def train(o: Options, argv: list[str], log=lambda s: None) -> dict:
     return info
 
 
+@contextmanager
+def torch_threads(n: int):
+    """torch's thread count set to ``n`` for the block, then put back: it changes float sums, and a caller in the
+    same process (a test, a notebook) must not find its own setting changed afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _train_into(o: Options, out: Path, argv: list[str], log) -> dict:
-    torch.set_num_threads(o.threads)
+    with torch_threads(o.threads):
+        return _train_with_threads(o, out, argv, log)
+
+
+def _train_with_threads(o: Options, out: Path, argv: list[str], log) -> dict:
     t_start = time.time()
     random.seed(o.seed)
     torch.manual_seed(o.seed)
@@ -539,16 +556,16 @@ def _train_into(o: Options, out: Path, argv: list[str], log) -> dict:
 def rewrite_card(out: Path, threads: int = 1, log=lambda s: None) -> Path:
     """Re-measure the heads of the model in ``out`` and rewrite its MODEL_CARD.md from its
     training_log.json (no training); the card's path."""
-    torch.set_num_threads(threads)
     info = json.loads((out / "training_log.json").read_text(encoding="utf-8"))
-    finish_card(out, info, log)
+    with torch_threads(threads):
+        finish_card(out, info, log)
     return out / "MODEL_CARD.md"
 
 
 def probe_saved(out: Path, seed: int = 1234, threads: int = 1) -> str:
     """The training probe's previous-token and induction table for the model saved in ``out``."""
-    torch.set_num_threads(threads)
     model = GPT2LMHeadModel.from_pretrained(str(out), attn_implementation="eager", trust_remote_code=False)
     tok = load_tokenizer(out)
-    prev, ind = prev_induction_scores(model, len(tok), seed=seed, bos_id=tok.convert_tokens_to_ids(EOT))
+    with torch_threads(threads):
+        prev, ind = prev_induction_scores(model, len(tok), seed=seed, bos_id=tok.convert_tokens_to_ids(EOT))
     return format_head_table(prev, ind)
