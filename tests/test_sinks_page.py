@@ -64,6 +64,9 @@ def test_page_shows_the_librarys_sinks_grid_verdict_and_generation(odd_dir, odd)
     assert verdict == [f"Verdict: {lab.verdict.status}. {lab.verdict.text}"]
     assert any(c.value.startswith("Rule: Judged in the original-positions mode") for c in at.caption)
     assert any("Rolling is not run here" in c.value and "learned positions" in c.value for c in at.caption)
+    assert not at.main.text                                   # generation waits for its button
+    at.button(key="_ak_run_sk_gen").click().run()
+    assert not at.exception, at.exception
     full, kept = generate(odd.weights, docs[0][:256], 6), generate(odd.weights, docs[0][:256], 6, keep=Keep(2, 8))
     texts = [x.value for x in at.text]
     assert any(s.endswith(repr("".join(odd.token_strs(full.tokens)))) for s in texts), texts
@@ -81,10 +84,14 @@ def test_page_in_zh_on_the_shipped_chinese_sample(odd_dir):
 
 
 def test_a_short_prompt_says_what_the_lab_needs(odd_dir):
-    at = apptest("sinks", odd_dir, text="The animal didn't cross.", **SMALL).run()
+    at = apptest("sinks", odd_dir, text="The animal didn't cross.", **{**SMALL, "sk_windows": [32]}).run()
     assert not at.exception, at.exception
     assert any("nearly every head looks like a sink" in w.value for w in at.warning)
     assert any("Choose a shipped text above for the lab" in i.value for i in at.info)
+    assert not [m for m in at.metric] and at.button(key="_ak_run_sk_lab").label == "Run the grid anyway"
+    at.button(key="_ak_run_sk_lab").click().run()                # run anyway: every window holds the whole text
+    loss = [m.value for m in at.metric][0]
+    assert set(frame_with(at, "loss (nats/token)")["loss (nats/token)"].map("{:.4f}".format)) == {loss}
 
 
 def test_stop_ends_the_lab_job(odd_dir, monkeypatch):

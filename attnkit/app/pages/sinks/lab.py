@@ -114,7 +114,8 @@ def grid(ctx: Context, state: PageState, docs: list, doc_key, stats, meta: dict)
         st.info(t("The lab starts once the sink measurements above are done."))
         return
     predicted = sum(len(d) - 1 for d in docs)
-    if predicted < MIN_TOKENS or max(map(len, docs)) <= min(ws):
+    short = predicted < MIN_TOKENS or max(map(len, docs)) <= min(ws)
+    if short:                              # nothing to decide: the grid runs only when asked
         st.info(t("This text predicts {n} tokens in windows of at most {longest}: a cache of w ≥ {longest} keys drops "
                   "nothing, and a verdict needs {need} predicted tokens or more. Choose a shipped text above for the "
                   "lab.", n=predicted, longest=max(map(len, docs)), need=MIN_TOKENS))
@@ -123,7 +124,7 @@ def grid(ctx: Context, state: PageState, docs: list, doc_key, stats, meta: dict)
     res = job_result("sk_lab", (ctx.key, doc_key, tuple(ks), tuple(ws), modes),
                      t("Running the grid ({cells} runs × {n} window(s))", cells=cells, n=len(docs)),
                      lambda progress: eviction_lab(weights, docs, ks, ws, modes, sink_stats=stats, model=name,
-                                                   progress=progress))
+                                                   progress=progress), auto=not short, button=t("Run the grid anyway"))
     if res is not None:
         _show(res, meta)
 
@@ -166,7 +167,8 @@ def generation(ctx: Context, state: PageState, docs: list, meta: dict) -> None:
     rolling = bool(state.rolling) and rolling_refusal(cfg) is None
     weights = ctx.model.weights
     got = job_result("sk_gen", (ctx.key, tuple(prompt), k, w, n, rolling), t("Generating twice"),
-                     lambda progress: _generate(weights, prompt, n, Keep(k, w), rolling, progress))
+                     lambda progress: _generate(weights, prompt, n, Keep(k, w), rolling, progress), auto=False,
+                     button=t("Generate both ways"))
     if got is None:
         return
     text = lambda ids: repr("".join(ctx.model.token_strs(ids)))      # noqa: E731 - model output, shown as it is
