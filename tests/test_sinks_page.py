@@ -17,7 +17,7 @@ from attnkit.attention import Keep
 from attnkit.model import generate, run
 from attnkit.sinks import measure_sinks, text_windows
 from attnkit.standard import parse_head
-from helpers import apptest
+from helpers import apptest, make_family_checkpoint
 from untranslated import apptest_texts, untranslated
 
 TEXT = ("The animal didn't cross the street because it was too tired. Attention lets every token look back at "
@@ -71,6 +71,26 @@ def test_page_shows_the_librarys_sinks_grid_verdict_and_generation(odd_dir, odd)
     texts = [x.value for x in at.text]
     assert any(s.endswith(repr("".join(odd.token_strs(full.tokens)))) for s in texts), texts
     assert any(s.endswith(repr("".join(odd.token_strs(kept.tokens)))) for s in texts), texts
+
+
+def test_page_runs_the_rolling_cache_on_a_rotary_model(tmp_path):
+    from attnkit.loading import load
+
+    folder = make_family_checkpoint(tmp_path / "llama", "smollm2-135m")
+    llama = load(str(folder), "cpu")
+    at = apptest("sinks", folder, text=TEXT, sk_rolling=True, sk_gen_len=20, **SMALL).run()
+    assert not at.exception, at.exception
+    assert at.checkbox(key="sk_rolling").value
+    docs = docs_of(llama)
+    lab = E.eviction_lab(llama.weights, docs, [0, 2], [8, 32], (E.ORIGINAL, E.ROLLING))
+    grid = frame_with(at, "loss (nats/token)")
+    assert list(grid["positions"]) == [E.ORIGINAL] * 4 + [E.ROLLING] * 4
+    assert np.allclose(grid["loss (nats/token)"], [r["loss"] for r in lab.rows], atol=1e-9)
+    at.button(key="_ak_run_sk_gen").click().run()
+    assert not at.exception, at.exception
+    kept = generate(llama.weights, docs[0][:20], 6, keep=Keep(2, 8), rolling=True)   # the prompt fed one by one
+    assert any(x.value.endswith(repr("".join(llama.token_strs(kept.tokens)))) for x in at.main.text)
+    assert any("rolling positions" in c.value for c in at.caption)
 
 
 def test_page_in_zh_on_the_shipped_chinese_sample(odd_dir):

@@ -12,7 +12,7 @@ import altair as alt
 import pandas as pd
 
 from ..i18n import t
-from .heatmaps import CELL_TEXT_PX
+from .heatmaps import CELL_TEXT_PX, PAD
 
 __all__ = ["loss_chart", "share_heatmap", "share_by_position", "sink_writes"]
 
@@ -66,7 +66,9 @@ def share_heatmap(df: pd.DataFrame, k: int, height: int | None = None) -> alt.La
         text=alt.Text("share:Q", format=".2f"),
         color=alt.condition("datum.share > 0.5", alt.value("white"), alt.value("black")))
     n_layers = int(data["layer"].nunique()) if len(data) else 1
-    return alt.layer(rect, text).properties(height=height or max(120, 28 * n_layers),
+    n_heads = int(data["head"].nunique()) if len(data) else 1
+    cell = max(28, min(46, 640 // n_heads))          # square cells, as Compare's overview (autosize pad: no squeeze)
+    return alt.layer(rect, text).properties(width=cell * n_heads, height=height or cell * n_layers, autosize=PAD,
                                             title=t("Attention on the first tokens, per head"))
 
 
@@ -97,7 +99,7 @@ def sink_writes(df: pd.DataFrame, height: int = 300) -> alt.LayerChart:
             alt.Tooltip("write_ratio:Q", format=".3f", title=ratio), alt.Tooltip("sink:N", title=t("sink head"))]
     points = alt.Chart(data).mark_circle(size=70, opacity=0.8).encode(
         x=alt.X("first_token:Q", title=t("share on the first token"), scale=alt.Scale(domain=[0, 1])),
-        y=alt.Y("write_ratio:Q", title=ratio, scale=alt.Scale(type="log")),
+        y=alt.Y("write_ratio:Q", title=t("write ratio: sink ÷ other keys"), scale=alt.Scale(type="log")),
         color=alt.condition("datum.sink", alt.value("#e45756"), alt.value("#4c78a8")), tooltip=tips)
     one = alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(color="grey", strokeDash=[4, 4]).encode(y="y:Q")
     return alt.layer(points, one).properties(height=height, title=t("What the sink writes, per head"))

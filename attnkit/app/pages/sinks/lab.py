@@ -12,7 +12,7 @@ from attnkit.app.jobs import job_result
 from attnkit.app.state import PageState
 from attnkit.app.tables import show_table
 from attnkit.attention import Keep, rolling_refusal
-from attnkit.ablations import MIN_TOKENS
+from attnkit.ablations import MIN_EFFECT, MIN_TOKENS
 from attnkit.eviction import CLAIM, ORIGINAL, ROLLING, eviction_lab
 from attnkit.i18n import status_label, t
 from attnkit.model import generate
@@ -68,7 +68,7 @@ def _verdict(res) -> None:
         m2.metric(t("rescue: with the first {k} tokens too", k=r["sinks"]), f"{r['rescue']['delta']:+.4f}",
                   help=t("95 % interval {low} … {high} nats/token", low=f"{r['rescue']['low']:+.4f}",
                          high=f"{r['rescue']['high']:+.4f}"))
-        share = r["recovered_share"]
+        share = r["recovered_share"] if r["damage"]["delta"] >= MIN_EFFECT else float("nan")   # else nothing to win back
         m3.metric(t("share of the damage won back"), "n/a" if share != share else f"{share:.0%}")
     if v.why:
         st.markdown(t("**Why.** {why}", why=v.why))

@@ -61,22 +61,24 @@ def _firsts(stats) -> list[float]:
 
 
 def maps(stats) -> None:
-    """The layer × head map of the share on the first k tokens, and what the sink writes per head."""
+    """The layer × head map of the share on the first k tokens; what the sink writes per head beside that share
+    against context length."""
     df = stats.to_pandas()
+    chart = sink_charts.share_heatmap(df, stats.k)
+    st.altair_chart(chart, width="content")
+    st.caption(t("Mean over the queries from position {start} on (earlier ones see few keys); outlined: the sink "
+                 "heads.", start=stats.from_position))
+    ui.download_buttons(df, chart, "sink_share_per_head", meta, key="sk-map")
     left, right = st.columns(2)
     with left:
-        chart = sink_charts.share_heatmap(df, stats.k)
-        st.altair_chart(chart, width="stretch")
-        st.caption(t("Mean over the queries from position {start} on (earlier ones see few keys); outlined: the sink "
-                     "heads.", start=stats.from_position))
-        ui.download_buttons(df, chart, "sink_share_per_head", meta, key="sk-map")
-    with right:
         chart = sink_charts.sink_writes(df)
         st.altair_chart(chart, width="stretch")
         st.caption(t("What a key adds to the residual stream per unit of attention is ‖v_j·W_O‖. A sink is a place to "
                      "park attention: when it writes less than the other keys (below the dashed line at 1), the "
                      "attention parked there changes little."))
         ui.download_buttons(df, chart, "sink_writes", meta, key="sk-writes")
+    with right:
+        by_position(stats)
 
 
 def by_position(stats) -> None:
@@ -107,7 +109,6 @@ def measurements():
         return None
     sink_heads_line(stats)
     maps(stats)
-    by_position(stats)
     with st.expander(t("Every head: shares and writes")):
         ui.show_table(head_table(stats.to_pandas(), stats.k), hide_index=True, width="stretch")
         ui.download_buttons(stats.to_pandas(), None, "sink_heads", meta, key="sk-table")
