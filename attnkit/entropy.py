@@ -181,10 +181,14 @@ def entropy_profile(weights, ids, intervention: Intervention | None = None, loss
                      windows=weights.config.windows)
 
 
-def doc_curves(weights, ids, intervention=None, loss: bool = True, progress=None, block: int = BLOCK) -> DocCurves:
+def doc_curves(weights, ids, intervention=None, loss: bool = True, progress=None, block: int = BLOCK,
+               exclude_first: bool = False) -> DocCurves:
     """:class:`DocCurves` (entropy, first-token mass [B, L, H, T], loss) from one streaming pass
-    (:func:`attnkit.streaming.stream_stats`): what :func:`entropy_profile` gives, at any length the model takes."""
-    st = stream_stats(weights, ids, intervention=intervention, loss=loss, progress=progress, block=block)
+    (:func:`attnkit.streaming.stream_stats`): what :func:`entropy_profile` gives, at any length the model takes.
+    ``exclude_first``: the curves of the pattern with position 0 taken out (``stream_stats(exclude_first=True)``:
+    queries 1 … T − 1 over keys j ≥ 1, so T − 1 positions; first-token mass NaN); the loss is the model's own."""
+    st = stream_stats(weights, ids, intervention=intervention, loss=loss, progress=progress, block=block,
+                      exclude_first=exclude_first)
     return DocCurves(entropy=st.entropy.transpose(0, 1), first_token=st.first_token.transpose(0, 1), loss=st.loss,
                      windows=weights.config.windows)
 

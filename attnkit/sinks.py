@@ -28,10 +28,11 @@ import torch
 from .charts import sinks as sink_charts
 from .i18n import msg
 from .model import Intervention
+from .prompts import MAX_PROMPT_CHARS, windows as cut_windows
 from .standard import head_name
 from .streaming import stream_stats
 
-__all__ = ["SINK_SHARE", "FROM_POSITION", "ValueWrites", "SinkStats", "measure_sinks"]
+__all__ = ["SINK_SHARE", "FROM_POSITION", "ValueWrites", "SinkStats", "measure_sinks", "text_windows"]
 
 #: A sink head puts at least this share of its attention on the first token, on average over the queries from
 #: FROM_POSITION on. Uniform attention would put 1/(i + 1) there (0.004 on average over positions 16 … 1,023),
@@ -152,9 +153,26 @@ class SinkStats:
                                  "n": int(a) + 1, "share": float(mean[l, h])})
         return pd.DataFrame(rows)
 
-    def chart(self):
-        """The per-head heatmap of the share on the first k tokens (:func:`attnkit.charts.sinks.share_heatmap`)."""
-        return sink_charts.share_heatmap(self.to_pandas(), self.k)
+    def chart(self, kind: str = "heads", heads: list[str] | None = None):
+        """``kind="heads"``: the per-head heatmap of the share on the first k tokens
+        (:func:`attnkit.charts.sinks.share_heatmap`); ``"position"``: that share against context length for
+        ``heads`` (default: the sink heads, else the 4 heads with the largest share on the first token);
+        ``"writes"``: what the sink writes against the other keys, per head."""
+        if kind == "heads":
+            return sink_charts.share_heatmap(self.to_pandas(), self.k)
+        if kind == "position":
+            return sink_charts.share_by_position(self.by_position(), heads or self.top_heads())
+        if kind == "writes":
+            return sink_charts.sink_writes(self.to_pandas())
+        raise ValueError(f"kind is 'heads', 'position' or 'writes', not {kind!r}")
+
+    def top_heads(self, n: int = 4) -> list[str]:
+        """The sink heads, else the ``n`` heads with the largest share on the first token (largest first)."""
+        sinks = [name for name, _ in self.heads()]
+        if sinks:
+            return sinks
+        df = self.to_pandas().sort_values("first_token", ascending=False, na_position="last")
+        return list(df["name"][:n])
 
     def to_dict(self) -> dict:
         df = self.to_pandas()
@@ -204,3 +222,22 @@ def measure_sinks(weights, windows, k: int = 4, *, model: str = "", progress: Ca
         share, first = acc["share"] / at, acc["first"] / at
     return SinkStats(model, int(k), len(windows), sum(map(len, windows)), share, first, at,
                      w_sink / len(windows), w_rest / len(windows), seconds=seconds)
+
+
+def text_windows(encode, texts, context: int, tokens: int | None = None) -> tuple[list[list[int]], int]:
+    """(windows, tokens in the texts): each text encoded (its first :data:`attnkit.prompts.MAX_PROMPT_CHARS`
+    characters) and cut into consecutive windows of ``context`` tokens, each its own cache (its first token the
+    sink), keeping the first ``tokens`` tokens in all (None: every one); a window under 2 tokens has nothing to
+    predict and is dropped. The second number is how many tokens the texts hold (to say when ``tokens`` asks for
+    more; once ``tokens`` are taken the remaining texts are not read, so it is then at least ``tokens``)."""
+    if context < 2:
+        raise ValueError(f"a cache window holds at least 2 tokens, got {context}")
+    out, have = [], 0
+    for text in [texts] if isinstance(texts, str) else texts:
+        room = None if tokens is None else tokens - have
+        if room is not None and room < 2:
+            break
+        ids = encode(text[:MAX_PROMPT_CHARS])
+        have += len(ids)
+        out += cut_windows(ids if room is None else ids[:room], context, min_len=2)
+    return out, have

@@ -76,6 +76,9 @@ PAGES: tuple[PageSpec, ...] = (
     PageSpec("ablations", "Ablations", msg("Ablations"), "✂️", "ab", summary=msg(
         "V = X, W_K = W_Q, no scaling, no mask, heads removed — the seeds' claims measured, each with its "
         "verdict.")),
+    PageSpec("sinks", "Sinks", msg("Attention sinks & KV cache"), "🕳️", "sk", summary=msg(
+        "how much attention each head parks on the first tokens, and what the loss and generation do when the KV "
+        "cache keeps only k first tokens and a window of w.")),
     PageSpec("steps", "Step_by_step", msg("Step by step"), "🪜", "st", summary=msg(
         "one head's formula with its real numbers, the seeds' worked examples, the KV cache.")),
     PageSpec("verify", "Verify", msg("Verify"), "✅", "vf", summary=msg(

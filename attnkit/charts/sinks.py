@@ -1,6 +1,7 @@
 """Charts of attention sinks and the cache-eviction lab (Altair, no Streamlit): the loss against the cache's
 window, one line per number of sinks kept, with its interval band and the full cache as a rule; the share of each
-head's attention on the first tokens as a layer × head map; that share against position.
+head's attention on the first tokens as a layer × head map; that share against position; what the sink writes
+against the other keys, per head.
 
 Inputs are the tables of :meth:`attnkit.eviction.EvictionLab.to_pandas` and
 :meth:`attnkit.sinks.SinkStats.to_pandas` / ``by_position``; every title, axis and legend goes through the
@@ -12,9 +13,9 @@ import pandas as pd
 
 from ..i18n import t
 from .axes import colour_legend, discrete_axis, integer_axis
-from .heatmaps import CELL_TEXT_PX
+from .heatmaps import CELL_TEXT_PX, PAD
 
-__all__ = ["loss_chart", "share_heatmap", "share_by_position"]
+__all__ = ["loss_chart", "share_heatmap", "share_by_position", "sink_writes"]
 
 
 def loss_chart(df: pd.DataFrame, full: dict, height: int = 320) -> alt.LayerChart:
@@ -70,7 +71,9 @@ def share_heatmap(df: pd.DataFrame, k: int, height: int | None = None) -> alt.La
         text=alt.Text("share:Q", format=".2f"),
         color=alt.condition("datum.share > 0.5", alt.value("white"), alt.value("black")))
     n_layers = int(data["layer"].nunique()) if len(data) else 1
-    return alt.layer(rect, text).properties(height=height or max(120, 28 * n_layers),
+    n_heads = int(data["head"].nunique()) if len(data) else 1
+    cell = max(28, min(46, 640 // n_heads))          # square cells, as Compare's overview (autosize pad: no squeeze)
+    return alt.layer(rect, text).properties(width=cell * n_heads, height=height or cell * n_layers, autosize=PAD,
                                             title=t("Attention on the first tokens, per head"))
 
 
@@ -85,3 +88,23 @@ def share_by_position(df: pd.DataFrame, heads: list[str] | None = None, height: 
         tooltip=[alt.Tooltip("name:N", title=t("head")), alt.Tooltip("n:Q"),
                  alt.Tooltip("share:Q", format=".3f", title=t("share on the first tokens"))],
     ).properties(height=height)
+
+
+def sink_writes(df: pd.DataFrame, height: int = 300) -> alt.LayerChart:
+    """One point per head: its share of attention on the first token (x) against what the sink writes ÷ what the
+    other keys write, ‖v_0 W_O‖ ÷ mean ‖v_j W_O‖ (y, log axis); sink heads in red, a rule at 1 (the sink writes
+    as much as any key). A sink is a place to park attention: a sink head's point sits low."""
+    data = df[["name", "first_token", "write_sink", "write_rest", "write_ratio", "sink"]].dropna(subset=["write_ratio"])
+    data = data[data["write_ratio"] > 0]
+    ratio = t("what the sink writes ÷ what the other keys write")
+    tips = [alt.Tooltip("name:N", title=t("head")),
+            alt.Tooltip("first_token:Q", format=".3f", title=t("share on the first token")),
+            alt.Tooltip("write_sink:Q", format=".3f", title=t("write of the sink ‖v₀·W_O‖")),
+            alt.Tooltip("write_rest:Q", format=".3f", title=t("mean write of the other keys")),
+            alt.Tooltip("write_ratio:Q", format=".3f", title=ratio), alt.Tooltip("sink:N", title=t("sink head"))]
+    points = alt.Chart(data).mark_circle(size=70, opacity=0.8).encode(
+        x=alt.X("first_token:Q", title=t("share on the first token"), scale=alt.Scale(domain=[0, 1])),
+        y=alt.Y("write_ratio:Q", title=t("write ratio: sink ÷ other keys"), scale=alt.Scale(type="log")),
+        color=alt.condition("datum.sink", alt.value("#e45756"), alt.value("#4c78a8")), tooltip=tips)
+    one = alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(color="grey", strokeDash=[4, 4]).encode(y="y:Q")
+    return alt.layer(points, one).properties(height=height, title=t("What the sink writes, per head"))

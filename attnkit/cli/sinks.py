@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import sys
 
-from .. import loading, prompts
+from .. import loading
 from ..eviction import CLAIM, MODES, ORIGINAL, ROLLING, eviction_lab
 from ..i18n import render
-from ..sinks import measure_sinks, sink_rule
+from ..sinks import measure_sinks, sink_rule, text_windows
 from . import args as cli_args
 from .entropy import _read_text
 from .pair import write_json
@@ -54,16 +54,13 @@ def _parser() -> cli_args.Parser:
 
 def _windows(m, text: str, a) -> tuple[list, int] | None:
     """The text's first --tokens tokens cut into caches of --context tokens; None after one line on stderr."""
-    ids = m.encode(text[: prompts.MAX_PROMPT_CHARS])
-    if a.tokens is not None:
-        if len(ids) < a.tokens:
-            print(f"{PROG}: note: the text has {len(ids):,} tokens, fewer than --tokens {a.tokens:,}; using all of "
-                  "them", file=sys.stderr)
-        ids = ids[: a.tokens]
     context = min(a.context or m.config.n_ctx, m.config.n_ctx)
-    docs = prompts.windows(ids, context, min_len=2)
+    docs, have = text_windows(m.encode, text, context, a.tokens)
+    if a.tokens is not None and have < a.tokens:
+        print(f"{PROG}: note: the text has {have:,} tokens, fewer than --tokens {a.tokens:,}; using all of them",
+              file=sys.stderr)
     if not docs:
-        print(f"{PROG}: the text has {len(ids)} token(s): at least 2 are needed to predict one", file=sys.stderr)
+        print(f"{PROG}: the text has {have} token(s): at least 2 are needed to predict one", file=sys.stderr)
         return None
     return docs, context
 

@@ -9,6 +9,7 @@
     m.why(text, "L1H3", query=-1, key=5).explain()         # why that head attends there
     pair = m.pair(clean, corrupt, " Mary", " John")
     m.patch(pair), m.attribute(clean, " Mary", " John"), m.circuit(pair)
+    m.sinks(text).heads(), m.eviction(text, sinks=(0, 4), windows=(32, 64)).verdict   # sinks and the KV cache
 
 Every result has ``.to_pandas()`` (the table the page downloads), ``.chart()`` (the page's own Altair chart, from
 :mod:`attnkit.charts`), ``.save(path)`` (``.html`` self-contained and offline, ``.png``, ``.svg``, ``.csv``) and a
@@ -20,6 +21,7 @@ from .model import Model, Run, load
 from .patterns import CacheDemo, Entropy, HeadStats, Matrix, Pattern
 from .results import Result
 from .seeds import softmax_table, seed_matrices
+from .sinks import Eviction, Sinks
 
 __all__ = ["load", "Model", "Run", "Result", "Pattern", "HeadStats", "Entropy", "Matrix", "CacheDemo", "Ablation",
-           "Patching", "Attribution", "Composition", "Circuit", "Why", "Verify", "softmax_table", "seed_matrices"]
+           "Patching", "Attribution", "Composition", "Circuit", "Why", "Verify", "softmax_table", "seed_matrices", "Sinks", "Eviction"]

@@ -19,11 +19,14 @@ from ..attention import hidden_keys
 from ..attribution import direct_logit_attribution, next_tokens
 from ..circuits.compose import composition
 from ..circuits.discover import discover
+from ..eviction import ORIGINAL, eviction_lab
 from ..model import Intervention, Trace, run
 from ..score_terms import score_terms
+from ..sinks import measure_sinks, text_windows
 from ..standard import head_name, parse_head
 from .effects import Ablation, Attribution, Circuit, Composition, Patching, Verify, Why
 from .patterns import CacheDemo, Entropy, HeadStats, Pattern
+from .sinks import Eviction, Sinks
 
 __all__ = ["load", "Model", "Run"]
 
@@ -198,6 +201,38 @@ class Model:
     def kv_cache(self, prompt, n_new: int = 8) -> CacheDemo:
         """Greedy decoding of ``n_new`` tokens with and without the KV cache: the same tokens, less work."""
         return self._result(CacheDemo(steps.kv_cache_demo(self.weights, self.to_ids(prompt), n_new)))
+
+    # ------------------------------------------------------------------ attention sinks and the evicting cache
+    def _windows(self, text, tokens: int | None, context: int | None) -> list[list[int]]:
+        """``text`` (a string or a list, each its own cache) cut into windows of ``context`` tokens (default and
+        at most the model's context), its first ``tokens`` tokens in all."""
+        size = self.config.n_ctx if context is None else min(int(context), self.config.n_ctx)
+        docs, _ = text_windows(self.loaded.encode, text, size, tokens)
+        if not docs:
+            raise ValueError("no text of 2 tokens or more to measure")
+        return docs
+
+    def sinks(self, text, k: int = 4, *, tokens: int | None = None, context: int | None = None) -> Sinks:
+        """Attention sinks on ``text`` (cut into windows of ``context`` tokens, each starting its own cache; its
+        first ``tokens`` tokens): per head the share of attention on the first ``k`` tokens and on the first
+        token, what the sink writes against the other keys, and the sink heads (``.heads()``)."""
+        docs = self._windows(text, tokens, context)
+        return self._result(Sinks(measure_sinks(self.weights, docs, k=int(k), model=self.name)))
+
+    def eviction(self, text, sinks=(0, 1, 4), windows=(32, 64, 128, 256), *, modes=(ORIGINAL,),
+                 tokens: int | None = None, context: int | None = None, resamples: int = 1000,
+                 seed: int = 0) -> Eviction:
+        """The loss on ``text`` when the KV cache keeps the first k tokens and the w most recent, for every k in
+        ``sinks`` and w in ``windows``, beside the full cache, with 95 % block-bootstrap intervals and the verdict
+        on "keeping the first tokens rescues a windowed cache". ``modes``: ``"original-positions"`` (the exact
+        answer: keys keep their positions) and/or ``"rolling"`` (rotary models only; refused otherwise, with the
+        reason in ``.lab.refused``)."""
+        docs = self._windows(text, tokens, context)
+        k = max(1, max(int(x) for x in sinks)) if sinks else 1
+        stats = measure_sinks(self.weights, docs, k=k, model=self.name)
+        lab = eviction_lab(self.weights, docs, sinks, windows, tuple(modes), resamples=resamples,
+                           seed=seed, sink_stats=stats, model=self.name)
+        return self._result(Eviction(lab))
 
 
 @dataclass(repr=False)

@@ -35,6 +35,7 @@ class Inputs(ui.PageState):
     k: int = -1
     scope: str = ui.param(None)
     sim_layer: int = 0
+    no_first: bool = False               # position 0 (the attention sink) taken out of the statistics
 
 
 ctx = ui.page("compare")
@@ -56,10 +57,10 @@ if ui.from_link("cmp_open") and "cmp_open_for" not in st.session_state:
 
 
 @ui.budgeted
-def prompt_scores(model: str, device: str, ids: tuple, capture: tuple, _ctx) -> dict:
-    """head_scores of every head on one prompt, {stat: [L, H] array}; keyed by (model, device, ids)."""
+def prompt_scores(model: str, device: str, ids: tuple, capture: tuple, _ctx, no_first: bool = False) -> dict:
+    """head_scores of every head on one prompt, {stat: [L, H] array}; keyed by (model, device, ids, no_first)."""
     tr = ui.trace(_ctx, capture=capture, ids=list(ids))
-    per_layer = [metrics.head_scores(tr["pattern", l][0], list(ids), window=cfg.window(l))   # layer by layer:
+    per_layer = [metrics.head_scores(tr["pattern", l][0], list(ids), window=cfg.window(l), exclude_first=no_first)
                  for l in range(L)]
     return {k: torch.stack([d[k] for d in per_layer]).double().cpu().numpy() for k in per_layer[0]}  # no [L,H,T,T] copy
 
@@ -83,12 +84,18 @@ def statistic_values():
     c1, c2 = st.columns([1, 2])
     stat = c1.selectbox(t("Statistic"), list(STATS), key="cmp_stat", format_func=shown)
     c2.caption(str(STATS[stat]))
+    no_first = st.checkbox(t("Exclude position 0 (the attention sink)"), key="cmp_no_first")
+    if no_first:
+        st.caption(t("Position 0 is taken out: query 0 and key 0 are dropped and every other row is renormalised over "
+                     "keys j ≥ 1, so a head that parks its attention on the first token is described by what it does "
+                     "with the rest; first-token is then undefined. Not applied to induction on random repeats."))
     if stat == RANDOM_INDUCTION:
         with st.spinner(t("Running the repeated-random-token test …")):
             values = random_induction(ctx.model_name, ctx.device, ctx.model.weights)
         note = t("Computed once per model on repeated random tokens (not on your prompt).")
     elif ctx.all_selected:
-        per = ui.traces_for_all(ctx, lambda i: prompt_scores(ctx.model_name, ctx.device, tuple(i), ("pattern",), ctx),
+        per = ui.traces_for_all(ctx, lambda i: prompt_scores(ctx.model_name, ctx.device, tuple(i), ("pattern",), ctx,
+                                                             no_first),
                                 t("Head statistics over the prompts"))
         if not per:
             ui.show_error(t("None of the prompts has at least 2 tokens: nothing to average."))
@@ -99,7 +106,7 @@ def statistic_values():
         note = t("Mean over {n} of the {total} prompts (a prompt where the statistic is undefined — e.g. no repeated "
                  "token for duplicate-token — is left out of that mean).", n=n_used, total=len(ctx.prompts))
     else:
-        values = prompt_scores(ctx.model_name, ctx.device, tuple(ids), CAPTURE, ctx)[stat]
+        values = prompt_scores(ctx.model_name, ctx.device, tuple(ids), CAPTURE, ctx, no_first)[stat]
         note = t("On the chosen prompt ({n} tokens).", n=T)
     return stat, values, note
 
@@ -195,7 +202,7 @@ def side_by_side(stat: str, all_heads: list, ranked: list):
                                         legend=False)
                 st.altair_chart(ch, width="content")
                 row = {s: float(v[l, h]) for s, v in prompt_scores(ctx.model_name, ctx.device, tuple(ids), CAPTURE,
-                                                                   ctx).items()}
+                                                                   ctx, state.no_first).items()}
                 st.caption(" · ".join(f"{shown(s)} {v:.2f}" for s, v in row.items() if np.isfinite(v)))
                 effect.effect_button(ctx, name)
                 if T <= hm.MARK_LIMIT:

@@ -35,6 +35,7 @@ class Inputs(ui.PageState):
     log_base: float = 0.0                # a quarter of the longest document, within 2…64
     log_mode: str = FACTORS[0]
     cmp_layers: list[int] = ui.param(None)
+    no_first: bool = False               # position 0 (the attention sink) taken out
 
 
 ctx = ui.page("entropy")
@@ -148,7 +149,9 @@ def slopes_and_sinks(s, layers: list, head_i, log_x: bool):
             ui.show_table(sf, hide_index=True, width="stretch")
     with right:
         st.subheader(t("First-token mass (attention sink)"))
-        if layers:
+        if state.no_first:
+            st.info(t("Position 0 is excluded: there is no first-token mass to draw."))
+        elif layers:
             dff = entropy_lib.curve_frame(s, "first_token", head_i, layers)
             chf = entropy_charts.curves(dff, t("attention on position 0"), bound=None, log_x=log_x)
             st.altair_chart(chf, width="stretch")
@@ -179,7 +182,7 @@ def log_length_run(s):
                   "flattened, a strong change to a model trained without it.", b=f"{base:g}", T=s.T))
     try:
         s2 = entropy_runs.summary(ctx, docs, base, clamp, label=t("Measuring with log-length scaling"),
-                                  slot="ent_log")
+                                  slot="ent_log", no_first=state.no_first)
     except (ValueError, RuntimeError) as e:
         ui.show_error(t("Could not run the intervention: {error}", error=str(e)))
         ui.stop()
@@ -246,8 +249,9 @@ if not docs:
                icon="✋")
     ui.stop()
 entropy_texts.documents_note(docs, info, what, window, mode == "split into windows", max_docs)
+no_first = entropy_runs.no_first_toggle()
 try:
-    s = entropy_runs.summary(ctx, docs, label=t("Measuring attention entropy"))
+    s = entropy_runs.summary(ctx, docs, label=t("Measuring attention entropy"), no_first=no_first)
 except (ValueError, RuntimeError) as e:
     ui.show_error(t("Could not run the model: {error}", error=str(e)))
     ui.stop()

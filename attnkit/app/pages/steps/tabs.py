@@ -10,13 +10,14 @@ from attnkit.app.caches import budgeted
 from attnkit.app.context import Context
 from attnkit.app.escaping import show_error
 from attnkit.app.exports import download_buttons, meta_for
+from attnkit.app.navigation import open_page
 from attnkit.app.state import PageState
 from attnkit.app.tables import show_table
 from attnkit.charts import steps as step_charts
 from attnkit.i18n import punctuation, t
 from attnkit.standard import head_name
 
-__all__ = ["KV_TOKENS", "kv_cache", "symmetry"]
+__all__ = ["KV_TOKENS", "kv_cache", "sinks_link", "symmetry"]
 
 #: Tokens the KV-cache demo generates by default: enough decoding steps for the cache's saving to show in seconds.
 KV_TOKENS = 32
@@ -80,6 +81,16 @@ def kv_cache(ctx: Context, state: PageState) -> None:
                             key="kv")
     else:
         st.info(t("Press the button to run both decodings."))
+    sinks_link(ctx)
+
+
+def sinks_link(ctx: Context) -> None:
+    """The KV cache's next question, attention sinks: a paragraph and a button opening the Sinks page."""
+    st.markdown(t("**Attention sinks.** A cache of the w most recent keys stays small, but many heads park their "
+                  "attention on the first token (a sink): the Sinks page measures them on this prompt, and the loss "
+                  "and the text generated when the cache keeps the first k tokens and the w most recent."))
+    st.button(t("Open the Sinks page with this prompt"), key="st_kv_sinks", on_click=open_page, args=("sinks",),
+              kwargs={"prompt": ctx.text, "source": "prompt"})
 
 
 @budgeted
