@@ -32,7 +32,8 @@ _EXPORTS = {
     "generate": "model", "run": "model", "Keep": "attention",
     **{name: "notebook" for name in (
         "load", "Model", "Run", "Result", "Pattern", "HeadStats", "Entropy", "Matrix", "CacheDemo", "Ablation",
-        "Patching", "Attribution", "Composition", "Circuit", "Why", "Verify", "softmax_table", "seed_matrices")},
+        "Patching", "Attribution", "Composition", "Circuit", "Why", "Verify", "Atlas", "softmax_table",
+        "seed_matrices")},
 }
 __all__ = list(_EXPORTS)
 

@@ -66,6 +66,9 @@ PAGES: tuple[PageSpec, ...] = (
     PageSpec("circuits", "Circuits", msg("Circuits"), "🕸️", "ci", summary=msg(
         "how heads in different layers work together — composition scores, path patching, the discovered "
         "circuit.")),
+    PageSpec("atlas", "Atlas", msg("Atlas"), "🗺️", "at", msg("Head atlas"), summary=msg(
+        "every head over a corpus: its pattern statistics, top examples and effect on the loss, with a verdict per "
+        "role — does the role hold by pattern, by effect, both or neither?")),
     PageSpec("entropy", "Entropy", msg("Entropy"), "📈", "ent", msg("Entropy versus context length"),
              summary=msg("does attention spread out as the context grows? (a seed's claim)")),
     PageSpec("ablations", "Ablations", msg("Ablations"), "✂️", "ab", summary=msg(
