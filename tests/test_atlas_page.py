@@ -175,3 +175,16 @@ def test_a_run_that_fails_at_once_is_one_line(cache, words, monkeypatch):
     assert not at.exception, at.exception
     assert len(at.error) == 1 and "CorpusError: no document could be read" in at.error[0].value
     assert [b for b in at.button if str(b.label).startswith("Start the atlas")]      # drawn once, to try again
+
+
+def test_the_bundle_zip_holds_the_files_a_reader_opens_and_not_the_work_folder(ran):
+    import io
+    import zipfile
+
+    from attnkit.app.exports import zip_bytes
+
+    folder = _folder_of()
+    names = zipfile.ZipFile(io.BytesIO(zip_bytes(folder, skip=("work",), root="atlas-x"))).namelist()
+    heads = [h.name for h in (folder / "heads").glob("*.json")]
+    assert sorted(names) == sorted(["atlas-x/atlas.html", "atlas-x/index.json", "atlas-x/manifest.json",
+                                    *[f"atlas-x/heads/{h}" for h in heads]]) and len(heads) == 8

@@ -24,7 +24,7 @@ def test_the_page_list_names_every_page_folder_once_with_home_first():
 #: The pages' addresses before pages became folders: links in the wild use them.
 ADDRESSES = {"home": "", "heatmaps": "Heatmaps", "compare": "Compare_heads", "effects": "Head_effects",
              "circuits": "Circuits", "entropy": "Entropy", "ablations": "Ablations", "steps": "Step_by_step",
-             "verify": "Verify", "glossary": "Glossary", "training": "Training"}
+             "verify": "Verify", "glossary": "Glossary", "training": "Training", "atlas": "Atlas"}
 
 
 def test_the_pages_keep_their_addresses_and_pages_holds_the_frame_for_each():

@@ -110,5 +110,5 @@ def zip_bytes(folder, skip: tuple[str, ...] = (), root: str | None = None) -> by
             rel = f.relative_to(folder)
             if rel.parts[0] in skip or f.is_symlink() or not f.is_file():
                 continue
-            z.write(f, str(Path(root or folder.name) / rel))
+            z.writestr(str(Path(root or folder.name) / rel), f.read_bytes())
     return buf.getvalue()
