@@ -16,6 +16,7 @@ from attnkit.standard import parse_head
 from attnkit.app.escaping import plain
 from attnkit.app.navigation import open_head, open_page
 from attnkit.app.tables import show_table
+from attnkit.app.tokens import tokens_inline
 
 __all__ = ["card", "finder", "example_text", "rank_options"]
 
@@ -24,27 +25,22 @@ def _num(x, spec: str = "+.4f") -> str:
     return "—" if x is None else format(x, spec)
 
 
-def _piece(p: str) -> str:
-    return p.replace("\n", "↵").replace("\t", "⇥").replace("\r", "␍")
+def _marked(pieces: list[str], start: int, marks: dict[int, str]) -> str:
+    """Tokens from position ``start`` as one line (``tokens_inline``: a thin bar between tokens, spaces and breaks
+    made visible), the token at each position of ``marks`` wrapped in its pair of marks."""
+    return tokens_inline([f"{marks[start + i][0]}{p}{marks[start + i][1]}" if start + i in marks else p
+                          for i, p in enumerate(pieces)])
 
 
 def example_text(ex: dict) -> str:
     """One example as plain text: its context with the query «marked» and each attended key ⟦marked⟧, then one
     line per key (its weight, its position and the tokens around it)."""
-    pieces = [_piece(p) for p in ex["pieces"]]
-    for k in ex["keys"]:
-        if ex["start"] <= k["pos"] < ex["pos"]:
-            pieces[k["pos"] - ex["start"]] = f"⟦{pieces[k['pos'] - ex['start']]}⟧"
-    pieces[-1] = f"«{pieces[-1]}»"
+    keys = {k["pos"]: "⟦⟧" for k in ex["keys"] if ex["start"] <= k["pos"] < ex["pos"]}
     lines = [t("query at position {pos}, activation {act}:", pos=ex["pos"], act=f"{ex['act']:.2f}"),
-             "    …" + "".join(pieces)]
+             "    … " + _marked(ex["pieces"], ex["start"], {**keys, ex["pos"]: "«»"})]
     for k in ex["keys"]:
-        around = [_piece(p) for p in k["pieces"]]
-        i = k["pos"] - k["start"]
-        if 0 <= i < len(around):
-            around[i] = f"⟦{around[i]}⟧"
         lines.append("    → " + t("key {pos}, weight {weight}:", pos=k["pos"], weight=f"{k['weight']:.3f}") + " "
-                     + "".join(around))
+                     + _marked(k["pieces"], k["start"], {k["pos"]: "⟦⟧"}))
     return "\n".join(lines)
 
 
@@ -66,7 +62,7 @@ def _buttons(h: dict) -> None:
 
 def _verdicts(h: dict) -> None:
     yes, no = t("yes"), t("no")
-    rows = [{t("role"): str(ROLE_NAMES.get(r["role"], r["role"])), t("score"): r["score"],
+    rows = [{t("role"): str(ROLE_NAMES.get(r["role"], r["role"])), t("score"): None if r["score"] is None else round(r["score"], 3),
              t("threshold"): r["threshold"], t("pattern"): yes if r["pattern"] else no,
              t("effect"): yes if r["effect"] else no, t("verdict"): str(LABEL_NAMES[r["verdict"]])}
             for r in h["roles"]]
@@ -94,7 +90,8 @@ def _examples(h: dict) -> None:
                             key="at_decile")
     d = by[pick]
     st.caption(plain(t("Activations {low} – {high} (the norm of what the head writes at the query). «»: the query; "
-                       "⟦⟧: the keys it attends most; ↵: a line break.", low=f"{d['low']:.2f}", high=f"{d['high']:.2f}")))
+                       "⟦⟧: the keys it attends most; │ between tokens; ␣: a space; ↵: a line break.",
+                       low=f"{d['low']:.2f}", high=f"{d['high']:.2f}")))
     st.text("\n\n".join(example_text(ex) for ex in d["examples"]))
 
 
@@ -107,7 +104,8 @@ def _pairs_and_qk(h: dict) -> None:
     right.markdown("**" + t("Queries and keys in 2-D (principal axes)") + "**")
     qk = h["qk"]
     if qk["points"]:
-        right.altair_chart(qk_chart(qk["points"], [e if e is not None else float("nan") for e in qk["explained"]]))
+        explained = [e if e is not None else float("nan") for e in qk["explained"]]
+        right.altair_chart(qk_chart(qk["points"], explained).properties(height=280))   # room for a zh axis title
 
 
 def card(h: dict) -> None:

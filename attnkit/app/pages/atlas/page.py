@@ -91,10 +91,10 @@ def scatter_view(atlas) -> None:
                                       ("role", t("Verdicts of the role"), roles(), "induction")):
         state.fit(name, opts, default if default in opts else opts[0], what=what, because=t("not one of the choices"))
     head = head_choice(df)
-    c1, c2, c3, c4 = st.columns([1.3, 1.3, 1, 1.1])
+    c1, c2, c3, c4 = st.columns(4)
     x = c1.selectbox(t("x axis"), columns, key="at_x", format_func=axis_title)
     y = c2.selectbox(t("y axis"), columns, key="at_y", format_func=axis_title)
-    color = c3.radio(t("Colour by"), list(COLOURS), key="at_color", format_func=shown(COLOURS))
+    color = c3.selectbox(t("Colour by"), list(COLOURS), key="at_color", format_func=shown(COLOURS))
     role = c4.selectbox(t("Verdicts of the role"), roles(), key="at_role", format_func=shown(ROLE_NAMES),
                         disabled=color != "verdict")
     left, right = st.columns([3, 1])
@@ -123,9 +123,10 @@ def downloads(atlas) -> None:
     a, b = st.columns(2)
     a.download_button(t("The offline HTML file"), lambda: (folder / "atlas.html").read_bytes(), file_name=f"{name}.html",
                       mime="text/html", key="at_html", on_click="ignore", width="stretch")
-    b.download_button(t("The atlas folder (zip: the HTML file, one JSON a head, the index, the manifest)"),
-                      lambda: zip_bytes(folder, skip=("work",), root=name), file_name=f"{name}.zip",
-                      mime="application/zip", key="at_zip", on_click="ignore", width="stretch")
+    b.download_button(t("The atlas folder (zip)"), lambda: zip_bytes(folder, skip=("work",), root=name),
+                      file_name=f"{name}.zip", mime="application/zip", key="at_zip", on_click="ignore", width="stretch",
+                      help=t("The HTML file, one JSON a head, the index and the manifest (model and corpus with their "
+                             "hashes, settings, versions, the float64 check)."))
 
 
 def model_view() -> None:
