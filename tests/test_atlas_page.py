@@ -188,3 +188,20 @@ def test_the_bundle_zip_holds_the_files_a_reader_opens_and_not_the_work_folder(r
     heads = [h.name for h in (folder / "heads").glob("*.json")]
     assert sorted(names) == sorted(["atlas-x/atlas.html", "atlas-x/index.json", "atlas-x/manifest.json",
                                     *[f"atlas-x/heads/{h}" for h in heads]]) and len(heads) == 8
+
+
+def test_why_opens_heatmaps_on_the_head_with_its_top_example_as_the_prompt(ran, words):
+    from attnkit.app.pages.atlas.card import example_prompt
+    from attnkit.loading import load
+
+    ind = CIRCUIT["heads"][1]
+    at = _open(words, at_head=ind).run()
+    assert _card_of(at) == ind
+    at.button(key="at_open_why").click().run()
+    assert not at.exception, at.exception
+    top = next(d["examples"][0] for d in load_atlas(_folder_of()).card(ind)["deciles"] if d["examples"])
+    m = load(MODEL, "cpu")
+    prompt = at.session_state["ak_text"]
+    assert prompt == example_prompt(top, m) and m.token_texts(m.encode(prompt)) == top["pieces"]   # the same tokens
+    assert (at.session_state["hm_view"], at.session_state["hm_layer"], at.session_state["hm_head"]) == \
+        ("One head", *(int(x) for x in ind[1:].split("H")))

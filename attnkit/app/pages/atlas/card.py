@@ -18,7 +18,7 @@ from attnkit.app.navigation import open_head, open_page
 from attnkit.app.tables import show_table
 from attnkit.app.tokens import tokens_inline
 
-__all__ = ["card", "finder", "example_text", "rank_options"]
+__all__ = ["card", "finder", "example_text", "example_prompt", "rank_options", "rank_label"]
 
 
 def _num(x, spec: str = "+.4f") -> str:
@@ -44,14 +44,21 @@ def example_text(ex: dict) -> str:
     return "\n".join(lines)
 
 
-def _buttons(h: dict) -> None:
+def example_prompt(ex: dict, model) -> str:
+    """An example's tokens as a prompt: joined as they are when the model's tokenizer reads them back as the same
+    tokens (byte-level BPE: the pieces carry their spaces), else joined by spaces (word-level tokenizers)."""
+    text = "".join(ex["pieces"])
+    return text if model.token_texts(model.encode(text)) == list(ex["pieces"]) else " ".join(ex["pieces"])
+
+
+def _buttons(h: dict, model) -> None:
     layer, head = parse_head(h["head"])
     top = next((d["examples"][0] for d in h["deciles"] if d["examples"]), None)
     a, b, c = st.columns(3)
     a.button(t("Open on Heatmaps"), key="at_open_heatmaps", on_click=open_head, args=(layer, head), width="stretch",
              help=t("The head's pattern on the sidebar's prompt."))
     b.button(t("Why (its top example)"), key="at_open_why", on_click=open_head, width="stretch",
-             args=(layer, head, None if top is None else "".join(top["pieces"])),
+             args=(layer, head, None if top is None else example_prompt(top, model)),
              help=t("Heatmaps on this head with its top example as the prompt: the query is the last token; click "
                     "a cell of its row for the panel that splits the score into what the query and the key are "
                     "made of."))
@@ -108,11 +115,11 @@ def _pairs_and_qk(h: dict) -> None:
         right.altair_chart(qk_chart(qk["points"], explained).properties(height=280))   # room for a zh axis title
 
 
-def card(h: dict) -> None:
-    """One head's card (``h``: its record in the atlas folder)."""
+def card(h: dict, model) -> None:
+    """One head's card (``h``: its record in the atlas folder; ``model``: the sidebar's, for the buttons)."""
     st.subheader(t("Head {head}", head=h["head"]))
     st.info(plain(text_in(h["summary"])), icon="🧭")
-    _buttons(h)
+    _buttons(h, model)
     left, right = st.columns([1, 2])
     with left:
         _effect(h)

@@ -21,6 +21,8 @@ SOURCES = {"run": msg("Run it on this model"), "folder": msg("Open an atlas fold
 COLOURS = {"verdict": msg("verdict of a role"), "layer": msg("layer")}
 #: The model view draws at most this many heads at once (a larger model: a block of layers at a time).
 MAX_PANELS = 96
+#: …and at most this many a row (wider models wrap a layer over rows), so that it fits at 1280 px.
+MAX_COLUMNS = 12
 
 
 @dataclass
@@ -105,7 +107,7 @@ def scatter_view(atlas) -> None:
                  "pattern."), icon="💡")
     right.selectbox(t("Head"), list(df["head"]), key="at_head", help=t(
         "Or click a point. The page's link names the open head: a copied link reopens this card."))
-    card.card(res.card(head))
+    card.card(res.card(head), ctx.model)
 
 
 def finder_view(atlas) -> None:
@@ -145,12 +147,13 @@ def model_view() -> None:
     tr = ui.trace(ctx, capture=("pattern",))
     mats = [tr["pattern", l][0, h].float().cpu().numpy().copy() for l in layers for h in range(H)]
     masks = [heatmap_charts.masked_cells(len(ids), window=cfg.window(l)) for l in layers for _ in range(H)]
-    panel = max(48, (heatmap_charts.CONTENT_WIDTH - 20 * (H - 1) - 10) // H)
+    columns = min(H, MAX_COLUMNS)
+    panel = max(48, (heatmap_charts.CONTENT_WIDTH - 20 * (columns - 1) - 10) // columns)
     chart, _ = heatmap_charts.grid_chart(mats, [head_name(l, h) for l in layers for h in range(H)],
-                                         ui.token_labels(ctx.model.token_texts(ids)), masked=masks, columns=H,
+                                         ui.token_labels(ctx.model.token_texts(ids)), masked=masks, columns=columns,
                                          panel=panel, select="open")
-    st.caption(t("One row a layer, one column a head; each panel its own colour range. Click a panel to open its "
-                 "card above (when the atlas holds it)."))
+    st.caption(t("One panel a head, layer after layer (one row a layer up to {n} heads a layer); each panel its own "
+                 "colour range. Click a panel to open its card above (when the atlas holds it).", n=MAX_COLUMNS))
     st.altair_chart(chart, width="content", on_select="rerun", selection_mode="open", key="at_model")
 
 
