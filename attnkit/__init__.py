@@ -32,8 +32,8 @@ _EXPORTS = {
     "generate": "model", "run": "model", "Keep": "attention",
     **{name: "notebook" for name in (
         "load", "Model", "Run", "Result", "Pattern", "HeadStats", "Entropy", "Matrix", "CacheDemo", "Ablation",
-        "Patching", "Attribution", "Composition", "Circuit", "Why", "Verify", "softmax_table", "seed_matrices",
-        "Sinks", "Eviction")},
+        "Patching", "Attribution", "Composition", "Circuit", "Why", "Verify", "Atlas", "softmax_table",
+        "seed_matrices", "Sinks", "Eviction")},
 }
 __all__ = list(_EXPORTS)
 

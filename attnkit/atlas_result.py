@@ -25,13 +25,13 @@ import pandas as pd
 from .ablations import MIN_EFFECT
 from .atlas import EFFECT_ONLY, LABEL_NAMES, LABELS, NEITHER, NO_FIRST, PATTERN_AND_EFFECT, PATTERN_ONLY, ROLE_NAMES
 from .charts.atlas import scatter, scatter_frame
-from .i18n import LANGUAGES, Message, join, msg
+from .i18n import LANGUAGES, Message, current, join, msg
 from .metrics import STATISTICS
 from .standard import head_name, parse_head
 
 __all__ = ["LABELS", "PATTERN_AND_EFFECT", "PATTERN_ONLY", "EFFECT_ONLY", "NEITHER", "THRESHOLD", "THRESHOLDS",
            "MARGIN", "RAISES", "LOWERS", "NO_EFFECT", "roles", "threshold", "direction", "label", "role_verdicts",
-           "head_text", "redundancy_text", "redundant", "rules", "AtlasResult", "ROLE_NAMES", "LABEL_NAMES", "in_languages"]
+           "head_text", "redundancy_text", "redundant", "rules", "AtlasResult", "ROLE_NAMES", "LABEL_NAMES", "in_languages", "text_in"]
 
 #: A role holds by its pattern when its statistic's corpus mean reaches this (a share of attention)…
 THRESHOLD = 0.3
@@ -162,6 +162,14 @@ def rules() -> dict:
 def in_languages(value) -> dict | object:
     """A message as {language: text} for every language (the atlas's files carry both); else unchanged."""
     return {lang: value.render(lang) for lang in LANGUAGES} if isinstance(value, Message) else value
+
+
+def text_in(value, lang: str | None = None) -> str:
+    """A text of an atlas ({language: text} as its files carry it, or a message) in ``lang`` (default: this
+    context's language)."""
+    if isinstance(value, dict):
+        return str(value.get(lang or current()) or value.get("en") or "")
+    return "" if value is None else value.render(lang) if isinstance(value, Message) else str(value)
 
 
 # ----------------------------------------------------------------------------- the result object

@@ -24,7 +24,8 @@ def test_the_page_list_names_every_page_folder_once_with_home_first():
 #: The pages' addresses before pages became folders: links in the wild use them.
 ADDRESSES = {"home": "", "heatmaps": "Heatmaps", "compare": "Compare_heads", "effects": "Head_effects",
              "circuits": "Circuits", "report": "Report_card", "entropy": "Entropy", "ablations": "Ablations", "steps": "Step_by_step",
-             "verify": "Verify", "glossary": "Glossary", "training": "Training", "sinks": "Sinks"}
+             "verify": "Verify", "glossary": "Glossary", "training": "Training", "sinks": "Sinks",
+             "atlas": "Atlas"}
 
 
 def test_the_pages_keep_their_addresses_and_pages_holds_the_frame_for_each():

@@ -1,9 +1,11 @@
-"""Exports: CSV (formula cells neutralised, metadata), PNG/SVG of a chart, JSON, a tensor as CSV."""
+"""Exports: CSV (formula cells neutralised, metadata), PNG/SVG of a chart, JSON, a tensor as CSV, a folder as a zip."""
 from __future__ import annotations
 
 import csv
 import io
 import json
+import zipfile
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
@@ -96,3 +98,17 @@ def json_bytes(obj) -> bytes:
 
 def tensor_csv(t: torch.Tensor) -> bytes:
     return csv_bytes(pd.DataFrame(t.detach().cpu().float().numpy()))
+
+
+def zip_bytes(folder, skip: tuple[str, ...] = (), root: str | None = None) -> bytes:
+    """The regular files under ``folder`` as a zip that unpacks into one folder, ``root`` (default the folder's
+    name); subfolders named in ``skip`` and links are left out."""
+    folder = Path(folder)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for f in sorted(folder.rglob("*")):
+            rel = f.relative_to(folder)
+            if rel.parts[0] in skip or f.is_symlink() or not f.is_file():
+                continue
+            z.writestr(str(Path(root or folder.name) / rel), f.read_bytes())
+    return buf.getvalue()

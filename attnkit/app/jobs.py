@@ -249,15 +249,17 @@ def job(slot: str, key, label: str, fn, *, auto: bool = True, button: str | None
     if mine is None or not mine.alive:
         if mine is not None:
             _ended(mine)
-        pressed = False
-        if mine is not None or not auto:
+        pressed, drawn = False, mine is not None or not auto
+        if drawn:
             text = button or label
             pressed = st.button(plain(t("Run again: {what}", what=text) if mine is not None else text), key=f"_ak_run_{slot}")
         if pressed or (auto and mine is None):
             mine = jobs[slot] = Job(key, label, fn).start()
             mine.join(_wait_s())
-            if not mine.alive:              # quick: its result, or its one-line error, shown at once (no progress bar)
-                return job(slot, key, label, fn, auto=auto, button=button)
+            if not mine.alive and (mine.state == "done" or not drawn):
+                return job(slot, key, label, fn, auto=auto, button=button)   # quick: shown at once, no progress bar
+            if not mine.alive:              # a quick failure after the button (drawn above): its one line here
+                _ended(mine)
     if mine is not None and mine.alive:
         _poll(slot)
     if held is None or mine is None:

@@ -71,6 +71,9 @@ PAGES: tuple[PageSpec, ...] = (
     PageSpec("report", "Report_card", msg("Report card"), "🧪", summary=msg(
         "every explanation method scored against planted models whose circuit is known by construction — the "
         "shipped models' card, and a planted model of your own.")),
+    PageSpec("atlas", "Atlas", msg("Atlas"), "🗺️", "at", msg("Head atlas"), summary=msg(
+        "every head over a corpus: its pattern statistics, top examples and effect on the loss, with a verdict per "
+        "role — does the role hold by pattern, by effect, both or neither?")),
     PageSpec("entropy", "Entropy", msg("Entropy"), "📈", "ent", msg("Entropy versus context length"),
              summary=msg("does attention spread out as the context grows? (a seed's claim)"), whole_text=True),
     PageSpec("ablations", "Ablations", msg("Ablations"), "✂️", "ab", summary=msg(

@@ -23,13 +23,14 @@ import transformers
 
 from .. import __version__
 from ..atlas import stat_column, stat_names
+from ..diskcache import file_digest
 from ..atlas_result import AtlasResult, direction, head_text, redundancy_text, redundant, role_verdicts, rules
 from ..standard import head_name
 from ..tolerances import TOL_ATLAS_F64
 from . import store
 from ..bootstrap import Boot
 
-__all__ = ["summarise_atlas", "read_shards", "head_means", "stat_means", "pca2", "HIST_BINS", "QK_POINTS",
+__all__ = ["summarise_atlas", "model_hash", "read_shards", "head_means", "stat_means", "pca2", "HIST_BINS", "QK_POINTS",
            "EXAMPLES_PER_DECILE"]
 
 HIST_BINS = 20
@@ -285,8 +286,9 @@ def _record(l: int, h: int, g: _Head, stats: tuple, eff: dict, groups: list, no_
                         "tolerance": TOL_ATLAS_F64, "ok": bool(ok)}}
 
 
-def _model_hash(source: str) -> str | None:
-    """SHA-256 over the model folder's weight and config files (name and content), or None (not a folder)."""
+def model_hash(source) -> str | None:
+    """SHA-256 over the model folder's weight and config files (name and content), or None (not a folder). Each
+    file's digest is remembered per its stamp (:func:`attnkit.diskcache.file_digest`): asked again, it is not read."""
     folder = Path(str(source))
     if not folder.is_dir():
         return None
@@ -294,7 +296,7 @@ def _model_hash(source: str) -> str | None:
     for f in sorted(p for p in folder.iterdir() if p.is_file() and (p.suffix in (".safetensors", ".bin", ".json")
                                                                    or p.name in ("merges.txt",))):
         h.update(f.name.encode() + b"\0")
-        h.update(hashlib.sha256(f.read_bytes()).digest())
+        h.update(bytes.fromhex(file_digest(f)))
     return h.hexdigest()
 
 
@@ -307,7 +309,7 @@ def _info(scan: Path, meta: dict, eff: dict, effect_every: int, no_first: bool, 
                   if l == 0 and h == 0 and e is not None and not math.isnan(e))
     return {
         "kind": "attnkit atlas", "format": 1,
-        "model": {"name": man["settings"]["model"], "source": meta.get("source"), "sha256": _model_hash(meta.get("source")),
+        "model": {"name": man["settings"]["model"], "source": meta.get("source"), "sha256": model_hash(meta.get("source")),
                   "n_layers": meta.get("n_layers"), "n_heads": meta.get("n_heads"), "n_ctx": meta.get("n_ctx")},
         "settings": {k: man["settings"].get(k) for k in ("window", "batch", "shard_docs", "threads", "device", "field")}
         | {"window_used": meta.get("window"), "device": meta.get("device"), "no_position_0": bool(no_first)},

@@ -10,12 +10,14 @@
     pair = m.pair(clean, corrupt, " Mary", " John")
     m.patch(pair), m.attribute(clean, " Mary", " John"), m.circuit(pair)
     m.sinks(text).heads(), m.eviction(text, sinks=(0, 4), windows=(32, 64)).verdict   # sinks and the KV cache
+    m.atlas("debian-man", max_docs=8)                      # every head over a corpus: pattern, effect, verdicts
 
 Every result has ``.to_pandas()`` (the table the page downloads), ``.chart()`` (the page's own Altair chart, from
 :mod:`attnkit.charts`), ``.save(path)`` (``.html`` self-contained and offline, ``.png``, ``.svg``, ``.csv``) and a
 one-line summary; ``attnkit.load(name, lang="zh")`` gives them in Chinese. A front end like the dashboard and the
 command line (it calls the library and computes nothing itself); nothing here imports Streamlit.
 """
+from .atlas import Atlas
 from .effects import Ablation, Attribution, Circuit, Composition, Patching, Verify, Why
 from .model import Model, Run, load
 from .patterns import CacheDemo, Entropy, HeadStats, Matrix, Pattern
@@ -24,4 +26,5 @@ from .seeds import softmax_table, seed_matrices
 from .sinks import Eviction, Sinks
 
 __all__ = ["load", "Model", "Run", "Result", "Pattern", "HeadStats", "Entropy", "Matrix", "CacheDemo", "Ablation",
-           "Patching", "Attribution", "Composition", "Circuit", "Why", "Verify", "softmax_table", "seed_matrices", "Sinks", "Eviction"]
+           "Patching", "Attribution", "Composition", "Circuit", "Why", "Verify", "Atlas", "softmax_table", "seed_matrices",
+           "Sinks", "Eviction"]

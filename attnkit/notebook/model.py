@@ -9,6 +9,7 @@ through to :func:`attnkit.model.run`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -24,6 +25,7 @@ from ..model import Intervention, Trace, run
 from ..score_terms import score_terms
 from ..sinks import measure_sinks, text_windows
 from ..standard import head_name, parse_head
+from .atlas import Atlas
 from .effects import Ablation, Attribution, Circuit, Composition, Patching, Verify, Why
 from .patterns import CacheDemo, Entropy, HeadStats, Pattern
 from .sinks import Eviction, Sinks
@@ -179,6 +181,30 @@ class Model:
         if stated is None:
             raise ValueError(f"{self.name} is not a planted model (no CIRCUIT.json)")
         return calibration.make_pairs(stated, n=n, seed=seed)
+
+    def atlas(self, corpus, *, out=None, max_docs: int | None = None, exclude_first: bool = False,
+              effect_tokens: int | None = None, bootstrap: int = 1000, window: int | None = None,
+              progress=None) -> Atlas:
+        """The head atlas over ``corpus`` (a shipped corpus's name, ``"debian-man"``; a text file; a folder of them;
+        the first ``max_docs`` documents): every head's statistics, its effect on the loss when mean-ablated and a
+        verdict per role, as ``attnkit atlas`` computes them (``effect_tokens``: its effect sample, default the
+        command's). Without ``out`` it is kept in attnkit's cache folder (the same atlas asked for again is read,
+        not computed); ``out``: the atlas folder to write (new, empty, or one an atlas run wrote: it resumes).
+        ``progress(done, total)``: documents over both passes."""
+        from ..corpus import atlas_cache, load_atlas, run_atlas    # the corpus extra (pyarrow): only when asked
+
+        settings = dict(max_docs=max_docs, no_first=exclude_first, bootstrap=bootstrap, window=window,
+                        device=str(self.weights.device))
+        if effect_tokens is not None:
+            settings["effect_tokens"] = effect_tokens
+        if out is None:
+            res, folder = atlas_cache.cached_atlas(corpus, self.loaded.name, source=self.loaded.source,
+                                                   progress=progress, **settings)
+        else:
+            folder = Path(out).expanduser()
+            run_atlas(corpus, folder, self.loaded.name, progress=progress, **settings)
+            res = load_atlas(folder)
+        return self._result(Atlas(res, folder))
 
     # ------------------------------------------------------------------ explaining one score; checking
     def why(self, prompt, head, query: int = -1, key: int | None = None, *, against: int | None = None) -> Why:
