@@ -216,6 +216,9 @@ SAMPLES = {
           "sink": h == 0} for l in range(2) for h in range(4)]), 4),
     "sinks.share_by_position": lambda: SK.share_by_position(pd.DataFrame(
         [{"name": "L0H0", "n": n, "share": 0.5 + 0.01 * n} for n in (1, 2, 4, 8)])),
+    "sinks.sink_writes": lambda: SK.sink_writes(pd.DataFrame(
+        [{"name": f"L0H{h}", "first_token": 0.2 * h, "write_sink": 0.1 + h, "write_rest": 1.0, "write_ratio": 0.1 + h,
+          "sink": h > 2} for h in range(4)])),
     "steps.matrix_chart": lambda: SP.matrix_chart(np.array([[0.8, 0.1, 0.2, 0.5], [0.3, 0.9, 0.1, 0.4]]),
                                                   ["0 猫", "1 坐"], ["d0", "d1", "d2", "d3"], "X",
                                                   row_title=t("token"), col_title=t("dimension")),

@@ -2,6 +2,7 @@
 the (k, w) grid, generation with an evicting cache), its lab job stops on Stop; the "exclude position 0" switches of
 Compare heads and Entropy give what the library gives; Step by step's KV-cache tab opens the page on the same
 prompt; the Ablations page shows no-sink like every kind; and the notebook API's Model.sinks / Model.eviction."""
+import time
 import numpy as np
 import pytest
 
@@ -123,6 +124,10 @@ def test_stop_ends_the_lab_job(odd_dir, monkeypatch):
     job = at.session_state["_ak_jobs"]["sk_lab"]
     try:
         assert job.alive and any("Stale" in c.value for c in at.caption)      # the last grid kept, marked stale
+        for _ in range(200):                        # its first progress report (under load it can take a while)
+            if job.total or not job.alive:
+                break
+            time.sleep(0.05)
         at.button(key="_ak_stop_sk_lab").click().run()
         job.join(5)
         assert job.state == "stopped" and job.done < job.total

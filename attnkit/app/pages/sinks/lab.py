@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from attnkit.app.context import Context
+from attnkit.app.escaping import plain
 from attnkit.app.exports import download_buttons
 from attnkit.app.jobs import job_result
 from attnkit.app.state import PageState
@@ -116,9 +117,9 @@ def grid(ctx: Context, state: PageState, docs: list, doc_key, stats, meta: dict)
     predicted = sum(len(d) - 1 for d in docs)
     short = predicted < MIN_TOKENS or max(map(len, docs)) <= min(ws)
     if short:                              # nothing to decide: the grid runs only when asked
-        st.info(t("This text predicts {n} tokens in windows of at most {longest}: a cache of w ≥ {longest} keys drops "
+        st.info(plain(t("This text predicts {n} tokens in windows of at most {longest}: a cache of w ≥ {longest} keys drops "
                   "nothing, and a verdict needs {need} predicted tokens or more. Choose a shipped text above for the "
-                  "lab.", n=predicted, longest=max(map(len, docs)), need=MIN_TOKENS))
+                  "lab.", n=predicted, longest=max(map(len, docs)), need=MIN_TOKENS)))
     cells = len(ks) * len(ws) * len(modes) + 1
     weights, name = ctx.model.weights, ctx.model_name
     res = job_result("sk_lab", (ctx.key, doc_key, tuple(ks), tuple(ws), modes),
@@ -181,9 +182,9 @@ def generation(ctx: Context, state: PageState, docs: list, meta: dict) -> None:
     differ = rows.index[~rows["same"]]
     where = (t("The two agree on all {n} tokens.", n=n) if not len(differ) else
              t("They part at step {step}.", step=int(differ[0]) + 1))
-    st.caption(t("{where} Prompt: the first {p} tokens of the text's first window; the evicting cache held {held} "
+    st.caption(plain(t("{where} Prompt: the first {p} tokens of the text's first window; the evicting cache held {held} "
                  "keys per layer at the end ({mode}).", where=where, p=len(prompt), held=got["held"],
-                 mode=t("rolling positions") if rolling else t("original positions")))
+                 mode=t("rolling positions") if rolling else t("original positions"))))
     show_table(rows.rename(columns={"step": t("step"), "full": t("full cache"), "kept": t("k sinks + window w"),
                                     "same": t("same")}), hide_index=True, width="stretch", height=220)
     download_buttons(rows, None, "generation_eviction", {**meta, "sinks": k, "window": w, "rolling": rolling},

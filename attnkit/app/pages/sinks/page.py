@@ -48,11 +48,12 @@ def sink_heads_line(stats) -> None:
                      "one of few keys, so nearly every head looks like a sink. Choose a longer text for the rule's "
                      "own measurement.", n=len(stats.windows_at)), icon="✋")
     if heads:
-        st.success(t("Sink heads ({rule}): {heads}.", rule=rule,
-                     heads=", ".join(f"{n} ({s:.3f})" for n, s in heads)), icon="🕳️")
+        st.success(ui.plain(t("Sink heads ({rule}): {heads}.", rule=rule,
+                              heads=", ".join(f"{n} ({s:.3f})" for n, s in heads))), icon="🕳️")
     else:
-        st.info(t("No sink head on this text ({rule}). The largest shares on the first token: {heads}.", rule=rule,
-                  heads=", ".join(f"{n} ({s:.3f})" for n, s in zip(stats.top_heads(), _firsts(stats)))))
+        st.info(ui.plain(t("No sink head on this text ({rule}). The largest shares on the first token: {heads}.",
+                           rule=rule, heads=", ".join(f"{n} ({s:.3f})" for n, s in zip(stats.top_heads(),
+                                                                                     _firsts(stats))))))
 
 
 def _firsts(stats) -> list[float]:
@@ -66,8 +67,8 @@ def maps(stats) -> None:
     df = stats.to_pandas()
     chart = sink_charts.share_heatmap(df, stats.k)
     st.altair_chart(chart, width="content")
-    st.caption(t("Mean over the queries from position {start} on (earlier ones see few keys); outlined: the sink "
-                 "heads.", start=stats.from_position))
+    st.caption(ui.plain(t("Mean over the queries from position {start} on (earlier ones see few keys); outlined: the "
+                          "sink heads.", start=stats.from_position)))
     ui.download_buttons(df, chart, "sink_share_per_head", meta, key="sk-map")
     left, right = st.columns(2)
     with left:

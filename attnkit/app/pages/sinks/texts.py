@@ -9,6 +9,7 @@ import streamlit as st
 
 from attnkit.app.caches import budgeted
 from attnkit.app.context import Context
+from attnkit.app.escaping import plain
 from attnkit.corpus.atlas import SHIPPED_CORPORA
 from attnkit.corpus.inputs import read_inputs
 from attnkit.i18n import msg, t
@@ -71,4 +72,4 @@ def describe(docs: list, have: int, tokens: int, context: int) -> None:
     if have < tokens:
         parts.append(t("The text holds {have} tokens, fewer than the {n} asked for: all of them are used.",
                        have=f"{have:,}", n=f"{tokens:,}"))
-    st.caption(" ".join(parts))
+    st.caption(plain(" ".join(parts)))
