@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import numpy as np
 import torch
@@ -38,7 +39,7 @@ from .verify import as_dtype
 
 __all__ = ["LABELS", "PATTERN_AND_EFFECT", "PATTERN_ONLY", "EFFECT_ONLY", "NEITHER", "ROLE_NAMES", "LABEL_NAMES",
            "NO_FIRST", "F64_EVERY", "PAIRS_PER_WINDOW", "QK_PER_WINDOW", "CONTEXT", "TOP_KEYS",
-           "stat_names", "stat_column", "scan", "f64_checked", "effect", "RowMeanHead",
+           "stat_names", "stat_column", "scan", "f64_checked", "effect", "effect_seconds", "RowMeanHead",
            "window_seed", "window_nll", "float64_copy"]
 
 #: Suffix of a statistic computed without position 0 (its column, and its name in the atlas files).
@@ -352,6 +353,26 @@ def effect(weights, ids: torch.Tensor, means: torch.Tensor, groups=(), budget: i
         run_g = run(weights, ids, start=first, resid=tr["resid_pre", first], intervention=iv)
         out_groups[g] = window_nll(run_g.logits, ids).numpy() - base.numpy()
     return {"tokens": np.full(B, T - 1), "base": base.numpy(), "heads": heads, "groups": out_groups}
+
+
+def effect_seconds(weights, ids: torch.Tensor, means: torch.Tensor, budget: int = LOGIT_BUDGET) -> float:
+    """Seconds :func:`effect` (no groups) takes on ``ids`` on this machine now, measured on two of its layers: the
+    clean run, then every head of the first layer and of the last mean-ablated as :func:`effect` runs them. A run
+    resumed at layer l costs its L − l blocks plus the unembedding, linear in l, so the L layers together cost
+    L · (first + last) / 2 — 2 layers run instead of L (GPT-2 small: 24 ablated runs, not 144)."""
+    L = weights.config.n_layers
+    heads = list(range(weights.config.n_heads))
+    t0 = time.perf_counter()
+    tr = run(weights, ids, capture=["resid_pre"])
+    window_nll(tr.logits, ids)
+    t1 = time.perf_counter()
+    _ablated(weights, ids, tr["resid_pre", 0], 0, heads, means[0], budget)
+    t2 = time.perf_counter()
+    if L == 1:
+        return t2 - t0
+    _ablated(weights, ids, tr["resid_pre", L - 1], L - 1, heads, means[L - 1], budget)
+    t3 = time.perf_counter()
+    return (t1 - t0) + L * ((t2 - t1) + (t3 - t2)) / 2
 
 
 class _GroupMean(Intervention):
