@@ -134,6 +134,7 @@ def test_the_packaged_script_has_no_pages_folder_beside_it():
     assert not (app_cli.SCRIPT.parent / "pages").exists()
 
 
+@pytest.mark.package
 def test_the_packaged_script_opens_every_page():
     from streamlit.testing.v1 import AppTest
 

@@ -207,6 +207,7 @@ def test_the_html_file_fetches_nothing_and_holds_every_head(tiny_atlas):
     assert load_atlas(out).to_pandas()["head"].tolist() == [h["head"] for h in res.heads]
 
 
+@pytest.mark.slow
 def test_local_and_ray_atlases_are_identical(words, tmp_path):
     ray = pytest.importorskip("ray", reason="Ray is not installed; the local engine is tested")
     local = run_atlas(words, tmp_path / "local", "planted-decoys", max_docs=6)

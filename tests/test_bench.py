@@ -10,6 +10,10 @@ import torch
 from attnkit.cli.bench import cli as bench_cli
 from attnkit.dev import bench as B
 
+#: The bench runs whole models through its command line: in the named suite `-m slow` (.ci/run runs it), not the
+#: quick one.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):

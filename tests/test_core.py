@@ -122,7 +122,7 @@ def assert_report_ok(rep):
     assert rep.logits_abs <= TOL_LOGITS
 
 
-@pytest.mark.parametrize("T", [64, 1024])
+@pytest.mark.parametrize("T", [64, pytest.param(1024, marks=pytest.mark.slow)])
 def test_gpt2_small_shape_equals_hf(small, T):
     assert (small.config.n_layers, small.config.n_heads, small.config.d_model) == (12, 12, 768)
     # float32 against float32 over all T tokens; the float64 rule on the first 128 (float64 on GPT-2 small's
@@ -137,6 +137,7 @@ def test_nonstandard_shape_equals_hf(odd):
     assert_report_ok(compare(odd.hf_model, odd.weights, torch.tensor(odd.encode("The animal didn't cross."))))
 
 
+@pytest.mark.slow
 def test_gpt2_medium_shape_equals_hf(tmp_path):
     folder = make_checkpoint(tmp_path / "medium", seed=2, n_layer=24, n_head=16, n_embd=1024)
     m = load(str(folder), "cpu")

@@ -192,6 +192,7 @@ def test_failing_document_is_recorded_and_the_run_goes_on(corpus_file, tiny, tmp
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")   # from inside Ray Data
+@pytest.mark.slow
 def test_ray_engine_matches_local(corpus_file, local_run, tmp_path):
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install ray); the local engine is tested")
     out = tmp_path / "out"

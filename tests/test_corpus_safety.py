@@ -148,6 +148,7 @@ def test_damaged_shard_is_found_and_recomputed(inputs, reference, tmp_path, caps
     _assert_same_tables(reference, out)
 
 
+@pytest.mark.slow
 def test_interrupted_run_resumes_to_the_uninterrupted_result(inputs, reference, tmp_path, capsys):
     """A real Ctrl-C (SIGINT) after the first shard: one line, exit 130; the rerun resumes and its
     tables equal those of a run that was never interrupted."""

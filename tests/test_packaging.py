@@ -109,6 +109,7 @@ def wheel(source, tmp_path_factory) -> Path:
     return next(out.glob("attnkit-*.whl"))
 
 
+@pytest.mark.package
 def test_the_wheel_holds_every_file_under_attnkit_and_the_command(wheel, source):
     names = set(zipfile.ZipFile(wheel).namelist())
     files = {p.relative_to(source).as_posix() for p in (source / "attnkit").rglob("*")

@@ -230,6 +230,7 @@ def test_gpt2_small_shape_at_full_context(small):
     assert not math.isnan(float(st.entropy.sum()))
 
 
+@pytest.mark.slow
 def test_long_bench_rows_quick():
     """bench --long on a tiny stand-in: memory probes in fresh processes, ratios with targets."""
     from attnkit.dev.bench import long_context as BS

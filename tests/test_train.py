@@ -141,6 +141,7 @@ def test_wsd_schedule():
     assert train.lr_at(100, 100, 10, 1.0, schedule="wsd", decay_start=80) == pytest.approx(0.1)
 
 
+@pytest.mark.slow
 def test_time_boxed_run_is_reproduced_by_its_recorded_command(tmp_path):
     """--minutes picks the schedule from the clock; the card's command replays it exactly."""
     import shlex
@@ -222,6 +223,7 @@ def test_mixed_batch_rows():
     assert 0 < kinds["masked"] < 64 and 0 < kinds["natural"] < 64
 
 
+@pytest.mark.slow
 def test_time_boxed_long_phase_is_reproduced(tmp_path):
     """Short windows, then full-context ones from a step the time box picks; the card replays it."""
     import shlex

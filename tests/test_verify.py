@@ -72,6 +72,7 @@ def test_wrong_formula_fails_at_every_length(odd, T):
 
 
 @needs_shipped
+@pytest.mark.slow
 def test_shipped_model_at_full_context(tiny, capsys):
     """attnkit-tiny at 1,024 tokens: the direct float32 difference exceeds the old fixed tolerances, yet
     attnkit is as close to float64 HF as HF float32 is; a wrong formula in any one layer still fails."""
