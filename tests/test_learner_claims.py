@@ -68,7 +68,7 @@ def test_the_symmetry_verdict_and_kv_note_quote_the_tables():
     at = apptest("steps", timeout=300, st_kv_n=8).run()
     assert not at.exception, at.exception
     table = next(d.value for d in at.dataframe if "diagonal share" in d.value.columns)
-    verdict = next(x.value for x in at.text if "the diagonal" in x.value)
+    verdict = next(x.value for x in at.markdown if "the diagonal" in x.value)
     xx, qk = table.iloc[0], table.iloc[1]
     assert f"{qk['diagonal share']:.3f}" in verdict and f"{xx['diagonal share']:.3f}" in verdict
     assert f"{qk['diagonal margin']:+.2f}" in verdict

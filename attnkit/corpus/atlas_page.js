@@ -23,8 +23,11 @@
   const colours = {"pattern and effect": "#2ca02c", "pattern only": "#ff7f0e", "effect only": "#1f77b4", "neither": "#999"};
 
   function rows() {
-    return D.index.map((r) => Object.assign({}, r, {verdict: r["verdict: " + state.role] || "neither",
-      __x: r[col(state.x)], __y: r[col(state.y)]}));
+    return D.index.map((r) => {
+      const verdict = r["verdict: " + state.role] || "neither";   // the spec colours by `shown`: the reader's words
+      return Object.assign({}, r, {verdict: verdict, shown: S().labels[verdict] || verdict,
+        __x: r[col(state.x)], __y: r[col(state.y)]});
+    });
   }
 
   function spec() {

@@ -148,7 +148,8 @@ def model_view() -> None:
     mats = [tr["pattern", l][0, h].float().cpu().numpy().copy() for l in layers for h in range(H)]
     masks = [heatmap_charts.masked_cells(len(ids), window=cfg.window(l)) for l in layers for _ in range(H)]
     columns = min(H, MAX_COLUMNS)
-    panel = max(48, (heatmap_charts.CONTENT_WIDTH - 20 * (columns - 1) - 10) // columns)
+    room = heatmap_charts.CONTENT_WIDTH - heatmap_charts.GRID_LABELS_PX - 20 * (columns - 1) - 10   # the first
+    panel = max(40, room // columns)               # column's token labels too: 12 panels of 40 px fit in 800
     chart, _ = heatmap_charts.grid_chart(mats, [head_name(l, h) for l in layers for h in range(H)],
                                          ui.token_labels(ctx.model.token_texts(ids)), masked=masks, columns=columns,
                                          panel=panel, select="open")

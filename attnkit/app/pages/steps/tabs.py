@@ -8,7 +8,7 @@ import streamlit as st
 from attnkit import steps as head_steps
 from attnkit.app.caches import budgeted
 from attnkit.app.context import Context
-from attnkit.app.escaping import show_error
+from attnkit.app.escaping import plain, show_error
 from attnkit.app.exports import download_buttons, meta_for
 from attnkit.app.navigation import open_page
 from attnkit.app.state import PageState
@@ -119,7 +119,7 @@ def symmetry(ctx: Context, state: PageState, layer: int, head: int, resid, label
                               "diagonal margin": st.column_config.NumberColumn(
                                   t("median margin of the own key (std)"), format="%+.2f"),
                               "matrix": st.column_config.TextColumn(t("matrix"))})
-    st.text(str(head_steps.symmetry_verdict(sym, head_name(layer, head))))
+    st.markdown(plain(str(head_steps.symmetry_verdict(sym, head_name(layer, head)))))   # wraps (st.text does not)
     st.caption(t("Query 0 sees only itself, so it is left out of the share. The margin is a query's own score minus "
                  "its best other visible score, in standard deviations of the visible scores (median over the "
                  "queries): positive when its own key wins."))

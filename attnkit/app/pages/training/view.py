@@ -112,7 +112,8 @@ def open_buttons(res: training.SeriesResult, step: int, head: str) -> None:
     on ``head``)."""
     c = res.checkpoints[res.steps.index(step)]
     st.caption(plain(t("Open the checkpoint of step {step} ({name}) on another page:", step=step, name=c.label)))
-    per_row = 4                                   # labels stay whole in a normal-width main column
+    per_row = 3                                   # labels stay whole in a normal-width main column (the longest,
+    #                                               'Open on Attention sinks & KV cache', is cut at 4 a row at 1280 px)
     cols = [c for i in range(0, len(OPEN_ON), per_row) for c in st.columns(per_row)]
     layer, h = parse_head(head)
     for col, key in zip(cols, OPEN_ON):
