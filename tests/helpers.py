@@ -225,3 +225,24 @@ def make_planted_negative(folder: Path, suppress: float = 0.3) -> Path:
     spec = G.Spec(folder.name, layers, {}, NEGATIVE_CIRCUIT,
                   f"planted-induction's circuit, plus an induction head L1H1 writing −{suppress} of the answer into OUT")
     return G.write(spec, folder, seed=44)
+
+
+def family_weights(tmp_path_factory, shapes: dict, transform=lambda w: w):
+    """A getter name -> the loaded Weights of a small checkpoint of that family, built once: ``shapes[name]`` is
+    None for a GPT-2 (3 layers, 4 heads, d 64) or the keyword arguments of :func:`make_family_checkpoint` (GPT-Neo
+    gets 4 layers: it alternates global and local layers in pairs); ``transform`` is applied to the weights."""
+    from attnkit.loading import load
+
+    built = {}
+
+    def get(name):
+        if name not in built:
+            folder = tmp_path_factory.mktemp(name)
+            if shapes[name] is None:
+                make_checkpoint(folder, seed=3, n_layer=3, n_head=4, n_embd=64, n_positions=64, vocab_size=400)
+            else:
+                make_family_checkpoint(folder, name, n_layers=4 if name == "gpt-neo-125m" else 3, **shapes[name])
+            built[name] = transform(load(str(folder), "cpu").weights)
+        return built[name]
+
+    return get

@@ -23,7 +23,7 @@ from attnkit.model import run
 from attnkit.pieces import printable_token
 from attnkit.standard import node_name, split_node
 from attnkit.tolerances import TOL_F64
-from helpers import make_checkpoint, make_family_checkpoint, with_biases
+from helpers import family_weights, with_biases
 
 T = 12
 #: small checkpoints of three layouts: learned positions + LayerNorm, GQA + RMSNorm + rotary, parallel NeoX
@@ -35,21 +35,7 @@ SHAPES = {"gpt2": None,
 
 @pytest.fixture(scope="module")
 def family(tmp_path_factory):
-    from attnkit.loading import load
-
-    built = {}
-
-    def get(name):
-        if name not in built:
-            folder = tmp_path_factory.mktemp(name)
-            if SHAPES[name] is None:
-                make_checkpoint(folder, seed=3, n_layer=3, n_head=4, n_embd=64, n_positions=64, vocab_size=400)
-            else:
-                make_family_checkpoint(folder, name, n_layers=3, **SHAPES[name])
-            built[name] = with_biases(load(str(folder), "cpu").weights, torch.float64)
-        return built[name]
-
-    return get
+    return family_weights(tmp_path_factory, SHAPES, lambda w: with_biases(w, torch.float64))
 
 
 def ids_for(w, seed=0):

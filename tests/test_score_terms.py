@@ -12,7 +12,7 @@ from attnkit import attention as A
 from attnkit import score_terms as ST
 from attnkit.model import run
 from attnkit.tolerances import TOL_F64, TOL_SCORE_REL, f64_tolerance
-from helpers import make_checkpoint, make_family_checkpoint, with_biases
+from helpers import family_weights, with_biases
 
 # shape name -> overrides (Llama with W_Q/W_K biases; Qwen2 has them already)
 FAMILIES = {"gpt2": None, "smollm2-135m": {"attention_bias": True}, "qwen2.5-0.5b": {},
@@ -22,22 +22,7 @@ T = 24
 
 @pytest.fixture(scope="module")
 def family(tmp_path_factory):
-    from attnkit.loading import load
-
-    built = {}
-
-    def get(name):
-        if name not in built:
-            folder = tmp_path_factory.mktemp(name)
-            if FAMILIES[name] is None:
-                make_checkpoint(folder, seed=3, n_layer=3, n_head=4, n_embd=64, n_positions=64, vocab_size=400)
-            else:
-                # GPT-Neo alternates global and local layers in pairs: 4 layers (layer 2 global, 3 local)
-                make_family_checkpoint(folder, name, n_layers=4 if name == "gpt-neo-125m" else 3, **FAMILIES[name])
-            built[name] = load(str(folder), "cpu").weights
-        return built[name]
-
-    return get
+    return family_weights(tmp_path_factory, FAMILIES)
 
 
 def ids_for(w, seed=0):
