@@ -140,7 +140,7 @@ def time_window(weights) -> tuple[float, float]:
         t0 = time.perf_counter()
         atlas_lib.scan(weights, ids, [1], [0], lambda xs: [str(int(i)) for i in xs])
         t1 = time.perf_counter()
-        effect_s = atlas_lib.effect_seconds(weights, ids, means)
+        effect_s = atlas_lib.effect_estimate(weights, ids, means)["estimate_s"]
     finally:
         torch.set_num_threads(before)
     return t1 - t0, effect_s

@@ -19,8 +19,6 @@ runs, plus the unembedding); the figures say so.
 """
 from __future__ import annotations
 
-import time
-
 import torch
 
 from ... import atlas
@@ -78,23 +76,6 @@ def _stats(w, ids):
     return [{k: v[0].cpu() for k, v in lay.items()} for lay in hook.per_layer]
 
 
-def effect_estimate(w, ids, means) -> dict:
-    """The effect pass's seconds estimated from three timed parts (see the module's doc)."""
-    c = w.config
-    L, H = c.n_layers, c.n_heads
-    t0 = time.perf_counter()
-    tr = run(w, ids, capture=["resid_pre"])
-    clean = time.perf_counter() - t0
-    per = {}
-    for layer in (0, L - 1):
-        t0 = time.perf_counter()
-        atlas._ablated(w, ids, tr["resid_pre", layer], layer, list(range(H)), means[layer], atlas.LOGIT_BUDGET)
-        per[layer] = time.perf_counter() - t0
-    slope = (per[0] - per[L - 1]) / max(L - 1, 1)            # seconds per block of H rows
-    total = clean + sum(per[L - 1] + slope * (L - 1 - l) for l in range(L))
-    return {"clean_s": clean, "first_layer_s": per[0], "last_layer_s": per[L - 1], "estimate_s": total}
-
-
 def atlas_shape(loaded, T: int, repeats: int, warmup: int, peak_rise=None) -> tuple[list, dict]:
     """``--shape-parts atlas``: the scan measured; the effect pass estimated (see the module's doc). The rows are
     unjudged here; :mod:`.shapes` judges the scan's against its target."""
@@ -105,7 +86,7 @@ def atlas_shape(loaded, T: int, repeats: int, warmup: int, peak_rise=None) -> tu
     fns = {**_scan_fns(w, ids), "one forward": lambda: run(w, ids)}
     with torch.inference_mode():
         t = interleaved(fns, repeats, warmup, dev)
-        est = effect_estimate(w, ids, torch.zeros(c.n_layers, c.n_heads, c.d_head, device=dev))
+        est = atlas.effect_estimate(w, ids, torch.zeros(c.n_layers, c.n_heads, c.d_head, device=dev))
         rise = {k: peak_rise(fns[k]) for k in ("atlas scan", "trace with patterns")} if peak_rise else {}
     s = {k: side(k, v) for k, v in t.items()}
     e = side("effect pass, estimated", [est["estimate_s"]])
